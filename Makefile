@@ -31,6 +31,53 @@ define timed
 	echo ">> built $(1) in $$(( $$(date +%s) - start ))s"
 endef
 
+##@ Development
+
+.PHONY: build
+build: ## Build the instance-manager binary into bin/.
+	go build -o $(BIN)/instance-manager .
+
+.PHONY: fmt
+fmt: ## gofmt every Go file.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet and a gofmt check.
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...
+
+.PHONY: generate
+generate: $(BIN)/controller-gen ## Generate deepcopy code for api/.
+	$(BIN)/controller-gen object paths=./api/...
+
+.PHONY: manifests
+manifests: $(BIN)/controller-gen ## Generate the CRD into config/crd and the chart.
+	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
+
+##@ Tests
+
+# Tests that need the local environment (control plane, kwok, moto) find the
+# tools through these variables; without them they skip, so `go test ./...`
+# alone runs the unit tier.
+TEST_ENV := IM_ENV_BIN_DIR=$(BIN) IM_ENV_VENV=$(VENV)
+GO_TEST_FLAGS ?= -count=1 -timeout 45m
+
+.PHONY: test
+test: tools vet ## Run every test tier: unit, integration and end-to-end.
+	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
+
+.PHONY: test-unit
+test-unit: ## Unit tier only: no control plane, no emulator.
+	go test -count=1 ./...
+
+.PHONY: bench
+bench: tools ## Benchmarks (numbers, not pass/fail).
+	$(TEST_ENV) go test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN{FS=":.*##"} /^##@/{printf "\n%s\n",substr($$0,5)} /^[a-zA-Z_-]+:.*##/{printf "  %-14s %s\n",$$1,$$2}' $(MAKEFILE_LIST)
+
 ##@ Tools
 
 .PHONY: tools
@@ -72,3 +119,44 @@ $(BIN)/controller-gen: $(BIN)/.controller-gen-$(CONTROLLER_GEN_VERSION)
 $(VENV)/bin/moto_server: test/env/requirements.txt
 	$(call timed,moto (.venv),python3 -m venv $(VENV) && $(VENV)/bin/pip install --quiet --disable-pip-version-check -r test/env/requirements.txt)
 	@touch $@
+
+##@ Local environment
+
+LOCAL := $(CURDIR)/.local
+
+.PHONY: dev-up
+dev-up: tools ## Start the local environment in the background (control plane, kwok, moto, bridge); writes .local/kubeconfig and .local/aws.env.
+	@mkdir -p $(LOCAL)
+	@if [ -f $(LOCAL)/devenv.pid ] && kill -0 "$$(cat $(LOCAL)/devenv.pid)" 2>/dev/null; then \
+		echo "dev environment already running (pid $$(cat $(LOCAL)/devenv.pid)); run make dev-down first"; exit 1; \
+	fi
+	go build -o $(BIN)/devenv ./test/env/cmd/devenv
+	@rm -f $(LOCAL)/kubeconfig $(LOCAL)/aws.env $(LOCAL)/devenv.pid $(LOCAL)/devenv.pids
+	@$(TEST_ENV) nohup $(BIN)/devenv -out $(LOCAL) >$(LOCAL)/devenv.log 2>&1 & pid=$$!; \
+	echo ">> devenv started (pid $$pid), log in .local/devenv.log; waiting for it to come up"; \
+	for i in $$(seq 1 180); do \
+		if [ -f $(LOCAL)/kubeconfig ] && kubectl --kubeconfig $(LOCAL)/kubeconfig get nodes >/dev/null 2>&1; then break; fi; \
+		if ! kill -0 $$pid 2>/dev/null; then echo "devenv exited; last lines of .local/devenv.log:"; tail -n 30 $(LOCAL)/devenv.log; exit 1; fi; \
+		if [ $$i -eq 180 ]; then echo "devenv not up after 180s; last lines of .local/devenv.log:"; tail -n 30 $(LOCAL)/devenv.log; exit 1; fi; \
+		sleep 1; \
+	done; \
+	echo ">> local environment up (stop it with: make dev-down)"; \
+	echo "   kubectl --kubeconfig .local/kubeconfig get nodes"; \
+	echo "   export KUBECONFIG=$(LOCAL)/kubeconfig"; \
+	echo "   source .local/aws.env && aws autoscaling describe-auto-scaling-groups"; \
+	echo "   (aws.env points AWS_ENDPOINT_URL at moto: $$(sed -n 's/^export AWS_ENDPOINT_URL=//p' $(LOCAL)/aws.env))"; \
+	echo "   Instances of moto Auto Scaling groups become kwok nodes; component logs are in .local/devenv/logs/"
+
+.PHONY: dev-down
+dev-down: ## Stop the local environment started by dev-up and check that none of its processes is left.
+	@if [ ! -f $(LOCAL)/devenv.pid ]; then echo "no dev environment running (no .local/devenv.pid)"; exit 0; fi; \
+	pid=$$(cat $(LOCAL)/devenv.pid); \
+	children=$$(sed -n 's/^[^=]*=//p' $(LOCAL)/devenv.pids 2>/dev/null | tr '\n' ' '); \
+	if kill -TERM $$pid 2>/dev/null; then \
+		for i in $$(seq 1 60); do kill -0 $$pid 2>/dev/null || break; sleep 0.5; done; \
+		if kill -0 $$pid 2>/dev/null; then echo "devenv (pid $$pid) still running after 30s; sending SIGKILL"; kill -KILL $$pid; sleep 1; fi; \
+	fi; \
+	left=""; for c in $$children; do if kill -0 $$c 2>/dev/null; then left="$$left $$c"; fi; done; \
+	if [ -n "$$left" ]; then echo "processes started by devenv are still running:"; ps -o pid=,args= -p "$$(echo $$left | tr ' ' ',')"; exit 1; fi; \
+	rm -f $(LOCAL)/devenv.pid $(LOCAL)/devenv.pids $(LOCAL)/kubeconfig $(LOCAL)/aws.env; \
+	echo ">> local environment stopped: devenv (pid $$pid) and the processes it started ($$children) are gone"

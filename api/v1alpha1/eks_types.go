@@ -1,0 +1,338 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// EKSSpec configures the eks provisioner: an Auto Scaling group whose
+// instances bootstrap into an EKS cluster.
+type EKSSpec struct {
+	// MinSize is the group's minimum number of instances.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinSize int64 `json:"minSize,omitempty"`
+
+	// MaxSize is the group's maximum number of instances.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxSize int64 `json:"maxSize,omitempty"`
+
+	// Type is LaunchTemplate (default) or LaunchConfiguration. Launch
+	// configurations are deprecated by AWS; the value is accepted for
+	// compatibility and the group is built from a launch template.
+	// +kubebuilder:validation:Enum=LaunchTemplate;LaunchConfiguration
+	// +optional
+	Type string `json:"type,omitempty"`
+
+	// WarmPool keeps pre-initialized instances stopped beside the group.
+	// +optional
+	WarmPool *WarmPoolSpec `json:"warmPool,omitempty"`
+
+	// Configuration is the launch and scaling configuration.
+	// +optional
+	Configuration *EKSConfiguration `json:"configuration,omitempty"`
+}
+
+// WarmPoolSpec configures the Auto Scaling group's warm pool.
+type WarmPoolSpec struct {
+	// MinSize is the minimum number of warm instances.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinSize int64 `json:"minSize,omitempty"`
+	// MaxSize is the maximum of instances in the group plus the warm pool;
+	// -1 means the group's maxSize.
+	// +kubebuilder:validation:Minimum=-1
+	// +optional
+	MaxSize int64 `json:"maxSize,omitempty"`
+}
+
+// EKSConfiguration is how instances are launched and join the cluster.
+type EKSConfiguration struct {
+	// ClusterName is the name of the EKS cluster the nodes join.
+	// +optional
+	ClusterName string `json:"clusterName,omitempty"`
+
+	// Image is the AMI: an id (ami-...), "latest" (the EKS-optimized AMI
+	// for the cluster's version, OS family and architecture, resolved
+	// through SSM) or an SSM parameter reference ("ssm://<parameter name>").
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// InstanceType is the EC2 instance type, e.g. m5.large.
+	// +optional
+	InstanceType string `json:"instanceType,omitempty"`
+
+	// KeyPairName is the EC2 key pair for SSH access.
+	// +optional
+	KeyPairName string `json:"keyPairName,omitempty"`
+
+	// Subnets are subnet ids or values of the subnets' Name tag.
+	// +optional
+	Subnets []string `json:"subnets,omitempty"`
+
+	// SecurityGroups are security group ids or values of their Name tag.
+	// +optional
+	SecurityGroups []string `json:"securityGroups,omitempty"`
+
+	// VolSize is the root volume size in GiB when volumes is empty. Default 32.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	VolSize int64 `json:"volSize,omitempty"`
+
+	// Volumes are the EBS volumes attached at launch, by device name.
+	// +optional
+	Volumes []NodeVolume `json:"volumes,omitempty"`
+
+	// Taints are registered on each node by the kubelet.
+	// +optional
+	Taints []corev1.Taint `json:"taints,omitempty"`
+
+	// Labels are registered on each node by the kubelet.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Tags are applied to the Auto Scaling group and propagated to its
+	// instances, each as {key: <tag key>, value: <tag value>}.
+	// +optional
+	Tags []map[string]string `json:"tags,omitempty"`
+
+	// BootstrapArguments are extra arguments for the bootstrap script,
+	// e.g. "--kubelet-extra-args=--v=2" (amazonlinux2).
+	// +optional
+	BootstrapArguments string `json:"bootstrapArguments,omitempty"`
+
+	// BootstrapOptions are structured bootstrap settings.
+	// +optional
+	BootstrapOptions *BootstrapOptions `json:"bootstrapOptions,omitempty"`
+
+	// UserData are scripts run before or after the bootstrap.
+	// +optional
+	UserData []UserDataStage `json:"userData,omitempty"`
+
+	// SpotPrice, when set, is the maximum hourly price in USD (e.g. "0.67")
+	// and the group runs spot instances.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?)?$`
+	// +optional
+	SpotPrice string `json:"spotPrice,omitempty"`
+
+	// RoleName is an existing IAM role for the nodes; when empty the
+	// controller creates and owns one.
+	// +optional
+	RoleName string `json:"roleName,omitempty"`
+
+	// InstanceProfileName is the existing instance profile of RoleName;
+	// when empty the controller creates and owns one.
+	// +optional
+	InstanceProfileName string `json:"instanceProfileName,omitempty"`
+
+	// ManagedPolicies are extra IAM policies (names or ARNs) attached to a
+	// role the controller creates, beside the standard worker policies.
+	// +optional
+	ManagedPolicies []string `json:"managedPolicies,omitempty"`
+
+	// MixedInstancesPolicy runs several instance types and on-demand/spot
+	// capacity in one group.
+	// +optional
+	MixedInstancesPolicy *MixedInstancesPolicySpec `json:"mixedInstancesPolicy,omitempty"`
+
+	// LifecycleHooks are Auto Scaling lifecycle hooks created on the group.
+	// +optional
+	LifecycleHooks []LifecycleHookSpec `json:"lifecycleHooks,omitempty"`
+
+	// MetricsCollection are Auto Scaling group metrics to enable
+	// (GroupMinSize, GroupDesiredCapacity, ..., or All).
+	// +optional
+	MetricsCollection []string `json:"metricsCollection,omitempty"`
+
+	// SuspendProcesses are Auto Scaling processes to suspend (Launch,
+	// Terminate, AZRebalance, HealthCheck, ..., or All).
+	// +optional
+	SuspendProcesses []string `json:"suspendProcesses,omitempty"`
+
+	// MetadataOptions configures the instance metadata service.
+	// +optional
+	MetadataOptions *MetadataOptions `json:"metadataOptions,omitempty"`
+
+	// LicenseSpecifications are ARNs of license configurations.
+	// +optional
+	LicenseSpecifications []string `json:"licenseSpecifications,omitempty"`
+
+	// Placement places instances on hosts or in a zone.
+	// +optional
+	Placement *PlacementSpec `json:"placement,omitempty"`
+}
+
+// NodeVolume is an EBS volume attached at launch.
+type NodeVolume struct {
+	// Name is the device name, e.g. /dev/xvda.
+	Name string `json:"name"`
+	// Type is the EBS volume type: gp2, gp3, io1, io2, st1, sc1 or standard.
+	// +kubebuilder:validation:Enum=gp2;gp3;io1;io2;st1;sc1;standard
+	// +optional
+	Type string `json:"type,omitempty"`
+	// Size is the volume size in GiB; not with snapshotId.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Iops is the provisioned IOPS (io1, io2, gp3).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Iops int64 `json:"iops,omitempty"`
+	// Throughput is the provisioned throughput in MiB/s (gp3).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Throughput int64 `json:"throughput,omitempty"`
+	// SnapshotID creates the volume from a snapshot; not with size.
+	// +optional
+	SnapshotID string `json:"snapshotId,omitempty"`
+	// DeleteOnTermination deletes the volume with the instance. Default true.
+	// +optional
+	DeleteOnTermination *bool `json:"deleteOnTermination,omitempty"`
+	// Encrypted encrypts the volume with the account's default KMS key.
+	// +optional
+	Encrypted *bool `json:"encrypted,omitempty"`
+	// MountOptions formats and mounts the volume from the user data.
+	// +optional
+	MountOptions *NodeVolumeMountOptions `json:"mountOptions,omitempty"`
+}
+
+// NodeVolumeMountOptions formats and mounts an additional volume at boot.
+type NodeVolumeMountOptions struct {
+	// FileSystem is xfs or ext4.
+	// +kubebuilder:validation:Enum=xfs;ext4
+	// +optional
+	FileSystem string `json:"fileSystem,omitempty"`
+	// Mount is the mount path.
+	// +optional
+	Mount string `json:"mount,omitempty"`
+	// Persistance keeps the mount across reboots through /etc/fstab.
+	// Default true. (The spelling is the original API's.)
+	// +optional
+	Persistance *bool `json:"persistance,omitempty"`
+}
+
+// BootstrapOptions are structured settings for the node bootstrap.
+type BootstrapOptions struct {
+	// MaxPods is the kubelet's max-pods; 0 keeps the AMI's default.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxPods int64 `json:"maxPods,omitempty"`
+	// ContainerRuntime is the runtime for amazonlinux2 (containerd).
+	// +optional
+	ContainerRuntime string `json:"containerRuntime,omitempty"`
+}
+
+// UserDataStage is a script the node runs around its bootstrap.
+type UserDataStage struct {
+	// Name identifies the stage; merged by name under the boundaries.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Stage is PreBootstrap or PostBootstrap.
+	// +kubebuilder:validation:Enum=PreBootstrap;PostBootstrap
+	// +optional
+	Stage string `json:"stage,omitempty"`
+	// Data is the script, plain text or base64.
+	// +optional
+	Data string `json:"data,omitempty"`
+}
+
+// MixedInstancesPolicySpec mixes instance types and purchase options.
+type MixedInstancesPolicySpec struct {
+	// Strategy is the spot allocation strategy: CapacityOptimized (default),
+	// LowestPrice or PriceCapacityOptimized.
+	// +kubebuilder:validation:Enum=CapacityOptimized;LowestPrice;PriceCapacityOptimized
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+	// SpotPools is how many spot pools LowestPrice spreads over. Default 2.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SpotPools *int64 `json:"spotPools,omitempty"`
+	// BaseCapacity is the on-demand capacity always present. Default 0.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BaseCapacity *int64 `json:"baseCapacity,omitempty"`
+	// SpotRatio is the percentage of capacity above BaseCapacity that runs
+	// as spot, as a number (60) or percent string ("60%"). Default 0.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	SpotRatio *intstr.IntOrString `json:"spotRatio,omitempty"`
+	// InstancePool derives instance types from the base instanceType:
+	// SubFamilyFlexible. Required when instanceTypes is empty.
+	// +kubebuilder:validation:Enum=SubFamilyFlexible
+	// +optional
+	InstancePool string `json:"instancePool,omitempty"`
+	// InstanceTypes are the types the group may launch, with weights.
+	// +optional
+	InstanceTypes []InstanceTypeSpec `json:"instanceTypes,omitempty"`
+}
+
+// InstanceTypeSpec is one instance type of a mixed instances policy.
+type InstanceTypeSpec struct {
+	// Type is the EC2 instance type.
+	Type string `json:"type"`
+	// Weight is the capacity units one instance counts for. Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Weight int64 `json:"weight,omitempty"`
+}
+
+// LifecycleHookSpec is an Auto Scaling lifecycle hook.
+type LifecycleHookSpec struct {
+	// Name of the hook.
+	Name string `json:"name"`
+	// Lifecycle is launch or terminate.
+	// +kubebuilder:validation:Enum=launch;terminate
+	// +optional
+	Lifecycle string `json:"lifecycle,omitempty"`
+	// DefaultResult when the heartbeat times out: abandon (default) or continue.
+	// +kubebuilder:validation:Enum=abandon;continue
+	// +optional
+	DefaultResult string `json:"defaultResult,omitempty"`
+	// HeartbeatTimeout in seconds, 30 to 7200. Default 300.
+	// +kubebuilder:validation:Minimum=30
+	// +kubebuilder:validation:Maximum=7200
+	// +optional
+	HeartbeatTimeout int64 `json:"heartbeatTimeout,omitempty"`
+	// NotificationArn is an SNS topic or SQS queue ARN to notify.
+	// +optional
+	NotificationArn string `json:"notificationArn,omitempty"`
+	// RoleArn is an IAM role allowed to publish to NotificationArn.
+	// +optional
+	RoleArn string `json:"roleArn,omitempty"`
+	// Metadata is added to the notification.
+	// +optional
+	Metadata string `json:"metadata,omitempty"`
+}
+
+// MetadataOptions configures the instance metadata service (IMDS).
+type MetadataOptions struct {
+	// HttpEndpoint is enabled (default) or disabled.
+	// +kubebuilder:validation:Enum=enabled;disabled
+	// +optional
+	HttpEndpoint string `json:"httpEndpoint,omitempty"`
+	// HttpTokens is required (IMDSv2 only) or optional.
+	// +kubebuilder:validation:Enum=required;optional
+	// +optional
+	HttpTokens string `json:"httpTokens,omitempty"`
+	// HttpPutResponseHopLimit is the hop limit of IMDS responses, 1 to 64.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	HttpPutResponseHopLimit int64 `json:"httpPutResponseHopLimit,omitempty"`
+}
+
+// PlacementSpec places instances.
+type PlacementSpec struct {
+	// AvailabilityZone to launch in. (The original API spelled it
+	// availabiltyZone; that spelling is not accepted.)
+	// +optional
+	AvailabilityZone string `json:"availabilityZone,omitempty"`
+	// HostResourceGroupArn launches on hosts of a resource group.
+	// +optional
+	HostResourceGroupArn string `json:"hostResourceGroupArn,omitempty"`
+	// Tenancy is default, dedicated or host.
+	// +kubebuilder:validation:Enum=default;dedicated;host
+	// +optional
+	Tenancy string `json:"tenancy,omitempty"`
+}

@@ -1,0 +1,225 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// InstanceGroup is a group of worker nodes built and kept by one provisioner:
+// an Auto Scaling group (eks), an EKS managed node group (eks-managed) or an
+// EKS Fargate profile (eks-fargate). The stored spec is the effective spec:
+// the tenant's submission combined with the cluster's boundary ConfigMap at
+// admission time.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=instancegroups,scope=Namespaced,shortName=ig;igs,categories=all
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.currentState`,description="Current state of the group"
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.status.currentMin`,description="Minimum size currently set on the group"
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.status.currentMax`,description="Maximum size currently set on the group"
+// +kubebuilder:printcolumn:name="Group Name",type=string,JSONPath=`.status.activeScalingGroupName`,description="Name of the Auto Scaling group, node group or profile in AWS"
+// +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisioner`,description="Provisioner building the group"
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy.type`,description="Upgrade strategy"
+// +kubebuilder:printcolumn:name="Lifecycle",type=string,JSONPath=`.status.lifecycle`,description="normal (on-demand), spot or mixed"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type InstanceGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InstanceGroupSpec   `json:"spec,omitempty"`
+	Status InstanceGroupStatus `json:"status,omitempty"`
+}
+
+// InstanceGroupList is a list of InstanceGroups.
+//
+// +kubebuilder:object:root=true
+type InstanceGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InstanceGroup `json:"items"`
+}
+
+// InstanceGroupSpec is what the group should be. Exactly the section named by
+// provisioner is used; admission rejects a spec whose section is missing.
+type InstanceGroupSpec struct {
+	// Provisioner names what builds the group: eks (an Auto Scaling group),
+	// eks-managed (an EKS managed node group) or eks-fargate (a Fargate
+	// profile). eks-cf is accepted as a deprecated alias of eks.
+	// Usually supplied by the boundary ConfigMap's defaults.
+	// +kubebuilder:validation:Enum=eks;eks-managed;eks-fargate;eks-cf
+	// +optional
+	Provisioner string `json:"provisioner,omitempty"`
+
+	// Strategy is how nodes are replaced when a change needs new instances
+	// (image, instance type, user data, ...).
+	// +optional
+	Strategy AwsUpgradeStrategy `json:"strategy,omitzero"`
+
+	// EKS configures the eks provisioner.
+	// +optional
+	EKS *EKSSpec `json:"eks,omitempty"`
+
+	// EKSManaged configures the eks-managed provisioner.
+	// +optional
+	EKSManaged *EKSManagedSpec `json:"eks-managed,omitempty"`
+
+	// EKSFargate configures the eks-fargate provisioner.
+	// +optional
+	EKSFargate *EKSFargateSpec `json:"eks-fargate,omitempty"`
+}
+
+// AwsUpgradeStrategy selects and configures the upgrade strategy.
+type AwsUpgradeStrategy struct {
+	// Type is rollingUpdate (drain and replace in batches), crd (submit a
+	// custom resource that performs the rotation) or managed (AWS rotates:
+	// required for eks-managed and eks-fargate).
+	// +kubebuilder:validation:Enum=rollingUpdate;crd;managed
+	// +optional
+	Type string `json:"type,omitempty"`
+
+	// RollingUpdate configures the rollingUpdate strategy.
+	// +optional
+	RollingUpdate *RollingUpdateStrategy `json:"rollingUpdate,omitempty"`
+
+	// CRD configures the crd strategy.
+	// +optional
+	CRD *CRDUpgradeStrategy `json:"crd,omitempty"`
+}
+
+// RollingUpdateStrategy rotates drifted instances a batch at a time.
+type RollingUpdateStrategy struct {
+	// MaxUnavailable is how many nodes may be drained and replaced at once:
+	// a count (1) or a percentage of the group's desired capacity ("30%",
+	// rounded down, at least 1). Default 1.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MaxSurge is how many extra instances may be launched above the desired
+	// capacity before old ones are drained: a count or a percentage of the
+	// desired capacity (rounded up). Default 0 (replace in place).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+}
+
+// CRDUpgradeStrategy hands rotation to a custom resource, such as
+// upgrade-manager's RollingUpgrade or an Argo Workflow.
+type CRDUpgradeStrategy struct {
+	// CRDName is the plural resource name of the submitted kind, e.g.
+	// "rollingupgrades"; used to check the kind exists before submitting.
+	// +optional
+	CRDName string `json:"crdName,omitempty"`
+
+	// Spec is a Go template of the YAML manifest to submit. The data is
+	// {InstanceGroup: <this object>}, so
+	// {{ .InstanceGroup.Status.ActiveScalingGroupName }} names the group.
+	// +optional
+	Spec string `json:"spec,omitempty"`
+
+	// StatusJSONPath locates the status string in the submitted resource,
+	// in gjson form ("status.currentStatus") or the seed's leading-dot form
+	// (".status.currentStatus").
+	// +optional
+	StatusJSONPath string `json:"statusJSONPath,omitempty"`
+
+	// StatusSuccessString is the value at StatusJSONPath that means the
+	// rotation succeeded (compared case-insensitively).
+	// +optional
+	StatusSuccessString string `json:"statusSuccessString,omitempty"`
+
+	// StatusFailureString is the value at StatusJSONPath that means the
+	// rotation failed (compared case-insensitively).
+	// +optional
+	StatusFailureString string `json:"statusFailureString,omitempty"`
+
+	// ConcurrencyPolicy is what to do when an earlier resource is still
+	// running: forbid (wait for it, the default), replace (delete it and
+	// submit a new one) or allow (submit another). Case-insensitive.
+	// +optional
+	ConcurrencyPolicy string `json:"concurrencyPolicy,omitempty"`
+
+	// MaxRetries is how often a failed resource is resubmitted before the
+	// group goes to the Error state; -1 retries forever. Default 3.
+	// +kubebuilder:validation:Minimum=-1
+	// +optional
+	MaxRetries *int `json:"maxRetries,omitempty"`
+}
+
+// InstanceGroupStatus is what the controller observed and did.
+type InstanceGroupStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// CurrentState is the state of the reconcile state machine: Init,
+	// ReconcileModifying, ReconcileModified, InitUpgrade, Upgrading, Ready,
+	// Deleting, Deleted or Error.
+	// +optional
+	CurrentState string `json:"currentState,omitempty"`
+
+	// CurrentMin is the minimum size set on the group in AWS.
+	// +optional
+	CurrentMin int `json:"currentMin,omitempty"`
+
+	// CurrentMax is the maximum size set on the group in AWS.
+	// +optional
+	CurrentMax int `json:"currentMax,omitempty"`
+
+	// ActiveScalingGroupName is the name of the Auto Scaling group (eks),
+	// node group (eks-managed) or Fargate profile (eks-fargate).
+	// +optional
+	ActiveScalingGroupName string `json:"activeScalingGroupName,omitempty"`
+
+	// ActiveLaunchTemplateName is the launch template the group launches from.
+	// +optional
+	ActiveLaunchTemplateName string `json:"activeLaunchTemplateName,omitempty"`
+
+	// LatestTemplateVersion is the launch template version matching the spec.
+	// +optional
+	LatestTemplateVersion string `json:"latestTemplateVersion,omitempty"`
+
+	// NodesInstanceRoleArn is the ARN of the IAM role the nodes run as.
+	// +optional
+	NodesInstanceRoleArn string `json:"nodesInstanceRoleArn,omitempty"`
+
+	// Lifecycle is normal (on-demand), spot or mixed.
+	// +optional
+	Lifecycle string `json:"lifecycle,omitempty"`
+
+	// Provisioner is the provisioner that built the group.
+	// +optional
+	Provisioner string `json:"provisioner,omitempty"`
+
+	// Strategy is the upgrade strategy in effect.
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+
+	// StrategyResourceName is the custom resource submitted by the crd strategy.
+	// +optional
+	StrategyResourceName string `json:"strategyResourceName,omitempty"`
+
+	// StrategyRetryCount is how many times the crd strategy resubmitted.
+	// +optional
+	StrategyRetryCount int `json:"strategyRetryCount,omitempty"`
+
+	// UsingSpotRecommendation is true while the spot price comes from a
+	// spot recommendation Event rather than the spec.
+	// +optional
+	UsingSpotRecommendation bool `json:"usingSpotRecommendation,omitempty"`
+
+	// NodesUpdated is how many of the group's instances run the latest
+	// launch template version; with NodesTotal it shows upgrade progress.
+	// +optional
+	NodesUpdated int `json:"nodesUpdated,omitempty"`
+
+	// NodesTotal is how many instances the group has.
+	// +optional
+	NodesTotal int `json:"nodesTotal,omitempty"`
+
+	// Conditions: Ready, NodesReady, Upgrading, BoundariesApplied.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}

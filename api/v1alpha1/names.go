@@ -1,0 +1,107 @@
+package v1alpha1
+
+// Provisioners: the value of spec.provisioner, naming which section of the
+// spec is built and by what.
+const (
+	// ProvisionerEKS builds an IAM role, a launch template and an Auto
+	// Scaling group whose instances join an EKS cluster (spec.eks).
+	ProvisionerEKS = "eks"
+	// ProvisionerEKSManaged builds an EKS managed node group (spec.eks-managed).
+	ProvisionerEKSManaged = "eks-managed"
+	// ProvisionerEKSFargate builds an EKS Fargate profile (spec.eks-fargate).
+	ProvisionerEKSFargate = "eks-fargate"
+	// ProvisionerEKSCF is the CloudFormation provisioner of keikoproj
+	// instance-manager < 0.5. It is accepted as a deprecated alias of "eks"
+	// and reads spec.eks; admission answers with a warning.
+	ProvisionerEKSCF = "eks-cf"
+)
+
+// Upgrade strategies: the value of spec.strategy.type.
+const (
+	// StrategyRollingUpdate rotates drifted instances in batches of
+	// maxUnavailable, draining each node through the Eviction API.
+	StrategyRollingUpdate = "rollingUpdate"
+	// StrategyCRD hands the rotation to a custom resource rendered from
+	// spec.strategy.crd.spec and follows its status.
+	StrategyCRD = "crd"
+	// StrategyManaged leaves rotation to AWS (managed node groups, Fargate).
+	StrategyManaged = "managed"
+)
+
+// Scaling configuration types: the value of spec.eks.type.
+const (
+	LaunchTemplate      = "LaunchTemplate"
+	LaunchConfiguration = "LaunchConfiguration"
+)
+
+// Annotations read or written on InstanceGroups and Namespaces.
+const (
+	// AnnotationSubmittedSpec holds the tenant's own submission (compact
+	// JSON of spec) so the effective spec can be recomputed when the
+	// boundaries change. Written only by the controller.
+	AnnotationSubmittedSpec = "instancemgr.keikoproj.io/submitted-spec"
+	// AnnotationBoundariesHash holds the hash of the boundary inputs the
+	// stored effective spec was computed from. Written only by the controller.
+	AnnotationBoundariesHash = "instancemgr.keikoproj.io/boundaries-hash"
+	// AnnotationConfigExcluded on a Namespace, value "true", opts every
+	// InstanceGroup in it out of the boundaries: effective = submitted.
+	AnnotationConfigExcluded = "instancemgr.keikoproj.io/config-excluded"
+	// AnnotationOSFamily selects the bootstrap format of the user data:
+	// "amazonlinux2" (default), "amazonlinux2023", "bottlerocket" or "windows".
+	AnnotationOSFamily = "instancemgr.keikoproj.io/os-family"
+	// AnnotationArchitecture ("x86_64" default, or "arm64") selects the AMI
+	// family resolved for image "latest" and "ssm://" references.
+	AnnotationArchitecture = "instancemgr.keikoproj.io/arch"
+	// AnnotationLockUpgrades, value "true", stops a newly published AMI
+	// (image "latest" or "ssm://") from being treated as drift.
+	AnnotationLockUpgrades = "instancemgr.keikoproj.io/lock-upgrades"
+	// AnnotationIRSAEnabled, value "true", leaves AmazonEKS_CNI_Policy off the
+	// node role because the aws-node daemonset uses its own IRSA role.
+	AnnotationIRSAEnabled = "instancemgr.keikoproj.io/irsa-enabled"
+	// AnnotationClusterAutoscalerEnabled, value "true", adds the
+	// cluster-autoscaler auto-discovery and node-template tags to the group.
+	AnnotationClusterAutoscalerEnabled = "instancemgr.keikoproj.io/cluster-autoscaler-enabled"
+)
+
+// OS families, the values of AnnotationOSFamily.
+const (
+	OSFamilyAmazonLinux2    = "amazonlinux2"
+	OSFamilyAmazonLinux2023 = "amazonlinux2023"
+	OSFamilyBottlerocket    = "bottlerocket"
+	OSFamilyWindows         = "windows"
+)
+
+// Condition types in status.conditions.
+const (
+	// ConditionReady is True when the group's cloud resources match the spec
+	// and at least minSize instances are InService with Ready nodes.
+	ConditionReady = "Ready"
+	// ConditionNodesReady is True when every InService instance has a Ready node.
+	ConditionNodesReady = "NodesReady"
+	// ConditionUpgrading is True while drifted nodes are being rotated.
+	ConditionUpgrading = "Upgrading"
+	// ConditionBoundariesApplied is True when the stored spec was computed
+	// from the current boundary ConfigMap (the boundaries-hash matches).
+	ConditionBoundariesApplied = "BoundariesApplied"
+)
+
+// States in status.currentState, as printed by `kubectl get ig`.
+const (
+	StateInit          = "Init"
+	StateModifying     = "ReconcileModifying"
+	StateModified      = "ReconcileModified"
+	StateInitUpgrade   = "InitUpgrade"
+	StateUpgrading     = "Upgrading"
+	StateReady         = "Ready"
+	StateDeleting      = "Deleting"
+	StateDeleted       = "Deleted"
+	StateError         = "Error"
+	LifecycleNormal    = "normal"
+	LifecycleSpot      = "spot"
+	LifecycleMixed     = "mixed"
+	DefaultVolumeSize  = 32 // GiB, the root volume when none is given
+	DefaultCRDRetries  = 3  // spec.strategy.crd.maxRetries when unset
+	ConcurrencyForbid  = "forbid"
+	ConcurrencyReplace = "replace"
+	ConcurrencyAllow   = "allow"
+)

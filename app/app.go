@@ -1,0 +1,148 @@
+// Package app wires the instance-manager manager: flags, scheme, cache,
+// webhooks and controllers. main.go calls Run; tests and the demo call it
+// with a rest.Config of their own.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/webhooks"
+)
+
+// ConfigMapName is the name of the boundary ConfigMap (BOUNDARIES.md).
+const ConfigMapName = "instance-manager"
+
+// Options are the command-line settings of the manager.
+type Options struct {
+	ConfigNamespace        string
+	LeaderElect            bool
+	LeaderElectionID       string
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	WebhookHost            string
+	WebhookPort            int
+	WebhookCertDir         string
+	// ControllerUsername is the user the API server sees for this process:
+	// only it may change the provenance annotations. Default: the pod's
+	// service account, system:serviceaccount:$POD_NAMESPACE:$SERVICE_ACCOUNT_NAME.
+	ControllerUsername string
+}
+
+// BindFlags registers the flags on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", "instance-manager", "Namespace of the boundary ConfigMap \"instance-manager\".")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader reconciles (all replicas serve webhooks).")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "instance-manager.instancemgr.keikoproj.io", "Name of the leader election Lease.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
+	fs.StringVar(&o.ControllerUsername, "controller-username", "", "Username of this controller as the API server authenticates it (default: from POD_NAMESPACE and SERVICE_ACCOUNT_NAME).")
+}
+
+func (o *Options) controllerUsername() (string, error) {
+	if o.ControllerUsername != "" {
+		return o.ControllerUsername, nil
+	}
+	ns, sa := os.Getenv("POD_NAMESPACE"), os.Getenv("SERVICE_ACCOUNT_NAME")
+	if ns == "" || sa == "" {
+		return "", errors.New("--controller-username is required out of cluster (in cluster, set POD_NAMESPACE and SERVICE_ACCOUNT_NAME from the downward API)")
+	}
+	return "system:serviceaccount:" + ns + ":" + sa, nil
+}
+
+// Scheme returns the scheme with the Kubernetes and InstanceGroup types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Run builds the manager from cfg and opts and runs it until ctx ends.
+// Errors: invalid options, or the manager failing to start or run.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	mgr, err := NewManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// NewManager builds the manager with every webhook and controller
+// registered, without starting it.
+func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	username, err := opts.controllerUsername()
+	if err != nil {
+		return nil, err
+	}
+	configMap := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: ConfigMapName}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
+		}),
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the one boundary ConfigMap is cached, not every ConfigMap.
+			&corev1.ConfigMap{}: {
+				Namespaces: map[string]cache.Config{opts.ConfigNamespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", ConfigMapName),
+			},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	st := &store.Store{}
+	recorder := mgr.GetEventRecorder("instance-manager")
+
+	webhooks.Register(mgr.GetWebhookServer(),
+		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
+		&webhooks.InstanceGroupValidator{},
+		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
+	)
+	if err := (&reconciler.BoundariesReconciler{
+		Client: mgr.GetClient(), Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
+	}
+	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

@@ -1,0 +1,249 @@
+package boundaries
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Input is what Effective computes from, besides the Config.
+type Input struct {
+	// Spec is the tenant's submitted spec: the value of .spec (nil = empty).
+	Spec map[string]any
+	// Annotations are the InstanceGroup's annotations, matched by conditionals.
+	Annotations map[string]string
+	// NamespaceExcluded is true when the namespace carries
+	// instancemgr.keikoproj.io/config-excluded: "true".
+	NamespaceExcluded bool
+}
+
+// Result is the effective spec and what was enforced to get it.
+type Result struct {
+	// Spec is the effective spec (value of .spec), canonical JSON form, never
+	// nil; it shares no memory with Input.Spec or Config.Defaults.
+	Spec map[string]any
+	// Overrides are the restricted paths where the tenant's value differed
+	// from the default and was replaced, sorted by path.
+	Overrides []Override
+	// Hash is c.Hash(in.NamespaceExcluded), for the boundaries-hash annotation.
+	Hash string
+}
+
+// Override is a tenant value on a restricted path replaced by the admin's
+// (BOUNDARIES.md: the webhook warns or denies per Config.Enforcement).
+// Values deeply equal to the default are not overrides, and neither is an
+// empty object, which says nothing that is lost. Where other boundary paths
+// lie below Path, their subtrees are left out of both values: those rules,
+// not this one, decide them.
+type Override struct {
+	Path      string
+	Submitted any
+	Enforced  any
+}
+
+// String renders the override for an admission warning or an Event, e.g.
+// `spec.eks.configuration.image: "ami-0bad" replaced by "ami-1234" (restricted)`.
+func (o Override) String() string {
+	return fmt.Sprintf("%s: %s replaced by %s (restricted)", o.Path, compactJSON(o.Submitted), compactJSON(o.Enforced))
+}
+
+// rule is one boundary path with its kind, ready to apply.
+type rule struct {
+	path  string
+	segs  []string // below spec
+	kind  ruleKind
+	inner [][]string // segs of the other rules strictly below this one, relative to it
+}
+
+// rules lists the Config's paths outer before inner (by depth, then path),
+// so that an inner rule governs its own subtree.
+func (c *Config) rules() ([]rule, error) {
+	var out []rule
+	add := func(paths []string, k ruleKind) error {
+		for _, p := range paths {
+			segs := splitPath(p)
+			if len(segs) < 2 || segs[0] != "spec" {
+				return fmt.Errorf("boundary path %q (%s): paths start with \"spec.\"", p, k)
+			}
+			out = append(out, rule{path: p, segs: segs[1:], kind: k})
+		}
+		return nil
+	}
+	for _, l := range []struct {
+		paths []string
+		kind  ruleKind
+	}{{c.Restricted, ruleRestricted}, {c.Merge, ruleMerge}, {c.MergeOverride, ruleMergeOverride}, {c.Replace, ruleReplace}} {
+		if err := add(l.paths, l.kind); err != nil {
+			return nil, err
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if len(out[i].segs) != len(out[j].segs) {
+			return len(out[i].segs) < len(out[j].segs)
+		}
+		return out[i].path < out[j].path
+	})
+	for i := range out {
+		for j := range out {
+			if i != j && len(out[j].segs) > len(out[i].segs) && strings.HasPrefix(out[j].path, out[i].path+".") {
+				out[i].inner = append(out[i].inner, out[j].segs[len(out[i].segs):])
+			}
+		}
+	}
+	return out, nil
+}
+
+// Effective computes the effective spec of BOUNDARIES.md, "Computing the
+// effective spec":
+//
+//  1. D = the defaults' spec, then every conditional whose selector matches
+//     in.Annotations merged over it in list order (later wins at leaves,
+//     lists atomic).
+//  2. Fields named in no boundary: the tenant's value, D's where the tenant
+//     has none (objects merged recursively, lists atomic).
+//  3. Boundary paths, outer before inner: restricted (D's value if D has
+//     one, recording an Override when the tenant's differs; else the
+//     tenant's), replace (the tenant's if present, else D's), merge and
+//     mergeOverride (see mergeShared).
+//
+// A path may reach below what exists: absent intermediates mean no value.
+// JSON null counts as absent. A nil Config (no ConfigMap) and
+// in.NamespaceExcluded both give effective = submitted. Neither in.Spec nor
+// c is modified. The error names the path for input that cannot be merged:
+// a submitted value whose JSON shape conflicts with the default's at a
+// merge path, or a non-object where a restricted default must be placed
+// inside it; and it reports values with no JSON form or a hand-built Config
+// whose paths, defaults or selectors are malformed.
+func (c *Config) Effective(in Input) (Result, error) {
+	t, err := normalizeObject(in.Spec, "spec")
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Hash: c.Hash(in.NamespaceExcluded)}
+	if c == nil || in.NamespaceExcluded {
+		res.Spec = t
+		return res, nil
+	}
+	d, err := c.defaultsFor(in.Annotations)
+	if err != nil {
+		return Result{}, err
+	}
+	rules, err := c.rules()
+	if err != nil {
+		return Result{}, err
+	}
+	out := overlay(d, t).(map[string]any)
+	for _, r := range rules {
+		dv, dok := getPath(d, r.segs)
+		tv, tok := getPath(t, r.segs)
+		var v any
+		vok := false
+		switch r.kind {
+		case ruleRestricted:
+			switch {
+			case dok:
+				v, vok = dv, true
+				if tok {
+					if o, differs := r.override(tv, dv); differs {
+						res.Overrides = append(res.Overrides, o)
+					}
+				}
+			case tok:
+				v, vok = tv, true
+			}
+		case ruleReplace:
+			switch {
+			case tok:
+				v, vok = tv, true
+			case dok:
+				v, vok = dv, true
+			}
+		case ruleMerge, ruleMergeOverride:
+			switch {
+			case dok && tok:
+				v, err = mergeShared(dv, tv, r.segs[len(r.segs)-1], r.kind == ruleMergeOverride, r.path)
+				if err != nil {
+					return Result{}, err
+				}
+				vok = true
+			case dok:
+				v, vok = dv, true
+			case tok:
+				v, vok = tv, true
+			}
+		}
+		if !vok {
+			// Neither side has a value here, so neither has any value an
+			// outer rule placed: nothing to remove.
+			continue
+		}
+		// Copy: d and t are read again by the rules that follow, and inner
+		// rules write into what is set here.
+		if err := setPath(out, r.segs, deepCopy(v), "spec"); err != nil {
+			return Result{}, fmt.Errorf("%w (boundary %s)", err, r.kind)
+		}
+	}
+	sort.Slice(res.Overrides, func(i, j int) bool { return res.Overrides[i].Path < res.Overrides[j].Path })
+	res.Spec = out
+	return res, nil
+}
+
+// override compares the tenant's and the default's values of a restricted
+// path, leaving out the subtrees of the boundary paths below it. It reports
+// a difference only where the tenant said something that is not kept.
+func (r rule) override(tv, dv any) (Override, bool) {
+	if len(r.inner) > 0 {
+		tv, dv = mask(tv, r.inner), mask(dv, r.inner)
+	}
+	// An empty object says nothing that could be lost (the usual case: the
+	// tenant's object holds only fields that inner rules govern).
+	if m, ok := tv.(map[string]any); ok && len(m) == 0 {
+		return Override{}, false
+	}
+	if equalValues(tv, dv) {
+		return Override{}, false
+	}
+	return Override{Path: r.path, Submitted: deepCopy(tv), Enforced: deepCopy(dv)}, true
+}
+
+// mask returns a copy of v without the values at the given relative paths.
+func mask(v any, paths [][]string) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	cp := deepCopy(m).(map[string]any)
+	for _, p := range paths {
+		deletePath(cp, p)
+	}
+	return cp
+}
+
+// defaultsFor computes D: the defaults' spec with every matching
+// conditional merged over it, as a fresh canonical copy.
+func (c *Config) defaultsFor(annotations map[string]string) (map[string]any, error) {
+	d, err := normalizeObject(c.Defaults["spec"], "defaults.spec")
+	if err != nil {
+		return nil, err
+	}
+	set := labels.Set(annotations)
+	for i, cond := range c.Conditionals {
+		sel := cond.Selector
+		if sel == nil {
+			if sel, err = labels.Parse(cond.AnnotationSelector); err != nil {
+				return nil, fmt.Errorf("conditionals[%d].annotationSelector: %v", i, err)
+			}
+		}
+		if !sel.Matches(set) {
+			continue
+		}
+		cd, err := normalizeObject(cond.Defaults["spec"], fmt.Sprintf("conditionals[%d].defaults.spec", i))
+		if err != nil {
+			return nil, err
+		}
+		d = overlay(d, cd).(map[string]any)
+	}
+	return d, nil
+}

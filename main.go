@@ -1,0 +1,28 @@
+// Command instance-manager runs the InstanceGroup admission webhooks and
+// controllers: the boundary ConfigMap loader, the fan-out of boundary
+// changes, and (per provisioner) the reconcilers that build AWS resources.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/instancemgr/instance-manager/app"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+func main() {
+	opts := app.Options{}
+	opts.BindFlags(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := app.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {
+		fmt.Fprintln(os.Stderr, "instance-manager:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,184 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries/store"
+)
+
+// Event reasons on InstanceGroups from the fan-out.
+const (
+	ReasonBoundariesApplied  = "BoundariesApplied"
+	ReasonBoundariesRejected = "BoundariesRejected"
+)
+
+// ReadmitReconciler is the fan-out (BOUNDARIES.md "Fan-out"): every
+// InstanceGroup whose boundaries-hash differs from the hash of the current
+// boundaries (for its namespace's opt-out) is re-admitted by an update from
+// the controller, and the mutating webhook recomputes its effective spec
+// from the kept submission. It is triggered by InstanceGroup changes, by
+// every valid boundary change (through the Store), and by Namespace changes.
+// It writes the BoundariesApplied condition.
+type ReadmitReconciler struct {
+	Client   client.Client
+	Store    *store.Store
+	Recorder events.EventRecorder
+}
+
+// Reconcile re-admits one InstanceGroup if its boundaries are stale.
+// Errors other than a webhook rejection are returned for a retry.
+func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	st := r.Store.Get()
+	if !st.Loaded {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	ig := &v1alpha1.InstanceGroup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ig); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if ig.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: ig.Namespace}, ns); err != nil {
+		return ctrl.Result{}, err
+	}
+	want := st.Config.Hash(ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true")
+	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == want {
+		return ctrl.Result{}, r.setCondition(ctx, ig, metav1.ConditionTrue, "Current",
+			"The spec was computed from the current boundary ConfigMap")
+	}
+
+	logger := log.FromContext(ctx).WithValues("instanceGroup", req.NamespacedName)
+	// An update by the controller makes the mutating webhook recompute the
+	// effective spec from the submitted-spec annotation.
+	err := r.Client.Update(ctx, ig)
+	switch {
+	case err == nil:
+		readmissions.WithLabelValues("applied").Inc()
+		logger.Info("re-admitted after a boundary change", "hash", ig.Annotations[v1alpha1.AnnotationBoundariesHash])
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
+			"Spec recomputed from the changed boundary ConfigMap")
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		// The webhooks refused the new effective spec: keep the old one
+		// and say why; the next boundary change retries.
+		readmissions.WithLabelValues("rejected").Inc()
+		msg := fmt.Sprintf("The changed boundary ConfigMap was not applied: %v", err)
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonBoundariesRejected, "Readmit", "%s", msg)
+		return ctrl.Result{}, r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+	default:
+		readmissions.WithLabelValues("error").Inc()
+		return ctrl.Result{}, fmt.Errorf("re-admitting InstanceGroup %s: %w", req.NamespacedName, err)
+	}
+}
+
+func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.InstanceGroup, status metav1.ConditionStatus, reason, msg string) error {
+	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil &&
+		c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == ig.Generation {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(ig.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	meta.SetStatusCondition(&ig.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionBoundariesApplied, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: ig.Generation,
+	})
+	err := r.Client.Status().Patch(ctx, ig, patch)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // a newer version is reconciled next
+	}
+	return err
+}
+
+// SetupWithManager registers the fan-out with the manager.
+func (r *ReadmitReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	changes := make(chan store.State, 1)
+	r.Store.Subscribe(changes)
+	events := make(chan event.TypedGenericEvent[*v1alpha1.InstanceGroup])
+	// Every valid boundary change enqueues every InstanceGroup.
+	if err := mgr.Add(fanOut{client: mgr.GetClient(), changes: changes, out: events}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("readmit").
+		// Creates (including the initial list at start) and annotation
+		// changes; spec changes go through admission and are current.
+		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace),
+			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
+		WatchesRawSource(source.Channel(events, &handler.TypedEnqueueRequestForObject[*v1alpha1.InstanceGroup]{})).
+		Complete(r)
+}
+
+func (r *ReadmitReconciler) groupsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	igs := &v1alpha1.InstanceGroupList{}
+	if err := r.Client.List(ctx, igs, client.InNamespace(ns.GetName())); err != nil {
+		log.FromContext(ctx).Error(err, "listing InstanceGroups of namespace", "namespace", ns.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(igs.Items))
+	for _, ig := range igs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ig)})
+	}
+	return reqs
+}
+
+var listBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// fanOut turns each valid boundary change into one event per InstanceGroup.
+type fanOut struct {
+	client  client.Reader
+	changes <-chan store.State
+	out     chan<- event.TypedGenericEvent[*v1alpha1.InstanceGroup]
+}
+
+func (f fanOut) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-f.changes:
+			igs := &v1alpha1.InstanceGroupList{}
+			err := wait.ExponentialBackoffWithContext(ctx, listBackoff, func(ctx context.Context) (bool, error) {
+				if err := f.client.List(ctx, igs); err != nil {
+					log.FromContext(ctx).Error(err, "listing InstanceGroups for the boundary fan-out; retrying")
+					return false, nil
+				}
+				return true, nil
+			})
+			if err != nil {
+				return nil // cancelled
+			}
+			for i := range igs.Items {
+				select {
+				case f.out <- event.TypedGenericEvent[*v1alpha1.InstanceGroup]{Object: &igs.Items[i]}:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+)
+
+// maxReportedGroups caps how many broken InstanceGroups a rejection names.
+const maxReportedGroups = 10
+
+// ConfigMapValidator is the validating admission webhook for the boundary
+// ConfigMap (BOUNDARIES.md "Bad input gets a clear error"). It rejects a
+// ConfigMap that does not parse strictly, and a change that would make any
+// existing InstanceGroup's effective spec invalid, naming up to 10 of them.
+type ConfigMapValidator struct {
+	// Client lists InstanceGroups and Namespaces for the dry run.
+	Client client.Reader
+	// ConfigMap is the one boundary ConfigMap; others are allowed untouched.
+	ConfigMap types.NamespacedName
+}
+
+// Handle implements admission.Handler.
+func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Namespace != v.ConfigMap.Namespace || req.Name != v.ConfigMap.Name {
+		return admission.Allowed("not the boundary ConfigMap")
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	cm := &corev1.ConfigMap{}
+	if err := json.Unmarshal(req.Object.Raw, cm); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	cfg, err := boundaries.Parse(cm.Data)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("ConfigMap %s is invalid: %v", v.ConfigMap, err))
+	}
+	// Groups already broken under the ConfigMap being replaced do not
+	// block the change: only what this change breaks does.
+	var current *boundaries.Config
+	if req.Operation == admissionv1.Update {
+		old := &corev1.ConfigMap{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err == nil {
+			current, _ = boundaries.Parse(old.Data)
+		}
+	}
+	broken, total, err := DryRun(ctx, v.Client, cfg, current)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
+	}
+	if total > 0 {
+		msg := fmt.Sprintf("ConfigMap %s would make %d InstanceGroup(s) invalid: %s", v.ConfigMap, total, strings.Join(broken, "; "))
+		if total > len(broken) {
+			msg += fmt.Sprintf("; and %d more", total-len(broken))
+		}
+		return admission.Denied(msg)
+	}
+	return admission.Allowed("")
+}
+
+// DryRun computes every existing InstanceGroup's effective spec under cfg
+// and validates it. It returns "namespace/name: reasons" for at most 10
+// groups that cfg makes invalid while current (the boundaries in force; nil
+// for none) leaves them valid, and the total number of such groups. Groups
+// being deleted are skipped. Errors come from listing InstanceGroups or
+// Namespaces.
+func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config) ([]string, int, error) {
+	igs := &v1alpha1.InstanceGroupList{}
+	if err := c.List(ctx, igs); err != nil {
+		return nil, 0, err
+	}
+	nss := &corev1.NamespaceList{}
+	if err := c.List(ctx, nss); err != nil {
+		return nil, 0, err
+	}
+	excluded := map[string]bool{}
+	for _, ns := range nss.Items {
+		excluded[ns.Name] = ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true"
+	}
+	var broken []string
+	total := 0
+	for i := range igs.Items {
+		ig := &igs.Items[i]
+		if ig.DeletionTimestamp != nil {
+			continue
+		}
+		reason := dryRunOne(cfg, ig, excluded[ig.Namespace])
+		if reason != "" && dryRunOne(current, ig, excluded[ig.Namespace]) == "" {
+			total++
+			if len(broken) < maxReportedGroups {
+				broken = append(broken, fmt.Sprintf("%s/%s: %s", ig.Namespace, ig.Name, reason))
+			}
+		}
+	}
+	return broken, total, nil
+}
+
+// dryRunOne returns why ig's effective spec under cfg is invalid, or "".
+func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded bool) string {
+	submitted, err := SubmittedSpec(ig)
+	if err != nil {
+		return err.Error()
+	}
+	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded})
+	if err != nil {
+		return err.Error()
+	}
+	spec, err := boundaries.DecodeSpec(res.Spec)
+	if err != nil {
+		return err.Error()
+	}
+	candidate := ig.DeepCopy()
+	candidate.Spec = *spec
+	if errs, _ := ValidateInstanceGroup(candidate); len(errs) > 0 {
+		return errs.ToAggregate().Error()
+	}
+	return ""
+}
+
+// SubmittedSpec returns the tenant's kept submission of ig: the JSON in the
+// submitted-spec annotation, or the stored spec when the group predates the
+// boundaries. Errors when the annotation is not a JSON object.
+func SubmittedSpec(ig *v1alpha1.InstanceGroup) (map[string]any, error) {
+	raw, ok := ig.Annotations[v1alpha1.AnnotationSubmittedSpec]
+	if !ok {
+		b, err := json.Marshal(ig.Spec)
+		if err != nil {
+			return nil, err
+		}
+		raw = string(b)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		return nil, fmt.Errorf("metadata.annotations[%s] is not a JSON object: %v", v1alpha1.AnnotationSubmittedSpec, err)
+	}
+	return spec, nil
+}

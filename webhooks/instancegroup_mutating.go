@@ -1,0 +1,241 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/store"
+)
+
+// Event reasons emitted on InstanceGroups by admission.
+const (
+	ReasonRestrictedOverride = "RestrictedFieldOverridden"
+	ReasonDeprecated         = "DeprecatedValue"
+)
+
+// InstanceGroupMutator is the mutating admission webhook for InstanceGroups
+// (BOUNDARIES.md "Computing the effective spec" and "Keeping the tenant's
+// intent"). It replaces the submitted spec with the effective spec, keeps the
+// tenant's submission in the submitted-spec annotation and the boundaries
+// hash in the boundaries-hash annotation, and answers with a JSON patch.
+type InstanceGroupMutator struct {
+	// Client reads Namespaces (for the config-excluded annotation).
+	Client client.Reader
+	// Boundaries is the last valid boundary ConfigMap.
+	Boundaries *store.Store
+	// ControllerUser is the username of the controller's service account,
+	// the only user allowed to change the provenance annotations.
+	ControllerUser string
+	// ConfigMap names the boundary ConfigMap in messages.
+	ConfigMap types.NamespacedName
+	// Recorder, if set, receives an Event per overridden restricted field.
+	Recorder events.EventRecorder
+}
+
+// Handle implements admission.Handler.
+func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	obj, err := decodeObject(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	ref := fmt.Sprintf("InstanceGroup %s/%s", req.Namespace, obj.name())
+	state := m.Boundaries.Get()
+	if !state.Loaded {
+		return admission.Errored(http.StatusServiceUnavailable,
+			fmt.Errorf("%s: the boundary ConfigMap %s has not been loaded yet; retry in a few seconds", ref, m.ConfigMap))
+	}
+	excluded, err := namespaceExcluded(ctx, m.Client, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("%s: reading namespace %s: %w", ref, req.Namespace, err))
+	}
+	isController := req.UserInfo.Username == m.ControllerUser
+
+	submitted, oldSubmitted, err := m.submittedSpec(req, obj, isController)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
+	}
+	res, err := state.Config.Effective(boundaries.Input{
+		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded,
+	})
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))
+	}
+
+	var warnings []string
+	overrides := res.Overrides
+	if req.Operation == admissionv1.Update {
+		// Only what the tenant sets now is enforced: an override already
+		// in the kept submission was answered when it was made.
+		overrides = newOverrides(overrides, oldSubmitted)
+	}
+	if len(overrides) > 0 && !isController {
+		if state.Config.Enforcement == boundaries.EnforcementDeny {
+			return admission.Denied(m.denyMessage(ref, overrides))
+		}
+		for _, o := range overrides {
+			msg := fmt.Sprintf("%s is restricted by ConfigMap %s: the submitted value %s was replaced by %s",
+				o.Path, m.ConfigMap, compact(o.Submitted), compact(o.Enforced))
+			warnings = append(warnings, msg)
+			if m.Recorder != nil && !isDryRun(req) {
+				m.Recorder.Eventf(obj.reference(req.Namespace), nil, corev1.EventTypeWarning, ReasonRestrictedOverride, "Admission", "%s", msg)
+			}
+		}
+	}
+	if p, _ := res.Spec["provisioner"].(string); p == v1alpha1.ProvisionerEKSCF {
+		warnings = append(warnings, `spec.provisioner: "eks-cf" is deprecated; the group is built by the "eks" provisioner from spec.eks`)
+	}
+
+	submittedJSON, err := json.Marshal(submitted)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	obj.setSpec(res.Spec)
+	obj.setAnnotation(v1alpha1.AnnotationSubmittedSpec, string(submittedJSON))
+	obj.setAnnotation(v1alpha1.AnnotationBoundariesHash, res.Hash)
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, mutated).WithWarnings(warnings...)
+}
+
+// submittedSpec returns the tenant's intent for this request and the intent
+// kept before it (nil on CREATE).
+func (m *InstanceGroupMutator) submittedSpec(req admission.Request, obj object, isController bool) (map[string]any, map[string]any, error) {
+	if req.Operation == admissionv1.Create {
+		if !isController {
+			for _, key := range []string{v1alpha1.AnnotationSubmittedSpec, v1alpha1.AnnotationBoundariesHash} {
+				if _, ok := obj.annotations()[key]; ok {
+					return nil, nil, fmt.Errorf("metadata.annotations[%s] is written by instance-manager only; remove it from the manifest", key)
+				}
+			}
+		}
+		return obj.spec(), nil, nil
+	}
+	old, err := decodeObject(req.OldObject.Raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decoding the stored object: %w", err)
+	}
+	oldSubmittedJSON, kept := old.annotations()[v1alpha1.AnnotationSubmittedSpec]
+	oldSpecJSON, err := json.Marshal(old.spec())
+	if err != nil {
+		return nil, nil, err
+	}
+	if !kept {
+		// Stored before boundaries applied to it: what is stored is the intent.
+		oldSubmittedJSON = string(oldSpecJSON)
+	}
+	var oldSubmitted map[string]any
+	if err := json.Unmarshal([]byte(oldSubmittedJSON), &oldSubmitted); err != nil {
+		return nil, nil, fmt.Errorf("metadata.annotations[%s] of the stored object is not a JSON object: %v", v1alpha1.AnnotationSubmittedSpec, err)
+	}
+	if isController {
+		// Re-admission after a boundary change: recompute from the kept intent.
+		return oldSubmitted, oldSubmitted, nil
+	}
+	for _, key := range []string{v1alpha1.AnnotationSubmittedSpec, v1alpha1.AnnotationBoundariesHash} {
+		// Dropping an annotation (as server-side apply does for fields it
+		// no longer sees) restores it; a different value is a forgery.
+		if v, ok := obj.annotations()[key]; ok && v != old.annotations()[key] {
+			return nil, nil, fmt.Errorf("metadata.annotations[%s] is written by instance-manager only and cannot be changed by %s", key, req.UserInfo.Username)
+		}
+	}
+	incomingJSON, err := json.Marshal(obj.spec())
+	if err != nil {
+		return nil, nil, err
+	}
+	intent, err := boundaries.Intent(oldSpecJSON, incomingJSON, []byte(oldSubmittedJSON))
+	if err != nil {
+		return nil, nil, fmt.Errorf("computing the submitted spec: %v", err)
+	}
+	var submitted map[string]any
+	if err := json.Unmarshal(intent, &submitted); err != nil {
+		return nil, nil, err
+	}
+	return submitted, oldSubmitted, nil
+}
+
+func (m *InstanceGroupMutator) denyMessage(ref string, overrides []boundaries.Override) string {
+	parts := make([]string, 0, len(overrides))
+	for _, o := range overrides {
+		parts = append(parts, fmt.Sprintf("%s is restricted by ConfigMap %s (allowed value: %s; submitted: %s)",
+			o.Path, m.ConfigMap, compact(o.Enforced), compact(o.Submitted)))
+	}
+	return ref + ": " + strings.Join(parts, "; ") + "; remove the field or ask the cluster admin"
+}
+
+// newOverrides drops overrides whose submitted value was already in the
+// kept submission.
+func newOverrides(overrides []boundaries.Override, oldSubmitted map[string]any) []boundaries.Override {
+	var out []boundaries.Override
+	for _, o := range overrides {
+		old, ok := lookup(map[string]any{"spec": oldSubmitted}, o.Path)
+		if ok && reflect.DeepEqual(normalize(old), normalize(o.Submitted)) {
+			continue
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func namespaceExcluded(ctx context.Context, c client.Reader, name string) (bool, error) {
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return false, err
+	}
+	return ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true", nil
+}
+
+func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
+
+func compact(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// normalize round-trips through JSON so typed and decoded values compare equal.
+func normalize(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// lookup walks a dot path through decoded JSON objects.
+func lookup(root map[string]any, path string) (any, bool) {
+	var cur any = root
+	for _, seg := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[seg]; !ok {
+			return nil, false
+		}
+	}
+	return cur, cur != nil
+}

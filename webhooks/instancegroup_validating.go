@@ -1,0 +1,81 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+)
+
+// InstanceGroupValidator is the validating admission webhook for
+// InstanceGroups: it rejects an effective spec that cannot be built (see
+// ValidateInstanceGroup) and provenance annotations that are missing or not
+// what the mutating webhook wrote.
+type InstanceGroupValidator struct{}
+
+// Handle implements admission.Handler.
+func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	obj, err := decodeObject(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	ig, err := toInstanceGroup(obj)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s: %v", req.Namespace, obj.name(), err))
+	}
+	if req.Operation == admissionv1.Update && ig.DeletionTimestamp != nil {
+		// Let finalizer removal through whatever the spec says.
+		return admission.Allowed("")
+	}
+	errs, warnings := ValidateInstanceGroup(ig)
+	errs = append(errs, validateProvenance(ig.Annotations)...)
+	if len(errs) > 0 {
+		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is invalid: %s", req.Namespace, ig.Name, errs.ToAggregate().Error())).WithWarnings(warnings...)
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+func toInstanceGroup(obj object) (*v1alpha1.InstanceGroup, error) {
+	spec, err := boundaries.DecodeSpec(obj.spec())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(map[string]any{"metadata": obj.metadata()})
+	if err != nil {
+		return nil, err
+	}
+	ig := &v1alpha1.InstanceGroup{}
+	if err := json.Unmarshal(raw, ig); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	ig.Spec = *spec
+	return ig, nil
+}
+
+func validateProvenance(a map[string]string) field.ErrorList {
+	path := field.NewPath("metadata", "annotations")
+	var errs field.ErrorList
+	raw, ok := a[v1alpha1.AnnotationSubmittedSpec]
+	if !ok {
+		return append(errs, field.Required(path.Key(v1alpha1.AnnotationSubmittedSpec),
+			"written by the instance-manager mutating webhook; is its MutatingWebhookConfiguration installed?"))
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		errs = append(errs, field.Invalid(path.Key(v1alpha1.AnnotationSubmittedSpec), raw, "must be the JSON object of the submitted spec"))
+	}
+	if a[v1alpha1.AnnotationBoundariesHash] == "" {
+		errs = append(errs, field.Required(path.Key(v1alpha1.AnnotationBoundariesHash), "written by the instance-manager mutating webhook"))
+	}
+	return errs
+}

@@ -1,0 +1,445 @@
+package webhooks
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+var (
+	amiID      = regexp.MustCompile(`^ami-[0-9a-zA-Z]+$`)
+	spotPrice  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	subnetLike = regexp.MustCompile(`^\S+$`)
+
+	// Values accepted by Auto Scaling EnableMetricsCollection.
+	asgMetrics = set("All", "GroupMinSize", "GroupMaxSize", "GroupDesiredCapacity",
+		"GroupInServiceInstances", "GroupPendingInstances", "GroupStandbyInstances",
+		"GroupTerminatingInstances", "GroupInServiceCapacity", "GroupPendingCapacity",
+		"GroupTerminatingCapacity", "GroupStandbyCapacity", "GroupTotalInstances",
+		"GroupTotalCapacity", "WarmPoolDesiredCapacity", "WarmPoolWarmedCapacity",
+		"WarmPoolPendingCapacity", "WarmPoolTerminatingCapacity", "WarmPoolTotalCapacity",
+		"GroupAndWarmPoolDesiredCapacity", "GroupAndWarmPoolTotalCapacity")
+	// Values accepted by Auto Scaling SuspendProcesses.
+	asgProcesses = set("All", "Launch", "Terminate", "AddToLoadBalancer", "AlarmNotification",
+		"AZRebalance", "HealthCheck", "InstanceRefresh", "ReplaceUnhealthy", "ScheduledActions")
+	osFamilies = set(v1alpha1.OSFamilyAmazonLinux2, v1alpha1.OSFamilyAmazonLinux2023,
+		v1alpha1.OSFamilyBottlerocket, v1alpha1.OSFamilyWindows)
+	architectures = set("x86_64", "arm64")
+)
+
+func set(values ...string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
+}
+
+// ValidateInstanceGroup checks that an effective InstanceGroup can be built:
+// required fields for its provisioner, sizes, strategy/provisioner pairs,
+// maxUnavailable, label, taint and tag shapes, and the values AWS accepts.
+// It returns every problem with its field path (empty when valid) and
+// warnings for accepted but deprecated input.
+func ValidateInstanceGroup(ig *v1alpha1.InstanceGroup) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	var warnings []string
+	spec := field.NewPath("spec")
+	errs = append(errs, validateAnnotations(ig.Annotations)...)
+
+	provisioner := ig.Spec.Provisioner
+	switch provisioner {
+	case "":
+		errs = append(errs, field.Required(spec.Child("provisioner"),
+			"set it in the InstanceGroup or in the boundary ConfigMap's defaults (one of eks, eks-managed, eks-fargate)"))
+		if ig.Spec.EKS != nil {
+			// The likely intent; say everything else it lacks too.
+			errs = append(errs, validateEKS(ig.Spec.EKS, spec.Child("eks"))...)
+		}
+	case v1alpha1.ProvisionerEKSCF:
+		warnings = append(warnings, `spec.provisioner: "eks-cf" is deprecated and is built by the "eks" provisioner from spec.eks; set provisioner: eks`)
+		errs = append(errs, validateEKS(ig.Spec.EKS, spec.Child("eks"))...)
+	case v1alpha1.ProvisionerEKS:
+		errs = append(errs, validateEKS(ig.Spec.EKS, spec.Child("eks"))...)
+	case v1alpha1.ProvisionerEKSManaged:
+		errs = append(errs, validateEKSManaged(ig.Spec.EKSManaged, spec.Child("eks-managed"))...)
+	case v1alpha1.ProvisionerEKSFargate:
+		errs = append(errs, validateEKSFargate(ig.Spec.EKSFargate, spec.Child("eks-fargate"))...)
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("provisioner"), provisioner,
+			[]string{v1alpha1.ProvisionerEKS, v1alpha1.ProvisionerEKSManaged, v1alpha1.ProvisionerEKSFargate}))
+	}
+	errs = append(errs, validateStrategy(provisioner, &ig.Spec.Strategy, spec.Child("strategy"))...)
+	return errs, warnings
+}
+
+func validateAnnotations(a map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("metadata", "annotations")
+	if v, ok := a[v1alpha1.AnnotationOSFamily]; ok && !osFamilies[v] {
+		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationOSFamily), v, sortedKeys(osFamilies)))
+	}
+	if v, ok := a[v1alpha1.AnnotationArchitecture]; ok && !architectures[v] {
+		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationArchitecture), v, sortedKeys(architectures)))
+	}
+	return errs
+}
+
+func validateSizes(min, max int64, path *field.Path) field.ErrorList {
+	if min > max {
+		return field.ErrorList{field.Invalid(path.Child("minSize"), min,
+			fmt.Sprintf("must not be greater than maxSize (%d)", max))}
+	}
+	return nil
+}
+
+func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
+	if eks == nil {
+		return field.ErrorList{field.Required(path, "the eks provisioner needs spec.eks with minSize, maxSize and configuration")}
+	}
+	errs := validateSizes(eks.MinSize, eks.MaxSize, path)
+	if eks.WarmPool != nil {
+		wp := path.Child("warmPool")
+		if eks.WarmPool.MaxSize != -1 && eks.WarmPool.MaxSize < eks.WarmPool.MinSize {
+			errs = append(errs, field.Invalid(wp.Child("maxSize"), eks.WarmPool.MaxSize, "must be -1 (the group's maxSize) or at least warmPool.minSize"))
+		}
+	}
+	c := eks.Configuration
+	cp := path.Child("configuration")
+	if c == nil {
+		return append(errs, field.Required(cp, "needs clusterName, image, instanceType, subnets and securityGroups"))
+	}
+	errs = append(errs, requiredString(c.ClusterName, cp.Child("clusterName"))...)
+	errs = append(errs, requiredString(c.InstanceType, cp.Child("instanceType"))...)
+	switch {
+	case c.Image == "":
+		errs = append(errs, field.Required(cp.Child("image"), "an AMI id (ami-...), latest, or ssm://<parameter>"))
+	case c.Image == "latest", strings.HasPrefix(c.Image, "ssm://") && len(c.Image) > len("ssm://"), amiID.MatchString(c.Image):
+	default:
+		errs = append(errs, field.Invalid(cp.Child("image"), c.Image, "must be an AMI id (ami-...), latest, or ssm://<parameter>"))
+	}
+	errs = append(errs, requiredList(c.Subnets, cp.Child("subnets"), "subnet ids or Name tag values")...)
+	errs = append(errs, requiredList(c.SecurityGroups, cp.Child("securityGroups"), "security group ids or Name tag values")...)
+	errs = append(errs, validateLabels(c.Labels, cp.Child("labels"))...)
+	errs = append(errs, validateTaints(c.Taints, cp.Child("taints"))...)
+	errs = append(errs, validateTags(c.Tags, cp.Child("tags"))...)
+	errs = append(errs, validateVolumes(c.Volumes, cp.Child("volumes"))...)
+	if c.SpotPrice != "" {
+		if p, err := strconv.ParseFloat(c.SpotPrice, 64); err != nil || p <= 0 || !spotPrice.MatchString(c.SpotPrice) {
+			errs = append(errs, field.Invalid(cp.Child("spotPrice"), c.SpotPrice, `must be a positive decimal hourly price in USD, e.g. "0.67"`))
+		}
+	}
+	if (c.RoleName == "") != (c.InstanceProfileName == "") {
+		errs = append(errs, field.Invalid(cp.Child("instanceProfileName"), c.InstanceProfileName,
+			"roleName and instanceProfileName go together: set both to bring your own role, or neither to let the controller create one"))
+	}
+	if m := c.MixedInstancesPolicy; m != nil {
+		mp := cp.Child("mixedInstancesPolicy")
+		if c.SpotPrice != "" {
+			errs = append(errs, field.Forbidden(mp, "cannot be combined with spotPrice; use spotRatio"))
+		}
+		if eks.WarmPool != nil {
+			errs = append(errs, field.Forbidden(path.Child("warmPool"), "Auto Scaling does not support a warm pool with a mixed instances policy"))
+		}
+		if (m.InstancePool == "") == (len(m.InstanceTypes) == 0) {
+			errs = append(errs, field.Invalid(mp, "", "set exactly one of instancePool and instanceTypes"))
+		}
+		if m.SpotPools != nil && m.Strategy != "LowestPrice" {
+			errs = append(errs, field.Forbidden(mp.Child("spotPools"), "only with strategy LowestPrice"))
+		}
+		if m.SpotRatio != nil {
+			errs = append(errs, validatePercent(m.SpotRatio, mp.Child("spotRatio"), 0)...)
+		}
+		seen := map[string]bool{}
+		for i, t := range m.InstanceTypes {
+			if seen[t.Type] {
+				errs = append(errs, field.Duplicate(mp.Child("instanceTypes").Index(i).Child("type"), t.Type))
+			}
+			seen[t.Type] = true
+		}
+	}
+	seen := map[string]bool{}
+	for i, h := range c.LifecycleHooks {
+		hp := cp.Child("lifecycleHooks").Index(i)
+		if seen[h.Name] {
+			errs = append(errs, field.Duplicate(hp.Child("name"), h.Name))
+		}
+		seen[h.Name] = true
+		if h.Lifecycle == "" {
+			errs = append(errs, field.Required(hp.Child("lifecycle"), "launch or terminate"))
+		}
+		if (h.NotificationArn == "") != (h.RoleArn == "") {
+			errs = append(errs, field.Invalid(hp.Child("roleArn"), h.RoleArn, "notificationArn and roleArn go together"))
+		}
+	}
+	for i, m := range c.MetricsCollection {
+		if !asgMetrics[m] {
+			errs = append(errs, field.NotSupported(cp.Child("metricsCollection").Index(i), m, sortedKeys(asgMetrics)))
+		}
+	}
+	for i, p := range c.SuspendProcesses {
+		if !asgProcesses[p] {
+			errs = append(errs, field.NotSupported(cp.Child("suspendProcesses").Index(i), p, sortedKeys(asgProcesses)))
+		}
+	}
+	seen = map[string]bool{}
+	for i, u := range c.UserData {
+		up := cp.Child("userData").Index(i)
+		if u.Name != "" && seen[u.Name] {
+			errs = append(errs, field.Duplicate(up.Child("name"), u.Name))
+		}
+		seen[u.Name] = true
+		if u.Stage == "" {
+			errs = append(errs, field.Required(up.Child("stage"), "PreBootstrap or PostBootstrap"))
+		}
+		if u.Data == "" {
+			errs = append(errs, field.Required(up.Child("data"), "the script, plain text or base64"))
+		}
+	}
+	return errs
+}
+
+func validateEKSManaged(m *v1alpha1.EKSManagedSpec, path *field.Path) field.ErrorList {
+	if m == nil {
+		return field.ErrorList{field.Required(path, "the eks-managed provisioner needs spec.eks-managed with minSize, maxSize and configuration")}
+	}
+	errs := validateSizes(m.MinSize, m.MaxSize, path)
+	if m.MaxSize < 1 {
+		errs = append(errs, field.Invalid(path.Child("maxSize"), m.MaxSize, "EKS managed node groups need maxSize of at least 1"))
+	}
+	c := m.Configuration
+	cp := path.Child("configuration")
+	if c == nil {
+		return append(errs, field.Required(cp, "needs clusterName and subnets"))
+	}
+	errs = append(errs, requiredString(c.ClusterName, cp.Child("clusterName"))...)
+	errs = append(errs, requiredList(c.Subnets, cp.Child("subnets"), "subnet ids or Name tag values")...)
+	errs = append(errs, validateLabels(c.Labels, cp.Child("labels"))...)
+	errs = append(errs, validateLabels(c.NodeLabels, cp.Child("nodeLabels"))...)
+	errs = append(errs, validateTaints(c.Taints, cp.Child("taints"))...)
+	errs = append(errs, validateTags(c.Tags, cp.Child("tags"))...)
+	if c.InstanceType != "" && len(c.InstanceTypes) > 0 {
+		errs = append(errs, field.Invalid(cp.Child("instanceTypes"), c.InstanceTypes, "set instanceType or instanceTypes, not both"))
+	}
+	if len(c.SecurityGroups) > 0 && c.KeyPairName == "" {
+		errs = append(errs, field.Required(cp.Child("keyPairName"), "securityGroups are the sources allowed SSH remote access, which needs a key pair"))
+	}
+	return errs
+}
+
+func validateEKSFargate(f *v1alpha1.EKSFargateSpec, path *field.Path) field.ErrorList {
+	if f == nil {
+		return field.ErrorList{field.Required(path, "the eks-fargate provisioner needs spec.eks-fargate with clusterName, subnets and selectors")}
+	}
+	errs := requiredString(f.ClusterName, path.Child("clusterName"))
+	errs = append(errs, requiredList(f.Subnets, path.Child("subnets"), "private subnet ids")...)
+	sp := path.Child("selectors")
+	switch n := len(f.Selectors); {
+	case n == 0:
+		errs = append(errs, field.Required(sp, "1 to 5 selectors of namespace and labels"))
+	case n > 5:
+		errs = append(errs, field.TooMany(sp, n, 5))
+	}
+	for i, s := range f.Selectors {
+		errs = append(errs, requiredString(s.Namespace, sp.Index(i).Child("namespace"))...)
+		errs = append(errs, validateLabels(s.Labels, sp.Index(i).Child("labels"))...)
+	}
+	if f.PodExecutionRoleArn != "" && !strings.HasPrefix(f.PodExecutionRoleArn, "arn:") {
+		errs = append(errs, field.Invalid(path.Child("podExecutionRoleArn"), f.PodExecutionRoleArn, "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)"))
+	}
+	return errs
+}
+
+func validateStrategy(provisioner string, s *v1alpha1.AwsUpgradeStrategy, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	tp := path.Child("type")
+	managedOnly := provisioner == v1alpha1.ProvisionerEKSManaged || provisioner == v1alpha1.ProvisionerEKSFargate
+	switch s.Type {
+	case "":
+		if managedOnly {
+			return field.ErrorList{field.Required(tp, provisioner+" needs strategy type managed")}
+		}
+		return field.ErrorList{field.Required(tp, "one of rollingUpdate, crd (or managed for eks-managed and eks-fargate)")}
+	case v1alpha1.StrategyManaged:
+		if !managedOnly && provisioner != "" {
+			errs = append(errs, field.Invalid(tp, s.Type, "managed is only for eks-managed and eks-fargate; the eks provisioner needs rollingUpdate or crd"))
+		}
+	case v1alpha1.StrategyRollingUpdate, v1alpha1.StrategyCRD:
+		if managedOnly {
+			errs = append(errs, field.Invalid(tp, s.Type, provisioner+" is rotated by AWS: strategy type must be managed"))
+		}
+	default:
+		return field.ErrorList{field.NotSupported(tp, s.Type, []string{v1alpha1.StrategyRollingUpdate, v1alpha1.StrategyCRD, v1alpha1.StrategyManaged})}
+	}
+	if s.Type == v1alpha1.StrategyRollingUpdate && s.RollingUpdate != nil {
+		rp := path.Child("rollingUpdate")
+		if s.RollingUpdate.MaxUnavailable != nil {
+			errs = append(errs, validatePercent(s.RollingUpdate.MaxUnavailable, rp.Child("maxUnavailable"), 1)...)
+		}
+		if s.RollingUpdate.MaxSurge != nil {
+			errs = append(errs, validatePercent(s.RollingUpdate.MaxSurge, rp.Child("maxSurge"), 0)...)
+		}
+	}
+	if s.Type == v1alpha1.StrategyCRD {
+		cp := path.Child("crd")
+		c := s.CRD
+		if c == nil {
+			return append(errs, field.Required(cp, "crdName, spec, statusJSONPath, statusSuccessString and statusFailureString"))
+		}
+		errs = append(errs, requiredString(c.CRDName, cp.Child("crdName"))...)
+		errs = append(errs, requiredString(c.StatusJSONPath, cp.Child("statusJSONPath"))...)
+		errs = append(errs, requiredString(c.StatusSuccessString, cp.Child("statusSuccessString"))...)
+		errs = append(errs, requiredString(c.StatusFailureString, cp.Child("statusFailureString"))...)
+		switch strings.ToLower(c.ConcurrencyPolicy) {
+		case "", v1alpha1.ConcurrencyForbid, v1alpha1.ConcurrencyReplace, v1alpha1.ConcurrencyAllow:
+		default:
+			errs = append(errs, field.NotSupported(cp.Child("concurrencyPolicy"), c.ConcurrencyPolicy,
+				[]string{v1alpha1.ConcurrencyForbid, v1alpha1.ConcurrencyReplace, v1alpha1.ConcurrencyAllow}))
+		}
+		if c.MaxRetries != nil && *c.MaxRetries < -1 {
+			errs = append(errs, field.Invalid(cp.Child("maxRetries"), *c.MaxRetries, "must be -1 (retry forever) or at least 0"))
+		}
+		if c.Spec == "" {
+			errs = append(errs, field.Required(cp.Child("spec"), "a Go template of the custom resource to submit"))
+		} else if _, err := template.New("crd").Option("missingkey=error").Parse(c.Spec); err != nil {
+			errs = append(errs, field.Invalid(cp.Child("spec"), "<template>", "is not a valid Go template: "+err.Error()))
+		}
+	}
+	return errs
+}
+
+// validatePercent accepts a count >= min or a percentage "N%" with N in [min, 100].
+func validatePercent(v *intstr.IntOrString, path *field.Path, min int) field.ErrorList {
+	if v.Type == intstr.Int {
+		if int(v.IntVal) < min {
+			return field.ErrorList{field.Invalid(path, v.IntVal, fmt.Sprintf("must be at least %d, or a percentage such as \"30%%\"", min))}
+		}
+		return nil
+	}
+	s := v.StrVal
+	n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if !strings.HasSuffix(s, "%") || err != nil || n < min || n > 100 {
+		return field.ErrorList{field.Invalid(path, s, fmt.Sprintf("must be a count (at least %d) or a percentage from %d%% to 100%%, e.g. \"30%%\"", min, min))}
+	}
+	return nil
+}
+
+func validateLabels(labels map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(labels) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(path.Key(k), k, "label key: "+msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			errs = append(errs, field.Invalid(path.Key(k), labels[k], "label value: "+msg))
+		}
+	}
+	return errs
+}
+
+var taintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}
+
+func validateTaints(taints []corev1.Taint, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, t := range taints {
+		tp := path.Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+		}
+		if t.Value != "" {
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
+			}
+		}
+		switch string(t.Effect) {
+		case taintEffects[0], taintEffects[1], taintEffects[2]:
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, taintEffects))
+		}
+		id := t.Key + ":" + string(t.Effect)
+		if seen[id] {
+			errs = append(errs, field.Duplicate(tp, id))
+		}
+		seen[id] = true
+	}
+	return errs
+}
+
+func validateTags(tags []map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, t := range tags {
+		tp := path.Index(i)
+		for k := range t {
+			if k != "key" && k != "value" {
+				errs = append(errs, field.Invalid(tp.Key(k), k, "a tag has only key and value"))
+			}
+		}
+		key, ok := t["key"]
+		if !ok || key == "" {
+			errs = append(errs, field.Required(tp.Child("key"), "the tag key"))
+			continue
+		}
+		if strings.HasPrefix(strings.ToLower(key), "aws:") {
+			errs = append(errs, field.Invalid(tp.Child("key"), key, "keys starting with aws: are reserved by AWS"))
+		}
+		if seen[key] {
+			errs = append(errs, field.Duplicate(tp.Child("key"), key))
+		}
+		seen[key] = true
+	}
+	return errs
+}
+
+func validateVolumes(volumes []v1alpha1.NodeVolume, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, v := range volumes {
+		vp := path.Index(i)
+		if v.Name == "" {
+			errs = append(errs, field.Required(vp.Child("name"), "the device name, e.g. /dev/xvda"))
+		} else if seen[v.Name] {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
+		}
+		seen[v.Name] = true
+		if v.Size > 0 && v.SnapshotID != "" {
+			errs = append(errs, field.Invalid(vp.Child("snapshotId"), v.SnapshotID, "set size or snapshotId, not both"))
+		}
+		if v.Iops > 0 && v.Type != "io1" && v.Type != "io2" && v.Type != "gp3" {
+			errs = append(errs, field.Invalid(vp.Child("iops"), v.Iops, "only io1, io2 and gp3 volumes take iops"))
+		}
+		if v.Throughput > 0 && v.Type != "gp3" {
+			errs = append(errs, field.Invalid(vp.Child("throughput"), v.Throughput, "only gp3 volumes take throughput"))
+		}
+	}
+	return errs
+}
+
+func requiredString(v string, path *field.Path) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(path, "set it in the InstanceGroup or in the boundary ConfigMap's defaults")}
+	}
+	return nil
+}
+
+func requiredList(v []string, path *field.Path, what string) field.ErrorList {
+	if len(v) == 0 {
+		return field.ErrorList{field.Required(path, "at least one: "+what)}
+	}
+	var errs field.ErrorList
+	for i, s := range v {
+		if !subnetLike.MatchString(s) {
+			errs = append(errs, field.Invalid(path.Index(i), s, "must be non-empty without spaces"))
+		}
+	}
+	return errs
+}
