@@ -429,4 +429,3 @@ func findCondition(ig *v1alpha1.InstanceGroup, typ string) *metav1.Condition {
 	}
 	return nil
 }
-
