@@ -7,6 +7,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"fmt"
 	"os"
 
@@ -46,6 +49,37 @@ type Options struct {
 	// only it may change the provenance annotations. Default: the pod's
 	// service account, system:serviceaccount:$POD_NAMESPACE:$SERVICE_ACCOUNT_NAME.
 	ControllerUsername string
+	// CertRotation makes the manager create, rotate and inject its own
+	// webhook serving certificate (see certs.go) instead of reading one
+	// provided in WebhookCertDir (e.g. by cert-manager).
+	CertRotation bool
+	// WebhookServiceName and WebhookSecretName are the webhook Service and
+	// the certificate Secret, both in $POD_NAMESPACE (with CertRotation).
+	WebhookServiceName string
+	WebhookSecretName  string
+	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration get
+	// the CA in their caBundle (with CertRotation).
+	MutatingWebhookConfiguration   string
+	ValidatingWebhookConfiguration string
+
+	// AWSRegion is the region of the clusters' AWS resources (default: the
+	// AWS SDK's chain, e.g. AWS_REGION).
+	AWSRegion string
+	// AWS, when set, is used instead of loading the default AWS
+	// configuration (tests and the demo point it at the emulator).
+	AWS *awssdk.Config
+	// MaxConcurrentUpgrades caps the InstanceGroups rotating nodes at once
+	// (0: no cap); the boundary ConfigMap's rollout.maxConcurrentUpgrades
+	// overrides it.
+	MaxConcurrentUpgrades int
+	// Workers is how many InstanceGroups are reconciled in parallel.
+	Workers int
+	// DrainTimeout is how long a node may take to drain before it is
+	// reported blocked and skipped for now.
+	DrainTimeout time.Duration
+	// PollInterval and ResyncInterval: how often converging and Ready
+	// groups are re-checked.
+	PollInterval, ResyncInterval time.Duration
 }
 
 // BindFlags registers the flags on fs.
@@ -58,6 +92,17 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	fs.StringVar(&o.ControllerUsername, "controller-username", "", "Username of this controller as the API server authenticates it (default: from POD_NAMESPACE and SERVICE_ACCOUNT_NAME).")
+	fs.BoolVar(&o.CertRotation, "cert-rotation", false, "Create and rotate the webhook serving certificate in --webhook-secret-name and inject its CA into the webhook configurations (off: the certificate in --webhook-cert-dir is provided, e.g. by cert-manager).")
+	fs.StringVar(&o.WebhookServiceName, "webhook-service-name", "instance-manager-webhook", "Name of the webhook Service in $POD_NAMESPACE; the rotated certificate is for <name>.<namespace>.svc.")
+	fs.StringVar(&o.WebhookSecretName, "webhook-secret-name", "instance-manager-webhook-cert", "Name of the Secret in $POD_NAMESPACE holding the rotated webhook certificate; it must exist.")
+	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", webhooks.MutatingConfigurationName, "MutatingWebhookConfiguration whose caBundle the certificate rotation fills.")
+	fs.StringVar(&o.ValidatingWebhookConfiguration, "validating-webhook-configuration", webhooks.ValidatingConfigurationName, "ValidatingWebhookConfiguration whose caBundle the certificate rotation fills.")
+	fs.StringVar(&o.AWSRegion, "aws-region", "", "AWS region of the clusters (default: from the AWS SDK chain, e.g. AWS_REGION).")
+	fs.IntVar(&o.MaxConcurrentUpgrades, "max-concurrent-upgrades", 5, "InstanceGroups rotating nodes at once, cluster-wide (0: no cap); the boundary ConfigMap's rollout.maxConcurrentUpgrades overrides it.")
+	fs.IntVar(&o.Workers, "workers", 5, "InstanceGroups reconciled in parallel.")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
+	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
+	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 }
 
 func (o *Options) controllerUsername() (string, error) {
@@ -124,6 +169,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	st := &store.Store{}
 	recorder := mgr.GetEventRecorder("instance-manager")
+	if err := setupCertRotation(mgr, opts); err != nil {
+		return nil, err
+	}
 
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
@@ -137,6 +185,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
+	}
+	if err := setupInstanceGroups(mgr, opts, st, recorder); err != nil {
+		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

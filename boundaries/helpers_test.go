@@ -75,7 +75,7 @@ const tenantShortSpec = `eks:
       value: tag-value
 `
 
-// specJSON decodes YAML (or JSON) into a canonical object, as the webhooks
+// specOf decodes YAML (or JSON) into an object as encoding/json would, as the webhooks
 // will hand specs in.
 func specOf(t testing.TB, y string) map[string]any {
 	t.Helper()

@@ -28,10 +28,12 @@ func overlay(base, top any) any {
 	if bok && tok {
 		out := make(map[string]any, len(bm)+len(tm))
 		for k, v := range bm {
-			out[k] = deepCopy(v)
+			if _, both := tm[k]; !both {
+				out[k] = deepCopy(v)
+			}
 		}
 		for k, v := range tm {
-			out[k] = overlay(out[k], v)
+			out[k] = overlay(bm[k], v)
 		}
 		return out
 	}

@@ -63,6 +63,13 @@ const (
 	AnnotationClusterAutoscalerEnabled = "instancemgr.keikoproj.io/cluster-autoscaler-enabled"
 )
 
+// Node labels the eks provisioner registers through the kubelet, naming the
+// InstanceGroup a node belongs to.
+const (
+	LabelInstanceGroup          = "instancemgr.keikoproj.io/instancegroup"
+	LabelInstanceGroupNamespace = "instancemgr.keikoproj.io/namespace"
+)
+
 // OS families, the values of AnnotationOSFamily.
 const (
 	OSFamilyAmazonLinux2    = "amazonlinux2"

@@ -56,6 +56,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	e, err := env.New(ctx, env.Options{
 		CRDDirectoryPaths: []string{filepath.Join(repoRoot, "config", "crd")},
+		AWS:               true, // the InstanceGroup controller runs too; its clusters do not exist
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{mutating}, ValidatingWebhooks: []*admissionregistrationv1.ValidatingWebhookConfiguration{validating},
 		},
@@ -104,7 +105,7 @@ func startManager(ctx context.Context, e *env.Environment) (done <-chan struct{}
 	mgr, err := app.NewManager(cfg, app.Options{
 		ConfigNamespace: "instance-manager", MetricsBindAddress: "0", HealthProbeBindAddress: "0",
 		WebhookHost: wio.LocalServingHost, WebhookPort: wio.LocalServingPort, WebhookCertDir: wio.LocalServingCertDir,
-		ControllerUsername: controllerUser,
+		ControllerUsername: controllerUser, AWS: &e.AWS,
 	})
 	if err != nil {
 		return nil, err

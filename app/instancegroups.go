@@ -1,0 +1,75 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/providers"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// setupInstanceGroups registers the InstanceGroup state machine with the
+// provisioners and the upgrade strategies.
+func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder) error {
+	cfg := opts.AWS
+	if cfg == nil {
+		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
+		if err != nil {
+			return fmt.Errorf("loading the AWS configuration: %w", err)
+		}
+		cfg = &loaded
+	} else {
+		c := cfg.Copy()
+		awsp.Instrument(&c)
+		cfg = &c
+	}
+	clients := awsp.NewClients(*cfg)
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	eksProvisioner := eks.New(clients, mgr.GetClient(), eks.Options{})
+	slots := &upgrade.Slots{Max: func() int {
+		if c := st.Get().Config; c != nil && c.MaxConcurrentUpgrades > 0 {
+			return c.MaxConcurrentUpgrades
+		}
+		return opts.MaxConcurrentUpgrades
+	}}
+	r := &reconciler.InstanceGroupReconciler{
+		Client: mgr.GetClient(),
+		Provisioners: map[string]providers.Provisioner{
+			v1alpha1.ProvisionerEKS: eksProvisioner,
+		},
+		Rolling: &upgrade.RollingUpdate{
+			Drainer:  &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: orDuration(opts.DrainTimeout, 10*time.Minute), Step: 10 * time.Second, Now: time.Now},
+			Recorder: recorder,
+		},
+		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder},
+		Slots:          slots,
+		Recorder:       recorder,
+		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),
+		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 5
+	}
+	return r.SetupWithManager(mgr, workers)
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

@@ -1,0 +1,245 @@
+package eks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+)
+
+// launchInput is what a launch template version is built from.
+type launchInput struct {
+	imageID        string
+	profileName    string
+	securityGroups []string
+	userData       string
+}
+
+// launchTemplateData is the launch template data of ig (EC2
+// RequestLaunchTemplateData): AMI, instance type, key pair, security
+// groups, instance profile, user data, volumes (GiB), IMDS options, spot
+// price, placement and licenses.
+func launchTemplateData(ig *v1alpha1.InstanceGroup, in launchInput) *ec2types.RequestLaunchTemplateData {
+	c := ig.Spec.EKS.Configuration
+	d := &ec2types.RequestLaunchTemplateData{
+		ImageId:            awssdk.String(in.imageID),
+		InstanceType:       ec2types.InstanceType(c.InstanceType),
+		SecurityGroupIds:   in.securityGroups,
+		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: awssdk.String(in.profileName)},
+		UserData:           awssdk.String(base64.StdEncoding.EncodeToString([]byte(in.userData))),
+	}
+	if c.KeyPairName != "" {
+		d.KeyName = awssdk.String(c.KeyPairName)
+	}
+	for _, v := range c.Volumes {
+		ebs := &ec2types.LaunchTemplateEbsBlockDeviceRequest{DeleteOnTermination: awssdk.Bool(v.DeleteOnTermination == nil || *v.DeleteOnTermination)}
+		if v.Type != "" {
+			ebs.VolumeType = ec2types.VolumeType(v.Type)
+		}
+		if v.Size > 0 {
+			ebs.VolumeSize = awssdk.Int32(int32(v.Size))
+		}
+		if v.Iops > 0 {
+			ebs.Iops = awssdk.Int32(int32(v.Iops))
+		}
+		if v.Throughput > 0 {
+			ebs.Throughput = awssdk.Int32(int32(v.Throughput))
+		}
+		if v.SnapshotID != "" {
+			ebs.SnapshotId = awssdk.String(v.SnapshotID)
+		}
+		if v.Encrypted != nil {
+			ebs.Encrypted = v.Encrypted
+		}
+		d.BlockDeviceMappings = append(d.BlockDeviceMappings, ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: awssdk.String(v.Name), Ebs: ebs})
+	}
+	if len(c.Volumes) == 0 && c.VolSize > 0 {
+		d.BlockDeviceMappings = []ec2types.LaunchTemplateBlockDeviceMappingRequest{{
+			DeviceName: awssdk.String("/dev/xvda"),
+			Ebs:        &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: awssdk.Int32(int32(c.VolSize)), VolumeType: ec2types.VolumeTypeGp3, DeleteOnTermination: awssdk.Bool(true)},
+		}}
+	}
+	if m := c.MetadataOptions; m != nil {
+		d.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{}
+		if m.HttpEndpoint != "" {
+			d.MetadataOptions.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(m.HttpEndpoint)
+		}
+		if m.HttpTokens != "" {
+			d.MetadataOptions.HttpTokens = ec2types.LaunchTemplateHttpTokensState(m.HttpTokens)
+		}
+		if m.HttpPutResponseHopLimit > 0 {
+			d.MetadataOptions.HttpPutResponseHopLimit = awssdk.Int32(int32(m.HttpPutResponseHopLimit))
+		}
+	}
+	if price := spotPrice(ig); price != "" && c.MixedInstancesPolicy == nil {
+		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{
+			MarketType:  ec2types.MarketTypeSpot,
+			SpotOptions: &ec2types.LaunchTemplateSpotMarketOptionsRequest{MaxPrice: awssdk.String(price)},
+		}
+	}
+	if p := c.Placement; p != nil {
+		d.Placement = &ec2types.LaunchTemplatePlacementRequest{}
+		if p.AvailabilityZone != "" {
+			d.Placement.AvailabilityZone = awssdk.String(p.AvailabilityZone)
+		}
+		if p.HostResourceGroupArn != "" {
+			d.Placement.HostResourceGroupArn = awssdk.String(p.HostResourceGroupArn)
+		}
+		if p.Tenancy != "" {
+			d.Placement.Tenancy = ec2types.Tenancy(p.Tenancy)
+		}
+	}
+	for _, l := range c.LicenseSpecifications {
+		d.LicenseSpecifications = append(d.LicenseSpecifications, ec2types.LaunchTemplateLicenseConfigurationRequest{LicenseConfigurationArn: awssdk.String(l)})
+	}
+	return d
+}
+
+// dataHash identifies launch template data; it is kept in the version
+// description so drift detection needs no field-by-field comparison.
+func dataHash(d *ec2types.RequestLaunchTemplateData) string {
+	raw, _ := json.Marshal(d)
+	sum := sha256.Sum256(raw)
+	return versionDescriptionPrefix + hex.EncodeToString(sum[:12])
+}
+
+// templateState is the launch template as found.
+type templateState struct {
+	exists        bool
+	latest        int64
+	latestImageID string
+	description   string
+}
+
+func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templateState, error) {
+	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Latest"}})
+	if err != nil {
+		if isLaunchTemplateNotFound(err) {
+			return templateState{}, nil
+		}
+		return templateState{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
+	}
+	if len(out.LaunchTemplateVersions) == 0 {
+		return templateState{}, nil
+	}
+	v := out.LaunchTemplateVersions[0]
+	st := templateState{exists: true, latest: awssdk.ToInt64(v.VersionNumber), description: awssdk.ToString(v.VersionDescription)}
+	if v.LaunchTemplateData != nil {
+		st.latestImageID = awssdk.ToString(v.LaunchTemplateData.ImageId)
+	}
+	return st, nil
+}
+
+// ensureLaunchTemplate makes the latest version of the group's launch
+// template carry data, creating the template (EC2 CreateLaunchTemplate) or
+// a new version (CreateLaunchTemplateVersion, then ModifyLaunchTemplate to
+// make it the default). It returns the latest version number.
+func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, data *ec2types.RequestLaunchTemplateData) (int64, error) {
+	desc := dataHash(data)
+	if st.exists && st.description == desc {
+		return st.latest, nil
+	}
+	if !st.exists {
+		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate,
+				Tags: []ec2types.Tag{{Key: awssdk.String(TagInstanceGroup), Value: awssdk.String(owner(ig))}}}},
+		})
+		if err != nil {
+			return 0, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
+		}
+		return awssdk.ToInt64(out.LaunchTemplate.LatestVersionNumber), nil
+	}
+	out, err := api.CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
+		LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc)})
+	if err != nil {
+		return 0, fmt.Errorf("ec2 CreateLaunchTemplateVersion %s: %w", name, err)
+	}
+	version := awssdk.ToInt64(out.LaunchTemplateVersion.VersionNumber)
+	if _, err := api.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
+		LaunchTemplateName: awssdk.String(name), DefaultVersion: awssdk.String(strconv.FormatInt(version, 10))}); err != nil {
+		return 0, fmt.Errorf("ec2 ModifyLaunchTemplate %s default version %d: %w", name, version, err)
+	}
+	return version, nil
+}
+
+// pruneVersions deletes versions older than the newest keep, except those
+// instances still run (EC2 DescribeLaunchTemplateVersions,
+// DeleteLaunchTemplateVersions).
+func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, inUse map[string]bool) error {
+	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name)})
+	if err != nil {
+		return fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
+	}
+	var versions []int64
+	for _, v := range out.LaunchTemplateVersions {
+		if !awssdk.ToBool(v.DefaultVersion) {
+			versions = append(versions, awssdk.ToInt64(v.VersionNumber))
+		}
+	}
+	sort.Slice(versions, func(i, j int) bool { return versions[i] > versions[j] })
+	var del []string
+	for i, v := range versions {
+		s := strconv.FormatInt(v, 10)
+		if i >= keep-1 && !inUse[s] {
+			del = append(del, s)
+		}
+	}
+	if len(del) == 0 {
+		return nil
+	}
+	if _, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: del}); err != nil {
+		return fmt.Errorf("ec2 DeleteLaunchTemplateVersions %s %v: %w", name, del, err)
+	}
+	return nil
+}
+
+// deleteLaunchTemplate removes the group's launch template if it carries
+// the group's ownership tag (EC2 DescribeLaunchTemplates, DeleteLaunchTemplate).
+func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string) error {
+	out, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	if err != nil {
+		if isLaunchTemplateNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
+	}
+	for _, lt := range out.LaunchTemplates {
+		owned := false
+		for _, t := range lt.Tags {
+			owned = owned || (awssdk.ToString(t.Key) == TagInstanceGroup && awssdk.ToString(t.Value) == owner(ig))
+		}
+		if !owned {
+			continue
+		}
+		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !isLaunchTemplateNotFound(err) {
+			return fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func isLaunchTemplateNotFound(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound":
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,45 @@
+package eks
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+// Tags that mark what the eks provisioner created, and for whom.
+const (
+	// TagInstanceGroup ("<namespace>/<name>") is on every resource an
+	// InstanceGroup created; Delete only removes resources carrying it.
+	TagInstanceGroup = "instancemgr.keikoproj.io/instancegroup"
+	// tagVersionHash is the launch template data hash, kept in the launch
+	// template version description so drift is one string compare.
+	versionDescriptionPrefix = "instance-manager:"
+)
+
+// owner is the TagInstanceGroup value of ig.
+func owner(ig *v1alpha1.InstanceGroup) string { return ig.Namespace + "/" + ig.Name }
+
+// groupName is the Auto Scaling group and launch template name: unique per
+// cluster, namespace and name, within the 128 characters a launch template
+// name allows.
+func groupName(ig *v1alpha1.InstanceGroup) string {
+	return bounded(fmt.Sprintf("%s-%s-%s", ig.Spec.EKS.Configuration.ClusterName, ig.Namespace, ig.Name), 128)
+}
+
+// roleName is the IAM role and instance profile created for ig (64
+// characters at most).
+func roleName(ig *v1alpha1.InstanceGroup) string {
+	return bounded(fmt.Sprintf("%s-%s-%s", ig.Spec.EKS.Configuration.ClusterName, ig.Namespace, ig.Name), 64)
+}
+
+// bounded shortens s to n characters, keeping it unique with a hash suffix.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	suffix := hex.EncodeToString(sum[:])[:8]
+	return s[:n-len(suffix)-1] + "-" + suffix
+}

@@ -1,0 +1,457 @@
+package eks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/smithy-go"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+)
+
+// tagHooksHash on the group records the lifecycle hooks last applied, so
+// hooks are only described and changed when the spec changes.
+const tagHooksHash = "instancemgr.keikoproj.io/lifecycle-hooks"
+
+// tagMixedHash records the mixed instances policy last applied.
+const tagMixedHash = "instancemgr.keikoproj.io/mixed-instances-policy"
+
+func spotPrice(ig *v1alpha1.InstanceGroup) string { return ig.Spec.EKS.Configuration.SpotPrice }
+
+// lifecycleOf is normal, spot or mixed.
+func lifecycleOf(ig *v1alpha1.InstanceGroup) string {
+	c := ig.Spec.EKS.Configuration
+	if m := c.MixedInstancesPolicy; m != nil {
+		if m.SpotRatio != nil && spotPercent(m) > 0 {
+			return v1alpha1.LifecycleMixed
+		}
+		return v1alpha1.LifecycleNormal
+	}
+	if spotPrice(ig) != "" {
+		return v1alpha1.LifecycleSpot
+	}
+	return v1alpha1.LifecycleNormal
+}
+
+func spotPercent(m *v1alpha1.MixedInstancesPolicySpec) int {
+	if m.SpotRatio == nil {
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(m.SpotRatio, 100, false)
+	if err != nil {
+		return 0
+	}
+	return min(max(n, 0), 100)
+}
+
+// groupTags are the tags of the group, propagated to its instances: Name,
+// ownership, the cluster's, the spec's, and with the
+// cluster-autoscaler-enabled annotation the auto-discovery and node
+// template tags.
+func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
+	c := ig.Spec.EKS.Configuration
+	tags := map[string]string{
+		"Name":                                 name,
+		TagInstanceGroup:                       owner(ig),
+		awsp.ClusterTagKey(c.ClusterName):      "owned",
+		"kubernetes.io/cluster/" + c.ClusterName: "owned",
+	}
+	for _, t := range c.Tags {
+		if t["key"] != "" {
+			tags[t["key"]] = t["value"]
+		}
+	}
+	if ig.Annotations[v1alpha1.AnnotationClusterAutoscalerEnabled] == "true" {
+		tags["k8s.io/cluster-autoscaler/enabled"] = "true"
+		tags["k8s.io/cluster-autoscaler/"+c.ClusterName] = "owned"
+		for k, v := range c.Labels {
+			tags["k8s.io/cluster-autoscaler/node-template/label/"+k] = v
+		}
+		for _, t := range c.Taints {
+			tags["k8s.io/cluster-autoscaler/node-template/taint/"+t.Key] = t.Value + ":" + string(t.Effect)
+		}
+	}
+	return tags
+}
+
+// groupSpec is the part of CreateAutoScalingGroup/UpdateAutoScalingGroup
+// that follows the spec.
+type groupSpec struct {
+	name, template string
+	version        int64
+	subnets        []string
+	min, max       int32
+}
+
+func (g groupSpec) launchTemplate() *astypes.LaunchTemplateSpecification {
+	return &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String(g.template), Version: awssdk.String(strconv.FormatInt(g.version, 10))}
+}
+
+func mixedInstancesPolicy(ig *v1alpha1.InstanceGroup, g groupSpec) *astypes.MixedInstancesPolicy {
+	m := ig.Spec.EKS.Configuration.MixedInstancesPolicy
+	if m == nil {
+		return nil
+	}
+	var overrides []astypes.LaunchTemplateOverrides
+	for _, t := range m.InstanceTypes {
+		o := astypes.LaunchTemplateOverrides{InstanceType: awssdk.String(t.Type)}
+		if t.Weight > 0 {
+			o.WeightedCapacity = awssdk.String(strconv.FormatInt(t.Weight, 10))
+		}
+		overrides = append(overrides, o)
+	}
+	if len(overrides) == 0 {
+		overrides = []astypes.LaunchTemplateOverrides{{InstanceType: awssdk.String(ig.Spec.EKS.Configuration.InstanceType)}}
+	}
+	strategy := "capacity-optimized"
+	switch m.Strategy {
+	case "LowestPrice":
+		strategy = "lowest-price"
+	case "PriceCapacityOptimized":
+		strategy = "price-capacity-optimized"
+	}
+	dist := &astypes.InstancesDistribution{
+		OnDemandBaseCapacity:                awssdk.Int32(0),
+		OnDemandPercentageAboveBaseCapacity: awssdk.Int32(int32(100 - spotPercent(m))),
+		SpotAllocationStrategy:              awssdk.String(strategy),
+	}
+	if m.BaseCapacity != nil {
+		dist.OnDemandBaseCapacity = awssdk.Int32(int32(*m.BaseCapacity))
+	}
+	if m.SpotPools != nil && strategy == "lowest-price" {
+		dist.SpotInstancePools = awssdk.Int32(int32(*m.SpotPools))
+	}
+	return &astypes.MixedInstancesPolicy{
+		LaunchTemplate:        &astypes.LaunchTemplate{LaunchTemplateSpecification: g.launchTemplate(), Overrides: overrides},
+		InstancesDistribution: dist,
+	}
+}
+
+// ensureScalingGroup creates the Auto Scaling group or updates what
+// differs from the spec (sizes, subnets, launch template version, mixed
+// instances policy, tags), never touching the desired capacity unless it
+// falls outside the new sizes. Auto Scaling CreateAutoScalingGroup,
+// UpdateAutoScalingGroup, CreateOrUpdateTags, DeleteTags. It reports
+// whether it wrote anything (the cache must then be invalidated).
+func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g groupSpec, current *astypes.AutoScalingGroup) (bool, error) {
+	tags := groupTags(ig, g.name)
+	mip := mixedInstancesPolicy(ig, g)
+	if mip != nil {
+		tags[tagMixedHash] = hashOf(mip)
+	}
+	if current == nil {
+		in := &autoscaling.CreateAutoScalingGroupInput{
+			AutoScalingGroupName: awssdk.String(g.name),
+			MinSize:              awssdk.Int32(g.min), MaxSize: awssdk.Int32(g.max), DesiredCapacity: awssdk.Int32(g.min),
+			VPCZoneIdentifier: awssdk.String(strings.Join(g.subnets, ",")),
+			Tags:              asgTags(g.name, tags),
+		}
+		if mip != nil {
+			in.MixedInstancesPolicy = mip
+		} else {
+			in.LaunchTemplate = g.launchTemplate()
+		}
+		if _, err := api.CreateAutoScalingGroup(ctx, in); err != nil {
+			var ae smithy.APIError
+			if errors.As(err, &ae) && ae.ErrorCode() == "AlreadyExists" {
+				return true, nil // created by an earlier reconcile the cache has not seen yet
+			}
+			return false, fmt.Errorf("autoscaling CreateAutoScalingGroup %s: %w", g.name, err)
+		}
+		return true, nil
+	}
+
+	wrote := false
+	upd := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: awssdk.String(g.name)}
+	changed := false
+	if awssdk.ToInt32(current.MinSize) != g.min || awssdk.ToInt32(current.MaxSize) != g.max {
+		upd.MinSize, upd.MaxSize = awssdk.Int32(g.min), awssdk.Int32(g.max)
+		if d := awssdk.ToInt32(current.DesiredCapacity); d < g.min || d > g.max {
+			upd.DesiredCapacity = awssdk.Int32(min(max(d, g.min), g.max))
+		}
+		changed = true
+	}
+	if !sameSet(strings.Split(awssdk.ToString(current.VPCZoneIdentifier), ","), g.subnets) {
+		upd.VPCZoneIdentifier = awssdk.String(strings.Join(g.subnets, ","))
+		changed = true
+	}
+	if mip != nil {
+		// The description carries defaults the request did not: compare
+		// the hash recorded in a tag, and the version.
+		cur := current.MixedInstancesPolicy
+		if cur == nil || tagValue(current.Tags, tagMixedHash) != hashOf(mip) || cur.LaunchTemplate == nil ||
+			cur.LaunchTemplate.LaunchTemplateSpecification == nil ||
+			awssdk.ToString(cur.LaunchTemplate.LaunchTemplateSpecification.Version) != strconv.FormatInt(g.version, 10) {
+			upd.MixedInstancesPolicy = mip
+			changed = true
+		}
+	} else if lt := current.LaunchTemplate; lt == nil || awssdk.ToString(lt.LaunchTemplateName) != g.template || awssdk.ToString(lt.Version) != strconv.FormatInt(g.version, 10) {
+		upd.LaunchTemplate = g.launchTemplate()
+		changed = true
+	}
+	if changed {
+		if _, err := api.UpdateAutoScalingGroup(ctx, upd); err != nil {
+			return false, fmt.Errorf("autoscaling UpdateAutoScalingGroup %s: %w", g.name, err)
+		}
+		wrote = true
+	}
+
+	have := map[string]string{}
+	for _, t := range current.Tags {
+		have[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+	}
+	var put []astypes.Tag
+	for k, v := range tags {
+		if hv, ok := have[k]; !ok || hv != v {
+			put = append(put, asgTag(g.name, k, v))
+		}
+	}
+	var del []astypes.Tag
+	for k := range have {
+		if _, ok := tags[k]; !ok && k != tagHooksHash && !strings.HasPrefix(k, "aws:") {
+			del = append(del, astypes.Tag{ResourceId: awssdk.String(g.name), ResourceType: awssdk.String("auto-scaling-group"), Key: awssdk.String(k)})
+		}
+	}
+	if len(put) > 0 {
+		sort.Slice(put, func(i, j int) bool { return *put[i].Key < *put[j].Key })
+		if _, err := api.CreateOrUpdateTags(ctx, &autoscaling.CreateOrUpdateTagsInput{Tags: put}); err != nil {
+			return wrote, fmt.Errorf("autoscaling CreateOrUpdateTags %s: %w", g.name, err)
+		}
+		wrote = true
+	}
+	if len(del) > 0 {
+		if _, err := api.DeleteTags(ctx, &autoscaling.DeleteTagsInput{Tags: del}); err != nil {
+			return wrote, fmt.Errorf("autoscaling DeleteTags %s: %w", g.name, err)
+		}
+		wrote = true
+	}
+	return wrote, nil
+}
+
+// ensureGroupFeatures converges metrics collection, suspended processes,
+// the warm pool and lifecycle hooks, reading only what the group
+// description already carries (and lifecycle hooks only when their spec
+// changed, recorded in a group tag).
+func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g *astypes.AutoScalingGroup) (bool, error) {
+	name := awssdk.ToString(g.AutoScalingGroupName)
+	spec := ig.Spec.EKS
+	c := spec.Configuration
+	wrote := false
+
+	enabled := map[string]bool{}
+	for _, m := range g.EnabledMetrics {
+		enabled[awssdk.ToString(m.Metric)] = true
+	}
+	metricsDiffer := !sameSet(keys(enabled), c.MetricsCollection)
+	if contains(c.MetricsCollection, "All") {
+		metricsDiffer = len(enabled) == 0
+	}
+	if metricsDiffer {
+		if len(enabled) > 0 {
+			if _, err := api.DisableMetricsCollection(ctx, &autoscaling.DisableMetricsCollectionInput{AutoScalingGroupName: awssdk.String(name)}); err != nil {
+				return wrote, fmt.Errorf("autoscaling DisableMetricsCollection %s: %w", name, err)
+			}
+		}
+		if len(c.MetricsCollection) > 0 {
+			in := &autoscaling.EnableMetricsCollectionInput{AutoScalingGroupName: awssdk.String(name), Granularity: awssdk.String("1Minute")}
+			if !contains(c.MetricsCollection, "All") {
+				in.Metrics = c.MetricsCollection
+			}
+			if _, err := api.EnableMetricsCollection(ctx, in); err != nil {
+				return wrote, fmt.Errorf("autoscaling EnableMetricsCollection %s: %w", name, err)
+			}
+		}
+		wrote = true
+	}
+
+	suspended := map[string]bool{}
+	for _, p := range g.SuspendedProcesses {
+		suspended[awssdk.ToString(p.ProcessName)] = true
+	}
+	if !contains(c.SuspendProcesses, "All") && !sameSet(keys(suspended), c.SuspendProcesses) || contains(c.SuspendProcesses, "All") && len(suspended) < 9 {
+		if len(suspended) > 0 {
+			if _, err := api.ResumeProcesses(ctx, &autoscaling.ResumeProcessesInput{AutoScalingGroupName: awssdk.String(name)}); err != nil {
+				return wrote, fmt.Errorf("autoscaling ResumeProcesses %s: %w", name, err)
+			}
+		}
+		if len(c.SuspendProcesses) > 0 {
+			in := &autoscaling.SuspendProcessesInput{AutoScalingGroupName: awssdk.String(name)}
+			if !contains(c.SuspendProcesses, "All") {
+				in.ScalingProcesses = c.SuspendProcesses
+			}
+			if _, err := api.SuspendProcesses(ctx, in); err != nil {
+				return wrote, fmt.Errorf("autoscaling SuspendProcesses %s: %w", name, err)
+			}
+		}
+		wrote = true
+	}
+
+	if wp := spec.WarmPool; wp != nil {
+		cur := g.WarmPoolConfiguration
+		if cur == nil || awssdk.ToInt32(cur.MinSize) != int32(wp.MinSize) || awssdk.ToInt32(cur.MaxGroupPreparedCapacity) != int32(wp.MaxSize) {
+			if _, err := api.PutWarmPool(ctx, &autoscaling.PutWarmPoolInput{AutoScalingGroupName: awssdk.String(name),
+				MinSize: awssdk.Int32(int32(wp.MinSize)), MaxGroupPreparedCapacity: awssdk.Int32(int32(wp.MaxSize))}); err != nil {
+				return wrote, fmt.Errorf("autoscaling PutWarmPool %s: %w", name, err)
+			}
+			wrote = true
+		}
+	} else if g.WarmPoolConfiguration != nil && g.WarmPoolConfiguration.Status != astypes.WarmPoolStatusPendingDelete {
+		if _, err := api.DeleteWarmPool(ctx, &autoscaling.DeleteWarmPoolInput{AutoScalingGroupName: awssdk.String(name), ForceDelete: awssdk.Bool(true)}); err != nil {
+			return wrote, fmt.Errorf("autoscaling DeleteWarmPool %s: %w", name, err)
+		}
+		wrote = true
+	}
+
+	hooksHash := hashOf(c.LifecycleHooks)
+	recorded := ""
+	for _, t := range g.Tags {
+		if awssdk.ToString(t.Key) == tagHooksHash {
+			recorded = awssdk.ToString(t.Value)
+		}
+	}
+	if recorded != hooksHash && !(recorded == "" && len(c.LifecycleHooks) == 0) {
+		if err := syncHooks(ctx, api, name, c.LifecycleHooks); err != nil {
+			return wrote, err
+		}
+		if _, err := api.CreateOrUpdateTags(ctx, &autoscaling.CreateOrUpdateTagsInput{Tags: []astypes.Tag{{
+			ResourceId: awssdk.String(name), ResourceType: awssdk.String("auto-scaling-group"),
+			Key: awssdk.String(tagHooksHash), Value: awssdk.String(hooksHash), PropagateAtLaunch: awssdk.Bool(false)}}}); err != nil {
+			return wrote, fmt.Errorf("autoscaling CreateOrUpdateTags %s: %w", name, err)
+		}
+		wrote = true
+	}
+	return wrote, nil
+}
+
+func syncHooks(ctx context.Context, api awsp.AutoScalingAPI, group string, hooks []v1alpha1.LifecycleHookSpec) error {
+	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: awssdk.String(group)})
+	if err != nil {
+		return fmt.Errorf("autoscaling DescribeLifecycleHooks %s: %w", group, err)
+	}
+	want := map[string]bool{}
+	for _, h := range hooks {
+		want[h.Name] = true
+		transition := "autoscaling:EC2_INSTANCE_LAUNCHING"
+		if h.Lifecycle == "terminate" {
+			transition = "autoscaling:EC2_INSTANCE_TERMINATING"
+		}
+		in := &autoscaling.PutLifecycleHookInput{
+			AutoScalingGroupName: awssdk.String(group), LifecycleHookName: awssdk.String(h.Name),
+			LifecycleTransition: awssdk.String(transition), DefaultResult: awssdk.String(strings.ToUpper(orDefault(h.DefaultResult, "abandon"))),
+			HeartbeatTimeout: awssdk.Int32(int32(orDefaultInt(h.HeartbeatTimeout, 300))),
+		}
+		if h.NotificationArn != "" {
+			in.NotificationTargetARN, in.RoleARN = awssdk.String(h.NotificationArn), awssdk.String(h.RoleArn)
+		}
+		if h.Metadata != "" {
+			in.NotificationMetadata = awssdk.String(h.Metadata)
+		}
+		if _, err := api.PutLifecycleHook(ctx, in); err != nil {
+			return fmt.Errorf("autoscaling PutLifecycleHook %s/%s: %w", group, h.Name, err)
+		}
+	}
+	for _, h := range out.LifecycleHooks {
+		if n := awssdk.ToString(h.LifecycleHookName); !want[n] {
+			if _, err := api.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: awssdk.String(group), LifecycleHookName: h.LifecycleHookName}); err != nil {
+				return fmt.Errorf("autoscaling DeleteLifecycleHook %s/%s: %w", group, n, err)
+			}
+		}
+	}
+	return nil
+}
+
+func asgTags(group string, tags map[string]string) []astypes.Tag {
+	out := make([]astypes.Tag, 0, len(tags))
+	for _, k := range keys(tags) {
+		out = append(out, asgTag(group, k, tags[k]))
+	}
+	return out
+}
+
+func asgTag(group, k, v string) astypes.Tag {
+	return astypes.Tag{ResourceId: awssdk.String(group), ResourceType: awssdk.String("auto-scaling-group"),
+		Key: awssdk.String(k), Value: awssdk.String(v), PropagateAtLaunch: awssdk.Bool(true)}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	set := map[string]bool{}
+	for _, x := range a {
+		if x != "" {
+			set[x] = true
+		}
+	}
+	other := map[string]bool{}
+	for _, x := range b {
+		if x != "" {
+			other[x] = true
+		}
+	}
+	if len(set) != len(other) {
+		return false
+	}
+	for x := range set {
+		if !other[x] {
+			return false
+		}
+	}
+	return true
+}
+
+func tagValue(tags []astypes.TagDescription, key string) string {
+	for _, t := range tags {
+		if awssdk.ToString(t.Key) == key {
+			return awssdk.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+func hashOf(v any) string {
+	raw, _ := json.Marshal(v)
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func orDefaultInt(n, d int64) int64 {
+	if n == 0 {
+		return d
+	}
+	return n
+}

@@ -1,0 +1,243 @@
+package eks
+
+import (
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+// ClusterInfo is what nodes need to know about their EKS cluster to join it
+// (from EKS DescribeCluster).
+type ClusterInfo struct {
+	Name                 string
+	Endpoint             string // https URL of the API server
+	CertificateAuthority string // base64 PEM
+	ServiceCIDR          string // e.g. 10.100.0.0/16
+	Version              string // e.g. 1.31
+	AuthenticationMode   string // CONFIG_MAP, API or API_AND_CONFIG_MAP
+}
+
+// bootstrap is the input of the user data for one group.
+type bootstrap struct {
+	cluster   ClusterInfo
+	osFamily  string
+	labels    map[string]string
+	taints    []corev1.Taint
+	maxPods   int64
+	extraArgs string // spec...bootstrapArguments
+	stages    []v1alpha1.UserDataStage
+	volumes   []v1alpha1.NodeVolume
+}
+
+// UserData renders the launch template user data (plain text, not yet
+// base64) for the OS family of the group (annotation
+// instancemgr.keikoproj.io/os-family): amazonlinux2 runs
+// /etc/eks/bootstrap.sh, amazonlinux2023 a nodeadm NodeConfig in a MIME
+// multipart document, bottlerocket TOML settings, windows
+// Start-EKSBootstrap.ps1. Labels and taints are registered by the kubelet.
+func (b bootstrap) UserData() string {
+	switch b.osFamily {
+	case v1alpha1.OSFamilyAmazonLinux2023:
+		return b.al2023()
+	case v1alpha1.OSFamilyBottlerocket:
+		return b.bottlerocket()
+	case v1alpha1.OSFamilyWindows:
+		return b.windows()
+	default:
+		return b.al2()
+	}
+}
+
+func (b bootstrap) nodeLabels() string {
+	keys := make([]string, 0, len(b.labels))
+	for k := range b.labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + b.labels[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b bootstrap) nodeTaints() string {
+	parts := make([]string, len(b.taints))
+	for i, t := range b.taints {
+		parts[i] = fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+	}
+	return strings.Join(parts, ",")
+}
+
+// kubeletFlags are the kubelet flags every Linux bootstrap passes.
+func (b bootstrap) kubeletFlags() []string {
+	flags := []string{"--node-labels=" + b.nodeLabels()}
+	if len(b.taints) > 0 {
+		flags = append(flags, "--register-with-taints="+b.nodeTaints())
+	}
+	if b.maxPods > 0 && b.osFamily != v1alpha1.OSFamilyAmazonLinux2023 {
+		flags = append(flags, fmt.Sprintf("--max-pods=%d", b.maxPods))
+	}
+	return flags
+}
+
+var kubeletExtraArgs = regexp.MustCompile(`--kubelet-extra-args(?:=|\s+)('([^']*)'|"([^"]*)"|(\S+))`)
+
+// splitExtraArgs takes the --kubelet-extra-args out of the bootstrap
+// arguments so they join ours: bootstrap.sh honours only one.
+func splitExtraArgs(args string) (rest, kubelet string) {
+	m := kubeletExtraArgs.FindStringSubmatch(args)
+	if m == nil {
+		return strings.TrimSpace(args), ""
+	}
+	kubelet = m[2] + m[3] + m[4]
+	rest = strings.TrimSpace(strings.Replace(args, m[0], "", 1))
+	return rest, kubelet
+}
+
+func (b bootstrap) script(stage string) string {
+	var sb strings.Builder
+	for _, s := range b.stages {
+		if s.Stage != stage {
+			continue
+		}
+		data := s.Data
+		if dec, err := base64.StdEncoding.DecodeString(data); err == nil && len(dec) > 0 {
+			data = string(dec)
+		}
+		fmt.Fprintf(&sb, "# userData stage %q (%s)\n%s\n", s.Name, s.Stage, strings.TrimRight(data, "\n"))
+	}
+	return sb.String()
+}
+
+// mounts formats and mounts additional volumes that ask for it.
+func (b bootstrap) mounts() string {
+	var sb strings.Builder
+	for _, v := range b.volumes {
+		m := v.MountOptions
+		if m == nil || m.Mount == "" || m.FileSystem == "" {
+			continue
+		}
+		fmt.Fprintf(&sb, "mkfs -t %s %s && mkdir -p %s && mount %s %s\n", m.FileSystem, v.Name, m.Mount, v.Name, m.Mount)
+		if m.Persistance == nil || *m.Persistance {
+			fmt.Fprintf(&sb, "echo '%s %s %s defaults,nofail 0 2' >> /etc/fstab\n", v.Name, m.Mount, m.FileSystem)
+		}
+	}
+	return sb.String()
+}
+
+func (b bootstrap) al2() string {
+	rest, extra := splitExtraArgs(b.extraArgs)
+	kubelet := strings.Join(append(b.kubeletFlags(), strings.Fields(extra)...), " ")
+	var sb strings.Builder
+	sb.WriteString("#!/bin/bash\nset -o xtrace\n")
+	sb.WriteString(b.mounts())
+	sb.WriteString(b.script("PreBootstrap"))
+	fmt.Fprintf(&sb, "/etc/eks/bootstrap.sh '%s' --kubelet-extra-args '%s'", b.cluster.Name, kubelet)
+	if b.cluster.Endpoint != "" && b.cluster.CertificateAuthority != "" {
+		fmt.Fprintf(&sb, " --apiserver-endpoint '%s' --b64-cluster-ca '%s'", b.cluster.Endpoint, b.cluster.CertificateAuthority)
+	}
+	if rest != "" {
+		sb.WriteString(" " + rest)
+	}
+	sb.WriteString("\n")
+	sb.WriteString(b.script("PostBootstrap"))
+	return sb.String()
+}
+
+const mimeBoundary = "//instance-manager//"
+
+func (b bootstrap) al2023() string {
+	_, extra := splitExtraArgs(b.extraArgs)
+	flags := append(b.kubeletFlags(), strings.Fields(extra)...)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"%s\"\n\n", mimeBoundary)
+	if pre := b.mounts() + b.script("PreBootstrap"); pre != "" {
+		fmt.Fprintf(&sb, "--%s\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\n%s\n", mimeBoundary, pre)
+	}
+	fmt.Fprintf(&sb, "--%s\nContent-Type: application/node.eks.aws\n\n", mimeBoundary)
+	sb.WriteString("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n")
+	fmt.Fprintf(&sb, "    name: %s\n    apiServerEndpoint: %s\n    certificateAuthority: %s\n    cidr: %s\n",
+		b.cluster.Name, b.cluster.Endpoint, b.cluster.CertificateAuthority, b.cluster.ServiceCIDR)
+	sb.WriteString("  kubelet:\n")
+	if b.maxPods > 0 {
+		fmt.Fprintf(&sb, "    config:\n      maxPods: %d\n", b.maxPods)
+	}
+	sb.WriteString("    flags:\n")
+	for _, f := range flags {
+		fmt.Fprintf(&sb, "    - %q\n", f)
+	}
+	if post := b.script("PostBootstrap"); post != "" {
+		fmt.Fprintf(&sb, "\n--%s\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\n%s", mimeBoundary, post)
+	}
+	fmt.Fprintf(&sb, "\n--%s--\n", mimeBoundary)
+	return sb.String()
+}
+
+func (b bootstrap) bottlerocket() string {
+	var sb strings.Builder
+	sb.WriteString("[settings.kubernetes]\n")
+	fmt.Fprintf(&sb, "cluster-name = %q\napi-server = %q\ncluster-certificate = %q\n", b.cluster.Name, b.cluster.Endpoint, b.cluster.CertificateAuthority)
+	if b.maxPods > 0 {
+		fmt.Fprintf(&sb, "max-pods = %d\n", b.maxPods)
+	}
+	sb.WriteString("\n[settings.kubernetes.node-labels]\n")
+	keys := make([]string, 0, len(b.labels))
+	for k := range b.labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "%q = %q\n", k, b.labels[k])
+	}
+	if len(b.taints) > 0 {
+		sb.WriteString("\n[settings.kubernetes.node-taints]\n")
+		byKey := map[string][]string{}
+		var tkeys []string
+		for _, t := range b.taints {
+			if _, ok := byKey[t.Key]; !ok {
+				tkeys = append(tkeys, t.Key)
+			}
+			byKey[t.Key] = append(byKey[t.Key], fmt.Sprintf("%q", t.Value+":"+string(t.Effect)))
+		}
+		for _, k := range tkeys {
+			fmt.Fprintf(&sb, "%q = [%s]\n", k, strings.Join(byKey[k], ", "))
+		}
+	}
+	// Bottlerocket user data is TOML settings: stages are appended as TOML.
+	for _, stage := range []string{"PreBootstrap", "PostBootstrap"} {
+		if s := b.script(stage); s != "" {
+			sb.WriteString("\n" + s)
+		}
+	}
+	return sb.String()
+}
+
+func (b bootstrap) windows() string {
+	args := "--node-labels=" + b.nodeLabels()
+	if len(b.taints) > 0 {
+		args += " --register-with-taints=" + b.nodeTaints()
+	}
+	rest, extra := splitExtraArgs(b.extraArgs)
+	if extra != "" {
+		args += " " + extra
+	}
+	var sb strings.Builder
+	sb.WriteString("<powershell>\n")
+	sb.WriteString(b.script("PreBootstrap"))
+	sb.WriteString("[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n")
+	fmt.Fprintf(&sb, "& $EKSBootstrapScriptFile -EKSClusterName '%s' -KubeletExtraArgs '%s'", b.cluster.Name, args)
+	if rest != "" {
+		sb.WriteString(" " + rest)
+	}
+	sb.WriteString(" 3>&1 4>&1 5>&1 6>&1\n")
+	sb.WriteString(b.script("PostBootstrap"))
+	sb.WriteString("</powershell>\n")
+	return sb.String()
+}

@@ -1,0 +1,106 @@
+// Package providers defines the interface every provisioner implements
+// (eks, eks-managed, eks-fargate) and what it reports back. Each
+// provisioner lives in its own subpackage and turns an InstanceGroup's
+// effective spec into cloud resources; the reconciler only sees this
+// interface.
+package providers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+// Provisioner builds, observes and removes the cloud resources of one kind
+// of InstanceGroup. Implementations are idempotent: a crash between any two
+// cloud calls followed by another Apply or Delete reaches the same end state
+// without duplicates.
+type Provisioner interface {
+	// Apply converges the cloud resources to ig.Spec (creating, updating or
+	// replacing them) and returns what it observed afterwards. It never
+	// rotates nodes itself; drifted instances are reported for the upgrade
+	// strategy. A *SpecError means the spec cannot be built as written (an
+	// unknown subnet, a missing role): retrying will not help until the spec
+	// or the cloud changes.
+	Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*Observation, error)
+
+	// Delete removes every resource the group created (never resources it
+	// did not create) and returns true once nothing is left.
+	Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (bool, error)
+}
+
+// Rotator is implemented by provisioners whose instances the controller
+// rotates (eks); managed node groups and Fargate rotate themselves.
+type Rotator interface {
+	// Terminate terminates one instance of the group. With decrement false
+	// the group launches a replacement; with true its desired capacity drops
+	// by one (used after a surge).
+	Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error
+	// SetDesiredCapacity sets the group's desired capacity (instances),
+	// within its min and max; used for maxSurge.
+	SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error
+}
+
+// Observation is the state of the group's cloud resources after Apply.
+type Observation struct {
+	// GroupName is the Auto Scaling group, node group or Fargate profile.
+	GroupName string
+	// LaunchTemplateName and LatestTemplateVersion identify the launch
+	// template version matching the spec (eks).
+	LaunchTemplateName    string
+	LatestTemplateVersion string
+	// RoleARN is the IAM role of the nodes (or the pod execution role).
+	RoleARN string
+	// Min, Max and Desired are the group's sizes in instances.
+	Min, Max, Desired int
+	// Lifecycle is v1alpha1.LifecycleNormal, LifecycleSpot or LifecycleMixed.
+	Lifecycle string
+	// Instances are the group's instances (eks); empty for provisioners
+	// whose instances are not individually managed.
+	Instances []Instance
+	// Managed is true when the cloud rotates nodes itself (eks-managed,
+	// eks-fargate); Updating is true while it does.
+	Managed  bool
+	Updating bool
+	// Active is true when the cloud reports the resource usable (a managed
+	// node group or Fargate profile in ACTIVE state). For eks, readiness is
+	// judged from Instances and their nodes instead.
+	Active bool
+	// Message carries cloud-reported problems (health issues), if any.
+	Message string
+}
+
+// Instance is one instance of a group.
+type Instance struct {
+	// ID is the EC2 instance id.
+	ID string
+	// ProviderID is the Node's spec.providerID: aws:///<zone>/<id>.
+	ProviderID string
+	// LifecycleState is the Auto Scaling lifecycle state: Pending,
+	// Pending:Wait, InService, Terminating, Terminating:Wait, Standby, ...
+	LifecycleState string
+	// Healthy is the Auto Scaling health status.
+	Healthy bool
+	// UpToDate is false when the instance was launched from another launch
+	// template version than the latest one: it has drifted.
+	UpToDate bool
+}
+
+// InService reports whether the instance serves traffic for its group.
+func (i Instance) InService() bool { return i.LifecycleState == "InService" }
+
+// SpecError is an error in the spec, as opposed to a cloud or network
+// failure: it names the field path and what would be valid.
+type SpecError struct {
+	Field  string
+	Detail string
+}
+
+func (e *SpecError) Error() string { return e.Field + ": " + e.Detail }
+
+// IsSpecError reports whether err is or wraps a *SpecError.
+func IsSpecError(err error) bool {
+	var se *SpecError
+	return errors.As(err, &se)
+}

@@ -1,0 +1,321 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// Finalizer keeps an InstanceGroup until its cloud resources are gone.
+const Finalizer = "instancemgr.keikoproj.io/finalizer"
+
+// Event reasons of the InstanceGroup state machine.
+const (
+	ReasonApplyFailed  = "ApplyFailed"
+	ReasonDeleteFailed = "DeleteFailed"
+	ReasonReady        = "Ready"
+	ReasonDeleted      = "CloudResourcesDeleted"
+	ReasonWaitingSlot  = "WaitingForUpgradeSlot"
+)
+
+// InstanceGroupReconciler is the InstanceGroup state machine: it has the
+// provisioner converge the cloud resources to the stored (effective) spec,
+// judges readiness from instances and their Nodes, hands drifted instances
+// to the upgrade strategy (at most Slots.Max groups at once), removes the
+// cloud resources on deletion (finalizer), and writes the status and
+// conditions that are the user-facing truth.
+type InstanceGroupReconciler struct {
+	Client client.Client
+	// Provisioners by spec.provisioner value ("eks-cf" is served by "eks").
+	Provisioners map[string]providers.Provisioner
+	Rolling      *upgrade.RollingUpdate
+	CRD          *upgrade.CRDStrategy
+	Slots        *upgrade.Slots
+	Recorder     events.EventRecorder
+	// PollInterval is how often a group that is converging is re-checked;
+	// ResyncInterval how often a Ready group is (new AMIs, outside changes).
+	PollInterval   time.Duration
+	ResyncInterval time.Duration
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ig := &v1alpha1.InstanceGroup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ig); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := ig.DeepCopy()
+	name := ig.Spec.Provisioner
+	if name == v1alpha1.ProvisionerEKSCF {
+		name = v1alpha1.ProvisionerEKS
+	}
+	prov, ok := r.Provisioners[name]
+	if !ok && ig.DeletionTimestamp == nil {
+		msg := fmt.Sprintf("spec.provisioner %q is not served by this controller (served: %s)", ig.Spec.Provisioner, strings.Join(sortedKeys(r.Provisioners), ", "))
+		return ctrl.Result{}, r.fail(ctx, ig, "UnknownProvisioner", msg)
+	}
+	if ig.DeletionTimestamp != nil {
+		return r.delete(ctx, ig, prov)
+	}
+	if controllerutil.AddFinalizer(ig, Finalizer) {
+		if err := r.Client.Update(ctx, ig); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		before = ig.DeepCopy()
+	}
+
+	obs, err := prov.Apply(ctx, ig)
+	if err != nil {
+		reason := "CloudError"
+		if providers.IsSpecError(err) {
+			reason = "InvalidSpec"
+		}
+		if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
+			return ctrl.Result{}, ferr
+		}
+		if reason == "InvalidSpec" {
+			return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+		}
+		return ctrl.Result{}, err // retried with backoff
+	}
+
+	nodes, err := r.groupNodes(ctx, obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	inService, readyNodes := 0, 0
+	for _, in := range obs.Instances {
+		if !in.InService() {
+			continue
+		}
+		inService++
+		if n := nodes[in.ProviderID]; n != nil && upgrade.NodeReady(n) {
+			readyNodes++
+		}
+	}
+
+	progress := upgrade.Progress{Done: true, Total: len(obs.Instances)}
+	for _, in := range obs.Instances {
+		if in.UpToDate {
+			progress.Updated++
+		}
+	}
+	key := req.NamespacedName
+	switch {
+	case obs.Managed:
+		progress.Done = !obs.Updating
+	case hasDrift(obs):
+		if !r.Slots.Acquire(key) {
+			progress.Done = false
+			progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s)", len(r.Slots.Holders()), joinKeys(r.Slots.Holders()))
+			break
+		}
+		rot, _ := prov.(providers.Rotator)
+		switch ig.Spec.Strategy.Type {
+		case v1alpha1.StrategyCRD:
+			progress, err = r.CRD.Step(ctx, ig, obs)
+		default:
+			if rot == nil {
+				err = fmt.Errorf("provisioner %s cannot rotate instances", name)
+				break
+			}
+			progress, err = r.Rolling.Step(ctx, ig, obs, nodes, rot)
+		}
+		if err != nil {
+			_ = r.fail(ctx, ig, "UpgradeFailed", err.Error())
+			return ctrl.Result{}, err
+		}
+		if progress.Done {
+			r.Slots.Release(key)
+		}
+	default:
+		r.Slots.Release(key)
+	}
+
+	ready := false
+	if obs.Managed {
+		ready = obs.Active && !obs.Updating
+	} else {
+		ready = readyNodes >= obs.Min && inService >= obs.Min
+	}
+	return r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready)
+}
+
+func hasDrift(obs *providers.Observation) bool {
+	for _, in := range obs.Instances {
+		if !in.UpToDate && !strings.HasPrefix(in.LifecycleState, "Terminating") {
+			return true
+		}
+	}
+	return false
+}
+
+// report writes the status and conditions and picks the requeue.
+func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	progress upgrade.Progress, inService, readyNodes int, ready bool) (ctrl.Result, error) {
+	st := &ig.Status
+	st.ObservedGeneration = ig.Generation
+	st.CurrentMin, st.CurrentMax = obs.Min, obs.Max
+	st.ActiveScalingGroupName = obs.GroupName
+	st.ActiveLaunchTemplateName = obs.LaunchTemplateName
+	st.LatestTemplateVersion = obs.LatestTemplateVersion
+	st.NodesInstanceRoleArn = obs.RoleARN
+	st.Lifecycle = obs.Lifecycle
+	st.Provisioner = ig.Spec.Provisioner
+	st.Strategy = ig.Spec.Strategy.Type
+	st.NodesUpdated, st.NodesTotal = progress.Updated, progress.Total
+
+	setCondition(ig, v1alpha1.ConditionNodesReady, readyNodes == inService && inService > 0 || obs.Managed && obs.Active,
+		"NodesReady", fmt.Sprintf("%d of %d in-service instance(s) have Ready nodes", readyNodes, inService))
+	if progress.Done {
+		setCondition(ig, v1alpha1.ConditionUpgrading, false, "UpToDate",
+			fmt.Sprintf("%d of %d instance(s) on the latest launch template version", progress.Updated, progress.Total))
+	} else {
+		setCondition(ig, v1alpha1.ConditionUpgrading, true, "Rotating",
+			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
+	}
+	switch {
+	case !progress.Done:
+		st.CurrentState = v1alpha1.StateUpgrading
+	case ready:
+		st.CurrentState = v1alpha1.StateReady
+	default:
+		st.CurrentState = v1alpha1.StateModifying
+	}
+	readyMsg := fmt.Sprintf("%d instance(s) in service with %d Ready node(s); minSize %d", inService, readyNodes, obs.Min)
+	if obs.Managed {
+		readyMsg = "the cloud reports the group active"
+		if obs.Message != "" {
+			readyMsg = obs.Message
+		}
+	}
+	setCondition(ig, v1alpha1.ConditionReady, ready && progress.Done, map[bool]string{true: "Ready", false: "NotReady"}[ready && progress.Done], readyMsg)
+
+	if err := r.patchStatus(ctx, before, ig); err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)
+	}
+	if st.CurrentState == v1alpha1.StateReady {
+		return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.InstanceGroup, prov providers.Provisioner) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ig, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	r.Slots.Release(client.ObjectKeyFromObject(ig))
+	if prov != nil {
+		if ig.Status.CurrentState != v1alpha1.StateDeleting {
+			before := ig.DeepCopy()
+			ig.Status.CurrentState = v1alpha1.StateDeleting
+			if err := r.patchStatus(ctx, before, ig); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		done, err := prov.Delete(ctx, ig)
+		if err != nil {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Deleting cloud resources: %v", err)
+			return ctrl.Result{}, err
+		}
+		if !done {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
+	}
+	controllerutil.RemoveFinalizer(ig, Finalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
+}
+
+// fail records an error state with a Warning Event.
+func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.InstanceGroup, reason, msg string) error {
+	before := ig.DeepCopy()
+	ig.Status.CurrentState = v1alpha1.StateError
+	ig.Status.ObservedGeneration = ig.Generation
+	setCondition(ig, v1alpha1.ConditionReady, false, reason, msg)
+	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+	log.FromContext(ctx).Info("reconcile failed", "reason", reason, "message", msg)
+	return r.patchStatus(ctx, before, ig)
+}
+
+func (r *InstanceGroupReconciler) patchStatus(ctx context.Context, before, ig *v1alpha1.InstanceGroup) error {
+	if equalStatus(before, ig) {
+		return nil
+	}
+	err := r.Client.Status().Patch(ctx, ig, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // the newer version is reconciled next
+	}
+	return err
+}
+
+// groupNodes returns the group's Nodes by providerID.
+func (r *InstanceGroupReconciler) groupNodes(ctx context.Context, obs *providers.Observation) (map[string]*corev1.Node, error) {
+	out := map[string]*corev1.Node{}
+	if len(obs.Instances) == 0 {
+		return out, nil
+	}
+	want := map[string]bool{}
+	for _, in := range obs.Instances {
+		want[in.ProviderID] = true
+	}
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range list.Items {
+		if n := &list.Items[i]; want[n.Spec.ProviderID] {
+			out[n.Spec.ProviderID] = n
+		}
+	}
+	return out, nil
+}
+
+func setCondition(ig *v1alpha1.InstanceGroup, typ string, status bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&ig.Status.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: ig.Generation,
+	})
+}
+
+// SetupWithManager registers the controller; Node changes of a group (by
+// the labels its nodes register with) requeue that group.
+func (r *InstanceGroupReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("instancegroup").
+		For(&v1alpha1.InstanceGroup{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name, ns := o.GetLabels()[v1alpha1.LabelInstanceGroup], o.GetLabels()[v1alpha1.LabelInstanceGroupNamespace]
+			if name == "" || ns == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}

@@ -1,0 +1,34 @@
+package reconciler
+
+import (
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+// equalStatus ignores condition transition times, which SetStatusCondition
+// only changes with the status.
+func equalStatus(a, b *v1alpha1.InstanceGroup) bool {
+	return equality.Semantic.DeepEqual(a.Status, b.Status)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func joinKeys(keys []types.NamespacedName) string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.String()
+	}
+	return strings.Join(s, ", ")
+}

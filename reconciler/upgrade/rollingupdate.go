@@ -1,0 +1,179 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+)
+
+// Event reasons of the rollingUpdate strategy, on the InstanceGroup.
+const (
+	ReasonRotationBatch = "RotationBatchStarted"
+	ReasonNodeDrained   = "NodeDrained"
+	ReasonDrainBlocked  = "DrainBlocked"
+)
+
+// Progress is what a strategy step reports.
+type Progress struct {
+	// Done is true when no drifted instance is left.
+	Done bool
+	// Updated and Total count instances on the latest launch template
+	// version and all instances.
+	Updated, Total int
+	// Message says what the rotation is doing or waiting for.
+	Message string
+}
+
+// RollingUpdate rotates drifted instances a batch of maxUnavailable at a
+// time: cordon, drain through the Eviction API, terminate in the group
+// without decrementing its capacity, and wait until every replacement's
+// node is Ready before the next batch. All of its state is in the cloud
+// (instance states) and on the nodes (drain annotations), so a restarted
+// controller continues where it stopped.
+type RollingUpdate struct {
+	Drainer  *Drainer
+	Recorder events.EventRecorder
+}
+
+// Step advances the rotation of ig by what can be done now and returns
+// the progress. nodes maps providerID to the group's Nodes. Errors come
+// from the API server or the cloud; a blocked drain is not an error (an
+// Event reports it and the node is skipped for now).
+func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator) (Progress, error) {
+	p := Progress{Total: len(obs.Instances)}
+	var drifted []providers.Instance
+	for _, in := range obs.Instances {
+		switch {
+		case in.UpToDate:
+			p.Updated++
+		case !strings.HasPrefix(in.LifecycleState, "Terminating"):
+			drifted = append(drifted, in)
+		}
+	}
+	if len(drifted) == 0 {
+		p.Done = true
+		return p, nil
+	}
+	sort.Slice(drifted, func(i, j int) bool { return drifted[i].ID < drifted[j].ID })
+
+	// 1. Finish the batch in flight.
+	var inflight []string
+	for _, in := range drifted {
+		node := nodes[in.ProviderID]
+		if node == nil || !draining(node) {
+			continue
+		}
+		res, msg, err := r.Drainer.Drain(ctx, node)
+		if err != nil {
+			return p, err
+		}
+		switch res {
+		case Drained:
+			if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
+				return p, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
+			}
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
+				"Node %s drained; instance %s terminated for replacement", node.Name, in.ID)
+			inflight = append(inflight, node.Name+" (terminating)")
+		case Blocked:
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
+				"%s; the node is uncordoned and skipped for now", msg)
+			if err := r.Drainer.Skip(ctx, node); err != nil {
+				return p, err
+			}
+		default:
+			inflight = append(inflight, node.Name)
+		}
+	}
+	if len(inflight) > 0 {
+		p.Message = "draining " + strings.Join(inflight, ", ")
+		return p, nil
+	}
+
+	// 2. Wait until the previous batch's replacements are Ready.
+	waiting := 0
+	inService := 0
+	for _, in := range obs.Instances {
+		if strings.HasPrefix(in.LifecycleState, "Terminating") || (!in.InService() && in.LifecycleState != "Standby") {
+			waiting++
+			continue
+		}
+		inService++
+		if node := nodes[in.ProviderID]; in.UpToDate && (node == nil || !NodeReady(node)) {
+			waiting++
+		}
+	}
+	if waiting > 0 || inService < obs.Desired {
+		p.Message = fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", max(waiting, obs.Desired-inService))
+		return p, nil
+	}
+
+	// 3. Start the next batch.
+	batchSize := MaxUnavailable(ig, obs.Desired)
+	var batch []string
+	var skipped []string
+	for _, in := range drifted {
+		if len(batch) >= batchSize {
+			break
+		}
+		node := nodes[in.ProviderID]
+		if node == nil {
+			// Never joined: nothing to drain.
+			if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
+				return p, fmt.Errorf("terminating instance %s without a node: %w", in.ID, err)
+			}
+			batch = append(batch, in.ID)
+			continue
+		}
+		if r.Drainer.skipped(node) {
+			skipped = append(skipped, node.Name)
+			continue
+		}
+		if err := r.Drainer.Start(ctx, node); err != nil {
+			return p, err
+		}
+		batch = append(batch, node.Name)
+	}
+	if len(batch) == 0 {
+		p.Message = "every remaining drifted node is blocked by a PodDisruptionBudget and skipped for now: " + strings.Join(skipped, ", ")
+		return p, nil
+	}
+	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonRotationBatch, "Rotate",
+		"Rotating %s (%d of %d drifted, maxUnavailable %d)", strings.Join(batch, ", "), len(batch), len(drifted), batchSize)
+	p.Message = "draining " + strings.Join(batch, ", ")
+	return p, nil
+}
+
+// MaxUnavailable resolves spec.strategy.rollingUpdate.maxUnavailable
+// against desired capacity: a count, or a percentage rounded down, and at
+// least 1. Default 1.
+func MaxUnavailable(ig *v1alpha1.InstanceGroup, desired int) int {
+	ru := ig.Spec.Strategy.RollingUpdate
+	if ru == nil || ru.MaxUnavailable == nil {
+		return 1
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, desired, false)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// NodeReady reports whether node's Ready condition is True.
+func NodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
