@@ -53,6 +53,13 @@ generate: $(BIN)/controller-gen ## Generate deepcopy code for api/.
 .PHONY: manifests
 manifests: $(BIN)/controller-gen ## Generate the CRD into config/crd and the chart.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
+	rm -f charts/instance-manager/crds/*.yaml
+	cp config/crd/*.yaml charts/instance-manager/crds/
+
+.PHONY: chart-lint
+chart-lint: $(BIN)/helm ## helm lint the chart, with default values and with cert-manager.
+	$(BIN)/helm lint --strict charts/instance-manager
+	$(BIN)/helm lint --strict charts/instance-manager --set certManager.enabled=true
 
 ##@ Tests
 

@@ -9,8 +9,8 @@ import (
 	"flag"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"fmt"
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
@@ -157,11 +157,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
 		}),
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the one boundary ConfigMap is cached, not every ConfigMap.
-			&corev1.ConfigMap{}: {
-				Namespaces: map[string]cache.Config{opts.ConfigNamespace: {}},
-				Field:      fields.OneTermEqualSelector("metadata.name", ConfigMapName),
-			},
+			// Only the boundary ConfigMap and aws-auth are cached, not
+			// every ConfigMap of the cluster.
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
+				opts.ConfigNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", ConfigMapName)},
+				"kube-system":        {FieldSelector: fields.OneTermEqualSelector("metadata.name", "aws-auth")},
+			}},
 		}},
 	})
 	if err != nil {

@@ -78,6 +78,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if controllerutil.AddFinalizer(ig, Finalizer) {
 		if err := r.Client.Update(ctx, ig); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		before = ig.DeepCopy()

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/smithy-go"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -43,6 +44,7 @@ type Provisioner struct {
 
 	clusters *clusters
 	images   *images
+	launched *launchedVersions
 
 	mu     sync.Mutex
 	groups map[string]*awsp.ScalingGroupCache // by cluster name
@@ -69,6 +71,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS}, opts: opts,
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
+		launched: &launchedVersions{api: clients.EC2},
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
 }
@@ -177,10 +180,18 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),
 		Lifecycle: lifecycleOf(ig),
 	}
+	ids := make([]string, 0, len(current.Instances))
+	for _, in := range current.Instances {
+		ids = append(ids, awssdk.ToString(in.InstanceId))
+	}
+	launched, err := p.launched.lookup(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
 	for _, in := range current.Instances {
-		v := ""
-		if in.LaunchTemplate != nil {
+		v, ok := launched[awssdk.ToString(in.InstanceId)]
+		if !ok && in.LaunchTemplate != nil {
 			v = awssdk.ToString(in.LaunchTemplate.Version)
 		}
 		inUse[v] = true
@@ -193,8 +204,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {
+		// Housekeeping: a failure is logged, never fails the reconcile.
 		if err := pruneVersions(ctx, p.aws.EC2, name, p.opts.KeepVersions, inUse); err != nil {
-			return nil, err
+			log.FromContext(ctx).Info("could not prune old launch template versions", "launchTemplate", name, "error", err.Error())
 		}
 	}
 	return obs, nil
@@ -272,4 +284,3 @@ func isGroupGone(err error) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && (ae.ErrorCode() == "ValidationError" || ae.ErrorCode() == "ResourceInUse")
 }
-

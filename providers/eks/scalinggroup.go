@@ -63,9 +63,9 @@ func spotPercent(m *v1alpha1.MixedInstancesPolicySpec) int {
 func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 	c := ig.Spec.EKS.Configuration
 	tags := map[string]string{
-		"Name":                                 name,
-		TagInstanceGroup:                       owner(ig),
-		awsp.ClusterTagKey(c.ClusterName):      "owned",
+		"Name":                                   name,
+		TagInstanceGroup:                         owner(ig),
+		awsp.ClusterTagKey(c.ClusterName):        "owned",
 		"kubernetes.io/cluster/" + c.ClusterName: "owned",
 	}
 	for _, t := range c.Tags {

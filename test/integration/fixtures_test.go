@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,8 +23,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/app"
-	"github.com/instancemgr/instance-manager/boundaries"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 const configNamespace = "instance-manager"
@@ -52,50 +50,27 @@ func exampleConfigMapData(t *testing.T) map[string]string {
 // setConfigMap creates or replaces the boundary ConfigMap's data as admin
 // and returns the API error, if any.
 func setConfigMap(ctx context.Context, data map[string]string) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: configNamespace, Name: app.ConfigMapName}}
-	err := admin.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-	if apierrors.IsNotFound(err) {
-		cm.Data = data
-		return admin.Create(ctx, cm)
-	}
-	if err != nil {
-		return err
-	}
-	cm.Data = data
-	return admin.Update(ctx, cm)
+	return harness.WriteBoundaries(ctx, admin, data)
 }
 
 // mustSetConfigMap sets the ConfigMap and waits until the manager has
-// loaded that version (the BoundariesLoaded Event names its hash).
+// loaded that version.
 func mustSetConfigMap(t *testing.T, data map[string]string) {
 	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	g.Expect(setConfigMap(ctx, data)).To(Succeed())
-	cfg, err := boundaries.Parse(data)
-	g.Expect(err).NotTo(HaveOccurred())
-	waitForEvent(t, configNamespace, app.ConfigMapName, reconciler.ReasonBoundariesLoaded, cfg.Hash(false))
+	if err := harness.SetBoundaries(context.Background(), admin, data); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitForEvent waits until an Event about namespace/name has reason and a
 // note containing text.
 func waitForEvent(t *testing.T, namespace, name, reason, text string) eventsv1.Event {
 	t.Helper()
-	var found eventsv1.Event
-	NewWithT(t).Eventually(func() bool {
-		list := &eventsv1.EventList{}
-		if err := admin.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
-			return false
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, text) {
-				found = e
-				return true
-			}
-		}
-		return false
-	}, 20*time.Second, 100*time.Millisecond).Should(BeTrue(), "Event %s on %s/%s containing %q", reason, namespace, name, text)
-	return found
+	e, err := harness.WaitForEvent(context.Background(), admin, namespace, name, reason, text, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // ensureNamespace creates ns (with annotations) if missing, and makes

@@ -303,7 +303,9 @@ func TestInvalidConfigMapIsRejectedAndChangesNothing(t *testing.T) {
 		})
 	}
 	after := getIG(t, "team-invalid", "keep-me")
-	g.Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
+	g.Expect(after.Generation).To(Equal(before.Generation))
+	g.Expect(after.Spec).To(Equal(before.Spec))
+	g.Expect(after.Annotations).To(Equal(before.Annotations))
 }
 
 func TestInvalidConfigMapPastTheWebhookKeepsTheLastValidBoundaries(t *testing.T) {

@@ -1,0 +1,200 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"golang.org/x/sync/singleflight"
+)
+
+// ClusterTagKeyPrefix starts the tag key that marks an Auto Scaling group as
+// owned by instance-manager for one cluster (see ClusterTagKey).
+const ClusterTagKeyPrefix = "instancemgr.keikoproj.io/cluster/"
+
+// refreshTimeout bounds one refresh (every page, retries included). A
+// refresh runs detached from its callers' contexts, so without a bound a
+// hung connection would hold every later reader of the generation.
+const refreshTimeout = 2 * time.Minute
+
+// describePageSize is the largest MaxRecords DescribeAutoScalingGroups takes.
+const describePageSize = 100
+
+// ClusterTagKey returns the key of the tag that the eks provisioner puts on
+// every Auto Scaling group it creates for clusterName, and by which
+// ScalingGroupCache finds them: "instancemgr.keikoproj.io/cluster/<name>".
+func ClusterTagKey(clusterName string) string {
+	return ClusterTagKeyPrefix + clusterName
+}
+
+// ScalingGroupCache is the shared read of one cluster's Auto Scaling groups.
+// Every reader is served from one listing of the groups tagged
+// ClusterTagKey(cluster), refreshed at most once per TTL, so the steady-state
+// cost for N InstanceGroups is one DescribeAutoScalingGroups page sequence
+// per TTL instead of N calls. Concurrent readers that find the listing stale
+// share one refresh. Writers call Invalidate after changing a group so the
+// next read sees the change.
+//
+// A ScalingGroupCache is safe for concurrent use. The groups it returns are
+// shallow copies: change their top-level fields freely, but treat the
+// slices and pointers inside (Instances, Tags, ...) as read-only.
+type ScalingGroupCache struct {
+	api    AutoScalingAPI
+	tagKey string
+	ttl    time.Duration
+	now    func() time.Time // replaced by tests
+
+	flights singleflight.Group
+
+	mu        sync.Mutex
+	listing   *groupListing // nil until the first refresh
+	fetchedAt time.Time     // when the refresh that produced listing began
+	fresh     bool          // false after Invalidate until the next refresh
+	gen       uint64        // bumped by Invalidate
+}
+
+// groupListing is one complete, immutable listing.
+type groupListing struct {
+	byName map[string]*types.AutoScalingGroup
+	sorted []types.AutoScalingGroup // by name
+}
+
+// NewScalingGroupCache returns a cache of the Auto Scaling groups tagged
+// ClusterTagKey(clusterName), read through api. ttl is how long a listing
+// serves reads; ttl <= 0 makes every read refresh (concurrent reads still
+// share one refresh). It makes no API call.
+func NewScalingGroupCache(api AutoScalingAPI, clusterName string, ttl time.Duration) *ScalingGroupCache {
+	return &ScalingGroupCache{
+		api:    api,
+		tagKey: ClusterTagKey(clusterName),
+		ttl:    ttl,
+		now:    time.Now,
+	}
+}
+
+// Get returns the cluster's Auto Scaling group named name, and whether it
+// exists (groups being deleted are still returned, with Status set). It
+// refreshes the listing first when it is older than the TTL or invalidated.
+// It returns an error when that refresh fails (wrapping the
+// DescribeAutoScalingGroups error) or ctx ends while waiting for it.
+func (c *ScalingGroupCache) Get(ctx context.Context, name string) (*types.AutoScalingGroup, bool, error) {
+	l, err := c.current(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	g, ok := l.byName[name]
+	if !ok {
+		return nil, false, nil
+	}
+	cp := *g
+	return &cp, true, nil
+}
+
+// List returns all of the cluster's Auto Scaling groups, sorted by name, in
+// a slice the caller owns. It refreshes and fails like Get.
+func (c *ScalingGroupCache) List(ctx context.Context) ([]types.AutoScalingGroup, error) {
+	l, err := c.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(l.sorted), nil
+}
+
+// Invalidate makes the next read refresh. A refresh already under way when
+// Invalidate is called still answers the readers waiting for it, but its
+// result is not kept: it may predate the caller's write.
+func (c *ScalingGroupCache) Invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.fresh = false
+}
+
+// current returns a listing no older than the TTL, refreshing it if needed.
+func (c *ScalingGroupCache) current(ctx context.Context) (*groupListing, error) {
+	c.mu.Lock()
+	if c.fresh && c.now().Sub(c.fetchedAt) < c.ttl {
+		l := c.listing
+		c.mu.Unlock()
+		return l, nil
+	}
+	gen := c.gen
+	c.mu.Unlock()
+
+	// One flight per generation: readers after an Invalidate never join a
+	// refresh that began before it. The flight does not inherit the
+	// cancellation of the reader that started it, so that reader giving up
+	// does not fail the others.
+	detached := context.WithoutCancel(ctx)
+	ch := c.flights.DoChan(strconv.FormatUint(gen, 10), func() (any, error) {
+		return c.refresh(detached, gen)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*groupListing), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for Auto Scaling groups tagged %s: %w", c.tagKey, ctx.Err())
+	}
+}
+
+// refresh lists the tagged groups (every page of DescribeAutoScalingGroups)
+// and keeps the listing unless the cache was invalidated meanwhile.
+func (c *ScalingGroupCache) refresh(ctx context.Context, gen uint64) (*groupListing, error) {
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	started := c.now()
+
+	l := &groupListing{byName: map[string]*types.AutoScalingGroup{}}
+	pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(c.api, &autoscaling.DescribeAutoScalingGroupsInput{
+		Filters:    []types.Filter{{Name: awssdk.String("tag-key"), Values: []string{c.tagKey}}},
+		MaxRecords: awssdk.Int32(describePageSize),
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeAutoScalingGroups tagged %s: %w", c.tagKey, err)
+		}
+		for _, g := range page.AutoScalingGroups {
+			// The filter is the server's job; checking again keeps an
+			// emulator or a future API change from handing us foreign groups.
+			if g.AutoScalingGroupName == nil || !hasTagKey(g.Tags, c.tagKey) {
+				continue
+			}
+			l.sorted = append(l.sorted, g)
+		}
+	}
+	slices.SortFunc(l.sorted, func(a, b types.AutoScalingGroup) int {
+		return strings.Compare(*a.AutoScalingGroupName, *b.AutoScalingGroupName)
+	})
+	// A group listed twice (a page boundary moving under concurrent
+	// creates) is kept once.
+	l.sorted = slices.CompactFunc(l.sorted, func(a, b types.AutoScalingGroup) bool {
+		return *a.AutoScalingGroupName == *b.AutoScalingGroupName
+	})
+	for i := range l.sorted {
+		l.byName[*l.sorted[i].AutoScalingGroupName] = &l.sorted[i]
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == gen {
+		c.listing, c.fetchedAt, c.fresh = l, started, true
+	}
+	return l, nil
+}
+
+func hasTagKey(tags []types.TagDescription, key string) bool {
+	return slices.ContainsFunc(tags, func(t types.TagDescription) bool {
+		return t.Key != nil && *t.Key == key
+	})
+}

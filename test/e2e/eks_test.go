@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/eks"
+)
+
+func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-create")
+	ig := shortGroup("e2e-create", "web", 2, 4)
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+
+	ready := waitReady(t, ig, 90*time.Second)
+	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal("e2e-cluster-e2e-create-web"))
+	g.Expect(ready.Status.CurrentMin).To(Equal(2))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(ContainSubstring("role/e2e-cluster-e2e-create-web"))
+	nodes := groupNodes(t, ig)
+	g.Expect(nodes).To(HaveLen(2))
+	for _, n := range nodes {
+		g.Expect(n.Labels).To(HaveKeyWithValue("team", "e2e-create"))
+		g.Expect(n.Labels).To(HaveKeyWithValue("a-default-label", "true"))
+		g.Expect(n.Spec.ProviderID).To(HavePrefix("aws:///us-west-2"))
+	}
+	auth := &corev1.ConfigMap{}
+	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
+	g.Expect(auth.Data["mapRoles"]).To(ContainSubstring(ready.Status.NodesInstanceRoleArn))
+
+	// The Auto Scaling group carries the tenant's and the admin's tags.
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.AutoScalingGroups).To(HaveLen(1))
+	tags := map[string]string{}
+	for _, tg := range out.AutoScalingGroups[0].Tags {
+		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+	}
+	g.Expect(tags).To(HaveKeyWithValue("team", "e2e-create"))
+	g.Expect(tags).To(HaveKeyWithValue("a-default-tag", "a-default-value"))
+
+	// Scale.
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.MinSize, ready.Spec.EKS.MaxSize = 3, 5
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 60*time.Second, 500*time.Millisecond).Should(Equal(3))
+	scaled := waitReady(t, ig, 60*time.Second)
+	g.Expect(scaled.Status.CurrentMin).To(Equal(3))
+	g.Expect(scaled.Status.CurrentMax).To(Equal(5))
+
+	// Delete: nothing the group created remains.
+	role := scaled.Status.NodesInstanceRoleArn
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Eventually(func() bool {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{})
+		return apierrors.IsNotFound(err)
+	}, 90*time.Second, 500*time.Millisecond).Should(BeTrue())
+	out, err = asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"e2e-cluster-e2e-create-web"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.AutoScalingGroups).To(BeEmpty())
+	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"e2e-cluster-e2e-create-web"}})
+	g.Expect(err).To(HaveOccurred(), "the launch template is deleted")
+	_, err = iam.NewFromConfig(environment.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("e2e-cluster-e2e-create-web")})
+	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
+	_, err = iam.NewFromConfig(environment.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("e2e-cluster-e2e-create-web")})
+	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
+	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
+	g.Expect(auth.Data["mapRoles"]).NotTo(ContainSubstring(role))
+	g.Eventually(func() []corev1.Node { return groupNodes(t, ig) }, 30*time.Second, 500*time.Millisecond).Should(BeEmpty())
+}
+
+// workload runs replicas pods on the group's nodes behind a PDB that
+// allows one disruption.
+func workload(t *testing.T, ig *v1alpha1.InstanceGroup, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	labels := map[string]string{"app": ig.Name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ig.Namespace, Name: ig.Name + "-app"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{v1alpha1.LabelInstanceGroup: ig.Name},
+					Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
+				},
+			},
+		},
+	}
+	g := NewWithT(t)
+	g.Expect(admin.Create(context.Background(), d)).To(Succeed())
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ig.Namespace, Name: ig.Name + "-app"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+		},
+	}
+	g.Expect(admin.Create(context.Background(), pdb)).To(Succeed())
+	g.Eventually(func() int32 {
+		cur := &appsv1.Deployment{}
+		_ = admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
+		return cur.Status.AvailableReplicas
+	}, 60*time.Second, 500*time.Millisecond).Should(Equal(replicas))
+	return d
+}
+
+// watchRotation samples the group's available nodes and the workload's
+// available pods every 100ms; the returned func stops sampling and
+// returns the lowest of each seen.
+func watchRotation(t *testing.T, ig *v1alpha1.InstanceGroup, d *appsv1.Deployment) func() (minNodes, minPods int) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	minNodes, minPods := 1<<30, 1<<30
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			n := available(groupNodes(t, ig))
+			cur := &appsv1.Deployment{}
+			if err := admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur); err != nil {
+				continue
+			}
+			minNodes, minPods = min(minNodes, n), min(minPods, int(cur.Status.AvailableReplicas))
+		}
+	}()
+	return func() (int, int) {
+		close(stop)
+		<-done
+		return minNodes, minPods
+	}
+}
+
+func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-rotate")
+	ig := shortGroup("e2e-rotate", "workers", 3, 4)
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	ready := waitReady(t, ig, 90*time.Second)
+	d := workload(t, ig, 3)
+
+	watch := watchRotation(t, ig, d)
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "m5.large"
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+
+	g.Eventually(func() bool {
+		cur := get(t, ig)
+		return cur.Status.LatestTemplateVersion == "2" && cur.Status.NodesUpdated == 3 && cur.Status.NodesTotal == 3 &&
+			condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse
+	}, 4*time.Minute, time.Second).Should(BeTrue(), "all three instances rotated")
+	waitReady(t, ig, 60*time.Second)
+	minNodes, minPods := watch()
+	g.Expect(minNodes).To(BeNumerically(">=", 2), "never more than maxUnavailable (1) of 3 nodes down")
+	g.Expect(minPods).To(BeNumerically(">=", 2), "the PodDisruptionBudget (maxUnavailable 1 of 3) is honoured")
+
+	events := &corev1.EventList{}
+	g.Expect(admin.List(ctx, events, client.InNamespace("e2e-rotate"))).To(Succeed())
+	drained := 0
+	for _, e := range events.Items {
+		if e.Reason == "NodeDrained" {
+			drained++
+		}
+	}
+	g.Expect(drained).To(BeNumerically(">=", 3))
+	for _, n := range groupNodes(t, ig) {
+		g.Expect(n.Labels).To(HaveKeyWithValue("node.kubernetes.io/instance-type", "m5.large"))
+	}
+}
+
+func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
+	var groups []*v1alpha1.InstanceGroup
+	for _, ns := range []string{"e2e-fan-a", "e2e-fan-b", "e2e-fan-c"} {
+		namespace(t, ns)
+		ig := shortGroup(ns, "nodes", 1, 2)
+		g.Expect(admin.Create(ctx, ig)).To(Succeed())
+		groups = append(groups, ig)
+	}
+	for _, ig := range groups {
+		waitReady(t, ig, 90*time.Second)
+	}
+
+	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
+	maxRotating := 0
+	g.Eventually(func() bool {
+		rotating, done := 0, 0
+		for _, ig := range groups {
+			cur := get(t, ig)
+			if condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionTrue {
+				rotating++
+			}
+			if cur.Spec.EKS.Configuration.Image == cloud.amis[1] && cur.Status.LatestTemplateVersion == "2" &&
+				cur.Status.NodesUpdated == cur.Status.NodesTotal && cur.Status.CurrentState == v1alpha1.StateReady {
+				done++
+			}
+		}
+		maxRotating = max(maxRotating, rotating)
+		return done == len(groups)
+	}, 5*time.Minute, 200*time.Millisecond).Should(BeTrue(), "every group rolls to the new image")
+	g.Expect(maxRotating).To(Equal(1), "rollout.maxConcurrentUpgrades: 1")
+	for _, ig := range groups {
+		g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	}
+}
+
+func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-restart")
+	ig := shortGroup("e2e-restart", "nodes", 2, 3)
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	ready := waitReady(t, ig, 90*time.Second)
+
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "c5.large"
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	// Kill the manager once the first node is being drained.
+	g.Eventually(func() bool {
+		for _, n := range groupNodes(t, ig) {
+			if n.Spec.Unschedulable {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute, 100*time.Millisecond).Should(BeTrue())
+	g.Expect(manager.Stop()).To(Succeed())
+	mid := get(t, ig)
+	g.Expect(mid.Status.NodesUpdated).To(BeNumerically("<", 2), "stopped mid-rotation")
+
+	restarted, err := startManager()
+	g.Expect(err).NotTo(HaveOccurred())
+	manager = restarted
+	g.Eventually(func() bool {
+		cur := get(t, ig)
+		return cur.Status.NodesUpdated == 2 && cur.Status.NodesTotal == 2 && cur.Status.CurrentState == v1alpha1.StateReady
+	}, 3*time.Minute, time.Second).Should(BeTrue())
+	for _, n := range groupNodes(t, ig) {
+		g.Expect(n.Spec.Unschedulable).To(BeFalse())
+		g.Expect(strings.Join(keys(n.Annotations), ",")).NotTo(ContainSubstring("drain-started"))
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

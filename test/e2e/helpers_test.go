@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// setBoundaries writes the boundary ConfigMap as the admin and waits
+// until the manager has loaded it.
+func setBoundaries(t *testing.T, data map[string]string) {
+	t.Helper()
+	if err := harness.SetBoundaries(context.Background(), admin, data); err != nil {
+		t.Fatalf("writing the boundary ConfigMap: %v", err)
+	}
+}
+
+func namespace(t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := admin.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// shortGroup is a tenant's short InstanceGroup under the fixture's boundaries.
+func shortGroup(namespace, name string, min, max int64) *v1alpha1.InstanceGroup {
+	return &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.InstanceGroupSpec{EKS: &v1alpha1.EKSSpec{
+			MinSize: min, MaxSize: max,
+			Configuration: &v1alpha1.EKSConfiguration{
+				InstanceType: "t3.medium",
+				Labels:       map[string]string{"team": namespace},
+				Tags:         []map[string]string{{"key": "team", "value": namespace}},
+			},
+		}},
+	}
+}
+
+func get(t *testing.T, ig *v1alpha1.InstanceGroup) *v1alpha1.InstanceGroup {
+	t.Helper()
+	out := &v1alpha1.InstanceGroup{}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(ig), out); err != nil {
+		t.Fatalf("getting InstanceGroup %s/%s: %v", ig.Namespace, ig.Name, err)
+	}
+	return out
+}
+
+func condition(ig *v1alpha1.InstanceGroup, typ string) metav1.ConditionStatus {
+	for _, c := range ig.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// waitReady waits until the group is Ready and not upgrading.
+func waitReady(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) *v1alpha1.InstanceGroup {
+	t.Helper()
+	var cur *v1alpha1.InstanceGroup
+	NewWithT(t).Eventually(func() string {
+		cur = get(t, ig)
+		if cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionReady) == metav1.ConditionTrue {
+			return "Ready"
+		}
+		msg := cur.Status.CurrentState
+		for _, c := range cur.Status.Conditions {
+			msg += "; " + c.Type + "=" + string(c.Status) + ": " + c.Message
+		}
+		return msg
+	}, timeout, 500*time.Millisecond).Should(Equal("Ready"), "InstanceGroup %s/%s", ig.Namespace, ig.Name)
+	return cur
+}
+
+// groupNodes lists the nodes registered for the group.
+func groupNodes(t *testing.T, ig *v1alpha1.InstanceGroup) []corev1.Node {
+	t.Helper()
+	list := &corev1.NodeList{}
+	if err := admin.List(context.Background(), list, client.MatchingLabels{
+		v1alpha1.LabelInstanceGroup: ig.Name, v1alpha1.LabelInstanceGroupNamespace: ig.Namespace}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// available counts the group's nodes that are Ready and schedulable.
+func available(nodes []corev1.Node) int {
+	n := 0
+	for i := range nodes {
+		if nodes[i].Spec.Unschedulable {
+			continue
+		}
+		for _, c := range nodes[i].Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
