@@ -129,6 +129,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	case hasDrift(obs):
 		if !r.Slots.Acquire(key) {
 			progress.Done = false
+			progress.Waiting = true
 			progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s)", len(r.Slots.Holders()), joinKeys(r.Slots.Holders()))
 			break
 		}
@@ -189,14 +190,20 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 
 	setCondition(ig, v1alpha1.ConditionNodesReady, readyNodes == inService && inService > 0 || obs.Managed && obs.Active,
 		"NodesReady", fmt.Sprintf("%d of %d in-service instance(s) have Ready nodes", readyNodes, inService))
-	if progress.Done {
+	switch {
+	case progress.Done:
 		setCondition(ig, v1alpha1.ConditionUpgrading, false, "UpToDate",
 			fmt.Sprintf("%d of %d instance(s) on the latest launch template version", progress.Updated, progress.Total))
-	} else {
+	case progress.Waiting:
+		setCondition(ig, v1alpha1.ConditionUpgrading, false, "WaitingForUpgradeSlot",
+			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
+	default:
 		setCondition(ig, v1alpha1.ConditionUpgrading, true, "Rotating",
 			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
 	}
 	switch {
+	case progress.Waiting:
+		st.CurrentState = v1alpha1.StateInitUpgrade
 	case !progress.Done:
 		st.CurrentState = v1alpha1.StateUpgrading
 	case ready:
@@ -211,7 +218,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 			readyMsg = obs.Message
 		}
 	}
-	setCondition(ig, v1alpha1.ConditionReady, ready && progress.Done, map[bool]string{true: "Ready", false: "NotReady"}[ready && progress.Done], readyMsg)
+	// Ready is about capacity: a group rotating with its nodes Ready is
+	// Ready (its state says Upgrading).
+	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
 
 	if err := r.patchStatus(ctx, before, ig); err != nil {
 		return ctrl.Result{}, err

@@ -25,6 +25,9 @@ const (
 type Progress struct {
 	// Done is true when no drifted instance is left.
 	Done bool
+	// Waiting is true when the rotation has not started for lack of an
+	// upgrade slot (--max-concurrent-upgrades).
+	Waiting bool
 	// Updated and Total count instances on the latest launch template
 	// version and all instances.
 	Updated, Total int

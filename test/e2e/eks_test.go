@@ -242,7 +242,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 	ctx := context.Background()
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
 	namespace(t, "e2e-restart")
-	ig := shortGroup("e2e-restart", "nodes", 2, 3)
+	ig := shortGroup("e2e-restart", "nodes", 3, 4)
 	g.Expect(admin.Create(ctx, ig)).To(Succeed())
 	ready := waitReady(t, ig, 90*time.Second)
 
@@ -259,20 +259,54 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 		return false
 	}, 2*time.Minute, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(manager.Stop()).To(Succeed())
-	mid := get(t, ig)
-	g.Expect(mid.Status.NodesUpdated).To(BeNumerically("<", 2), "stopped mid-rotation")
+	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).NotTo(BeZero(), "stopped mid-rotation")
 
 	restarted, err := startManager()
 	g.Expect(err).NotTo(HaveOccurred())
 	manager = restarted
 	g.Eventually(func() bool {
 		cur := get(t, ig)
-		return cur.Status.NodesUpdated == 2 && cur.Status.NodesTotal == 2 && cur.Status.CurrentState == v1alpha1.StateReady
+		return cur.Status.NodesUpdated == 3 && cur.Status.NodesTotal == 3 && cur.Status.CurrentState == v1alpha1.StateReady
 	}, 3*time.Minute, time.Second).Should(BeTrue())
+	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
 	for _, n := range groupNodes(t, ig) {
 		g.Expect(n.Spec.Unschedulable).To(BeFalse())
 		g.Expect(strings.Join(keys(n.Annotations), ",")).NotTo(ContainSubstring("drain-started"))
 	}
+}
+
+// oldInstances counts the group's instances launched from another launch
+// template version than version (EC2 tag aws:ec2launchtemplate:version).
+func oldInstances(t *testing.T, group, version string) int {
+	t.Helper()
+	ctx := context.Background()
+	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx,
+		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
+	if err != nil || len(out.AutoScalingGroups) != 1 {
+		t.Fatalf("describing group %s: %v", group, err)
+	}
+	var ids []string
+	for _, in := range out.AutoScalingGroups[0].Instances {
+		ids = append(ids, aws.ToString(in.InstanceId))
+	}
+	if len(ids) == 0 {
+		return 0
+	}
+	desc, err := ec2.NewFromConfig(environment.AWS).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := 0
+	for _, r := range desc.Reservations {
+		for _, in := range r.Instances {
+			for _, tag := range in.Tags {
+				if aws.ToString(tag.Key) == "aws:ec2launchtemplate:version" && aws.ToString(tag.Value) != version {
+					old++
+				}
+			}
+		}
+	}
+	return old
 }
 
 func keys(m map[string]string) []string {

@@ -88,6 +88,7 @@ func StartManager(adminConfig *rest.Config, wio envtest.WebhookInstallOptions, o
 	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
 	opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir
 	opts.ControllerUsername = ControllerUser
+	opts.InProcessRestarts = true
 	mgr, err := app.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+var rollingUpgradeGVK = schema.GroupVersionKind{Group: "upgrademgr.keikoproj.io", Version: "v1alpha1", Kind: "RollingUpgrade"}
+
+// installRollingUpgradeCRD installs a minimal RollingUpgrade CRD, the kind
+// upgrade-manager serves, for the crd strategy to submit.
+func installRollingUpgradeCRD(t *testing.T) {
+	t.Helper()
+	scheme := apiextensionsv1.AddToScheme
+	c, err := client.New(environment.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = scheme(c.Scheme())
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "rollingupgrades.upgrademgr.keikoproj.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "upgrademgr.keikoproj.io", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "rollingupgrades", Singular: "rollingupgrade", Kind: "RollingUpgrade", ListKind: "RollingUpgradeList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true)}},
+			}},
+		},
+	}
+	if err := c.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func() error {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(rollingUpgradeGVK.GroupVersion().WithKind("RollingUpgradeList"))
+		return admin.List(context.Background(), list)
+	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+}
+
+const rollingUpgradeTemplate = `apiVersion: upgrademgr.keikoproj.io/v1alpha1
+kind: RollingUpgrade
+metadata:
+  name: rollup-nodes
+  namespace: e2e-crd
+spec:
+  postDrainDelaySeconds: 30
+  nodeIntervalSeconds: 30
+  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}
+  strategy:
+    mode: eager
+    type: randomUpdate
+    maxUnavailable: 30%
+    drainTimeout: 120
+`
+
+// rollingUpgrades lists the RollingUpgrades submitted for the group.
+func rollingUpgrades(t *testing.T, ns string) []unstructured.Unstructured {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(rollingUpgradeGVK.GroupVersion().WithKind("RollingUpgradeList"))
+	if err := admin.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []unstructured.Unstructured
+	for _, item := range list.Items {
+		if item.GetDeletionTimestamp() == nil {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func setStatus(t *testing.T, ru *unstructured.Unstructured, status string) {
+	t.Helper()
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(rollingUpgradeGVK)
+	g := NewWithT(t)
+	g.Expect(admin.Get(context.Background(), client.ObjectKeyFromObject(ru), cur)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(cur.Object, status, "status", "currentStatus")).To(Succeed())
+	g.Expect(admin.Update(context.Background(), cur)).To(Succeed())
+}
+
+func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	installRollingUpgradeCRD(t)
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-crd")
+	ig := shortGroup("e2e-crd", "crd-group", 2, 3)
+	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
+		CRDName: "rollingupgrades", StatusJSONPath: ".status.currentStatus",
+		StatusSuccessString: "completed", StatusFailureString: "error", MaxRetries: ptr.To(1),
+		Spec: rollingUpgradeTemplate,
+	}}
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	ready := waitReady(t, ig, 90*time.Second)
+	g.Expect(rollingUpgrades(t, "e2e-crd")).To(BeEmpty(), "nothing to rotate yet")
+
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+
+	// The rendered RollingUpgrade names the group's Auto Scaling group.
+	var first unstructured.Unstructured
+	g.Eventually(func() int {
+		items := rollingUpgrades(t, "e2e-crd")
+		if len(items) == 1 {
+			first = items[0]
+		}
+		return len(items)
+	}, 30*time.Second, 200*time.Millisecond).Should(Equal(1))
+	asgName, _, _ := unstructured.NestedString(first.Object, "spec", "asgName")
+	g.Expect(asgName).To(Equal(ready.Status.ActiveScalingGroupName))
+	g.Expect(first.GetLabels()).To(HaveKeyWithValue(upgrade.LabelTemplateVersion, "2"))
+	g.Expect(get(t, ig).Status.CurrentState).To(Equal(v1alpha1.StateUpgrading))
+
+	// It fails once: the controller deletes it and submits it again.
+	setStatus(t, &first, "error")
+	var second unstructured.Unstructured
+	g.Eventually(func() bool {
+		items := rollingUpgrades(t, "e2e-crd")
+		if len(items) == 1 && items[0].GetUID() != first.GetUID() {
+			second = items[0]
+			return true
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "resubmitted after a failure")
+	g.Expect(get(t, ig).Status.StrategyRetryCount).To(Equal(1))
+
+	// Playing upgrade-manager: replace the old instances, then report success.
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asgName}})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, in := range out.AutoScalingGroups[0].Instances {
+		_, err := asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			InstanceId: in.InstanceId, ShouldDecrementDesiredCapacity: aws.Bool(false)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	setStatus(t, &second, "completed")
+	g.Eventually(func() bool {
+		cur := get(t, ig)
+		return cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse &&
+			cur.Status.NodesUpdated == 2
+	}, 60*time.Second, 500*time.Millisecond).Should(BeTrue())
+	g.Expect(get(t, ig).Status.StrategyResourceName).To(Equal("rollup-nodes"))
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+}
