@@ -1,0 +1,122 @@
+package eks
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+)
+
+// fakeAccessEntries records EKS access entries (moto 5.2.5 does not
+// implement them; see providers/aws/MOTO.md).
+type fakeAccessEntries struct {
+	awsp.EKSAPI
+	entries map[string]string // principal ARN -> type
+}
+
+func (f *fakeAccessEntries) CreateAccessEntry(_ context.Context, in *eks.CreateAccessEntryInput, _ ...func(*eks.Options)) (*eks.CreateAccessEntryOutput, error) {
+	f.entries[*in.PrincipalArn] = *in.Type
+	return &eks.CreateAccessEntryOutput{}, nil
+}
+
+func (f *fakeAccessEntries) DeleteAccessEntry(_ context.Context, in *eks.DeleteAccessEntryInput, _ ...func(*eks.Options)) (*eks.DeleteAccessEntryOutput, error) {
+	delete(f.entries, *in.PrincipalArn)
+	return &eks.DeleteAccessEntryOutput{}, nil
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestAWSAuthUpsertKeepsOtherEntriesAndSharedRoles(t *testing.T) {
+	ctx := context.Background()
+	existing := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "aws-auth"},
+		Data: map[string]string{
+			"mapRoles": "- rolearn: arn:aws:iam::1:role/admin\n  username: admin\n  groups: [system:masters]\n",
+			"mapUsers": "- userarn: arn:aws:iam::1:user/ops\n  username: ops\n",
+		},
+	}
+	a, b := eksGroup(v1alpha1.EKSConfiguration{}), eksGroup(v1alpha1.EKSConfiguration{})
+	a.UID, b.UID, b.Name = "a", "b", "other"
+	b.Status.NodesInstanceRoleArn = "arn:aws:iam::1:role/shared"
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(existing, a, b).Build()
+	na := nodeAccess{kube: kube}
+	cluster := ClusterInfo{Name: "prod", AuthenticationMode: "CONFIG_MAP"}
+	for i := 0; i < 2; i++ { // idempotent
+		if err := na.grant(ctx, a, cluster, "arn:aws:iam::1:role/shared"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	if err := kube.Get(ctx, AuthConfigMap, cm); err != nil {
+		t.Fatal(err)
+	}
+	roles := cm.Data["mapRoles"]
+	if !strings.Contains(roles, "role/admin") || strings.Count(roles, "role/shared") != 1 || !strings.Contains(roles, "system:node:{{EC2PrivateDNSName}}") {
+		t.Fatalf("mapRoles after grant:\n%s", roles)
+	}
+	if cm.Data["mapUsers"] != existing.Data["mapUsers"] {
+		t.Errorf("mapUsers changed:\n%s", cm.Data["mapUsers"])
+	}
+	// Another group still uses the role: it stays.
+	if err := na.revoke(ctx, a, cluster, "arn:aws:iam::1:role/shared"); err != nil {
+		t.Fatal(err)
+	}
+	_ = kube.Get(ctx, AuthConfigMap, cm)
+	if !strings.Contains(cm.Data["mapRoles"], "role/shared") {
+		t.Fatal("a role another group uses was removed")
+	}
+	// The last user goes: the entry goes, the admin's stays.
+	if err := kube.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := na.revoke(ctx, a, cluster, "arn:aws:iam::1:role/shared"); err != nil {
+		t.Fatal(err)
+	}
+	_ = kube.Get(ctx, AuthConfigMap, cm)
+	if strings.Contains(cm.Data["mapRoles"], "role/shared") || !strings.Contains(cm.Data["mapRoles"], "role/admin") {
+		t.Fatalf("mapRoles after revoke:\n%s", cm.Data["mapRoles"])
+	}
+}
+
+func TestAccessEntriesInAPIMode(t *testing.T) {
+	ctx := context.Background()
+	ig := eksGroup(v1alpha1.EKSConfiguration{})
+	ig.Annotations = map[string]string{v1alpha1.AnnotationOSFamily: v1alpha1.OSFamilyWindows}
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(ig).Build()
+	entries := &fakeAccessEntries{entries: map[string]string{}}
+	na := nodeAccess{kube: kube, eks: entries}
+	cluster := ClusterInfo{Name: "prod", AuthenticationMode: "API"}
+	if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/win"); err != nil {
+		t.Fatal(err)
+	}
+	if entries.entries["arn:aws:iam::1:role/win"] != "EC2_WINDOWS" {
+		t.Fatalf("access entries: %v", entries.entries)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := kube.Get(ctx, AuthConfigMap, cm); err == nil {
+		t.Error("aws-auth was written in API authentication mode")
+	}
+	if err := na.revoke(ctx, ig, cluster, "arn:aws:iam::1:role/win"); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries.entries) != 0 {
+		t.Errorf("access entry left: %v", entries.entries)
+	}
+}

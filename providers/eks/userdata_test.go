@@ -1,0 +1,113 @@
+package eks
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/env"
+)
+
+var testCluster = ClusterInfo{Name: "prod", Endpoint: "https://prod.eks.example", CertificateAuthority: "Q0E=", ServiceCIDR: "10.100.0.0/16", Version: "1.31"}
+
+// Every OS family's user data registers the group's labels and taints the
+// way a kubelet would: the local environment's bridge (which stands in for
+// the kubelet) must read back exactly what was written.
+func TestUserDataRegistersLabelsAndTaints(t *testing.T) {
+	labels := map[string]string{"team": "a", "tier": "web", v1alpha1.LabelInstanceGroup: "nodes"}
+	taints := []corev1.Taint{
+		{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "spot", Effect: corev1.TaintEffectNoExecute},
+	}
+	for _, family := range []string{v1alpha1.OSFamilyAmazonLinux2, v1alpha1.OSFamilyAmazonLinux2023, v1alpha1.OSFamilyBottlerocket} {
+		t.Run(family, func(t *testing.T) {
+			ud := bootstrap{cluster: testCluster, osFamily: family, labels: labels, taints: taints, maxPods: 58,
+				extraArgs: "--kubelet-extra-args=--v=2"}.UserData()
+			reg, err := env.ParseUserData(base64.StdEncoding.EncodeToString([]byte(ud)))
+			if err != nil {
+				t.Fatalf("parsing %s user data: %v\n%s", family, err, ud)
+			}
+			for k, v := range labels {
+				if reg.Labels[k] != v {
+					t.Errorf("label %s = %q, want %q\n%s", k, reg.Labels[k], v, ud)
+				}
+			}
+			if len(reg.Taints) != len(taints) {
+				t.Fatalf("taints %v, want %v\n%s", reg.Taints, taints, ud)
+			}
+			for i := range taints {
+				if reg.Taints[i].Key != taints[i].Key || reg.Taints[i].Value != taints[i].Value || reg.Taints[i].Effect != taints[i].Effect {
+					t.Errorf("taint %d = %v, want %v", i, reg.Taints[i], taints[i])
+				}
+			}
+		})
+	}
+}
+
+func TestUserDataShapes(t *testing.T) {
+	stages := []v1alpha1.UserDataStage{
+		{Name: "pre", Stage: "PreBootstrap", Data: "echo pre"},
+		{Name: "post", Stage: "PostBootstrap", Data: base64.StdEncoding.EncodeToString([]byte("echo post"))},
+	}
+	cases := []struct {
+		family string
+		want   []string // in order
+	}{
+		{v1alpha1.OSFamilyAmazonLinux2, []string{"#!/bin/bash", "echo pre",
+			"/etc/eks/bootstrap.sh 'prod' --kubelet-extra-args '--node-labels=team=a --max-pods=58 --v=2' --apiserver-endpoint 'https://prod.eks.example' --b64-cluster-ca 'Q0E=' --container-runtime containerd",
+			"echo post"}},
+		{v1alpha1.OSFamilyAmazonLinux2023, []string{"multipart/mixed", "echo pre", "kind: NodeConfig", "apiServerEndpoint: https://prod.eks.example",
+			"cidr: 10.100.0.0/16", "maxPods: 58", `- "--node-labels=team=a"`, `- "--v=2"`, "echo post"}},
+		{v1alpha1.OSFamilyBottlerocket, []string{"[settings.kubernetes]", `cluster-name = "prod"`, "max-pods = 58", `"team" = "a"`}},
+		{v1alpha1.OSFamilyWindows, []string{"<powershell>", "echo pre", "-EKSClusterName 'prod' -KubeletExtraArgs '--node-labels=team=a --v=2'", "echo post", "</powershell>"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.family, func(t *testing.T) {
+			ud := bootstrap{cluster: testCluster, osFamily: tc.family, labels: map[string]string{"team": "a"}, maxPods: 58,
+				extraArgs: "--kubelet-extra-args '--v=2' --container-runtime containerd", stages: stages}.UserData()
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(ud[at:], w)
+				if i < 0 {
+					t.Fatalf("%q missing (or out of order) in:\n%s", w, ud)
+				}
+				at += i + len(w)
+			}
+		})
+	}
+}
+
+func TestSplitExtraArgs(t *testing.T) {
+	cases := []struct{ in, rest, kubelet string }{
+		{"", "", ""},
+		{"--kubelet-extra-args=--v=2", "", "--v=2"},
+		{"--use-max-pods false --kubelet-extra-args '--v=2 --node-ip=1.2.3.4'", "--use-max-pods false", "--v=2 --node-ip=1.2.3.4"},
+		{`--kubelet-extra-args "--v=4" --dns-cluster-ip 10.0.0.10`, "--dns-cluster-ip 10.0.0.10", "--v=4"},
+	}
+	for _, tc := range cases {
+		rest, kubelet := splitExtraArgs(tc.in)
+		if rest != tc.rest || kubelet != tc.kubelet {
+			t.Errorf("splitExtraArgs(%q) = %q, %q; want %q, %q", tc.in, rest, kubelet, tc.rest, tc.kubelet)
+		}
+	}
+}
+
+func TestNamesStayWithinAWSLimits(t *testing.T) {
+	ig := &v1alpha1.InstanceGroup{}
+	ig.Namespace, ig.Name = strings.Repeat("n", 63), strings.Repeat("g", 63)
+	ig.Spec.EKS = &v1alpha1.EKSSpec{Configuration: &v1alpha1.EKSConfiguration{ClusterName: strings.Repeat("c", 40)}}
+	if n := roleName(ig); len(n) > 64 {
+		t.Errorf("role name %q is %d characters; IAM allows 64", n, len(n))
+	}
+	if n := groupName(ig); len(n) > 128 {
+		t.Errorf("group name is %d characters; launch templates allow 128", len(n))
+	}
+	other := ig.DeepCopy()
+	other.Name = strings.Repeat("g", 62) + "h"
+	if roleName(ig) == roleName(other) {
+		t.Errorf("shortened names collide: %s", roleName(ig))
+	}
+}

@@ -1,0 +1,86 @@
+package upgrade
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+func TestMaxUnavailable(t *testing.T) {
+	cases := []struct {
+		value   *intstr.IntOrString
+		desired int
+		want    int
+	}{
+		{nil, 10, 1},
+		{ptr.To(intstr.FromInt32(2)), 10, 2},
+		{ptr.To(intstr.FromString("30%")), 10, 3},
+		{ptr.To(intstr.FromString("30%")), 3, 1}, // rounded down, at least 1
+		{ptr.To(intstr.FromString("100%")), 4, 4},
+	}
+	for _, tc := range cases {
+		ig := &v1alpha1.InstanceGroup{}
+		if tc.value != nil {
+			ig.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateStrategy{MaxUnavailable: tc.value}
+		}
+		if got := MaxUnavailable(ig, tc.desired); got != tc.want {
+			t.Errorf("MaxUnavailable(%v, %d) = %d, want %d", tc.value, tc.desired, got, tc.want)
+		}
+	}
+}
+
+func TestSlotsCapGroupsRotatingAtOnce(t *testing.T) {
+	max := 2
+	s := &Slots{Max: func() int { return max }}
+	a, b, c := types.NamespacedName{Name: "a"}, types.NamespacedName{Name: "b"}, types.NamespacedName{Name: "c"}
+	if !s.Acquire(a) || !s.Acquire(b) {
+		t.Fatal("two slots")
+	}
+	if s.Acquire(c) {
+		t.Fatal("a third group got a slot with max 2")
+	}
+	if !s.Acquire(a) {
+		t.Fatal("a holder keeps its slot")
+	}
+	s.Release(a)
+	if !s.Acquire(c) {
+		t.Fatal("a released slot is reused")
+	}
+	max = 0 // no cap
+	if !s.Acquire(a) {
+		t.Fatal("no cap")
+	}
+}
+
+func TestCRDStatusAndRender(t *testing.T) {
+	c := &v1alpha1.CRDUpgradeStrategy{StatusJSONPath: ".status.currentStatus", StatusSuccessString: "completed", StatusFailureString: "error"}
+	for status, want := range map[string]string{"": "", "running": "", "Completed": "success", "ERROR": "failure"} {
+		u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"currentStatus": status}}}
+		if got := statusOf(u, c); got != want {
+			t.Errorf("statusOf(%q) = %q, want %q", status, got, want)
+		}
+	}
+	ig := &v1alpha1.InstanceGroup{}
+	ig.Name = "web"
+	ig.Status.ActiveScalingGroupName = "prod-team-a-web"
+	ig.Spec.Strategy.CRD = &v1alpha1.CRDUpgradeStrategy{Spec: "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nspec:\n  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}\n"}
+	u, err := Render(ig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, _, _ := unstructured.NestedString(u.Object, "spec", "asgName"); name != "prod-team-a-web" {
+		t.Errorf("asgName = %q", name)
+	}
+	if u.GetGenerateName() != "web-" {
+		t.Errorf("generateName = %q", u.GetGenerateName())
+	}
+	ig.Spec.Strategy.CRD.Spec = "kind: X\nspec: {{ .InstanceGroup.Nope }}"
+	if _, err := Render(ig); err == nil {
+		t.Error("a template naming a missing field renders")
+	}
+}

@@ -1,0 +1,113 @@
+package webhooks
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+func validEKS() *v1alpha1.InstanceGroup {
+	return &v1alpha1.InstanceGroup{Spec: v1alpha1.InstanceGroupSpec{
+		Provisioner: v1alpha1.ProvisionerEKS,
+		Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate},
+		EKS: &v1alpha1.EKSSpec{MinSize: 1, MaxSize: 3, Configuration: &v1alpha1.EKSConfiguration{
+			ClusterName: "prod", Image: "ami-0123456789abcdef0", InstanceType: "m5.large",
+			Subnets: []string{"subnet-1"}, SecurityGroups: []string{"sg-1"},
+		}},
+	}}
+}
+
+func TestValidateInstanceGroup(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.InstanceGroup)
+		want   []string // substrings of the error; none = valid
+	}{
+		{"valid", func(*v1alpha1.InstanceGroup) {}, nil},
+		{"image latest", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Image = "latest" }, nil},
+		{"image ssm", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Image = "ssm://my/ami" }, nil},
+		{"bad image", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Image = "ubuntu" }, []string{"spec.eks.configuration.image"}},
+		{"min > max", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.MinSize = 5 }, []string{"spec.eks.minSize", "maxSize (3)"}},
+		{"no provisioner names the rest too", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Provisioner = ""
+			ig.Spec.EKS.Configuration.ClusterName = ""
+		}, []string{"spec.provisioner", "spec.eks.configuration.clusterName"}},
+		{"unknown provisioner", func(ig *v1alpha1.InstanceGroup) { ig.Spec.Provisioner = "gke" }, []string{"spec.provisioner", `"gke"`}},
+		{"eks-cf is eks", func(ig *v1alpha1.InstanceGroup) { ig.Spec.Provisioner = v1alpha1.ProvisionerEKSCF }, nil},
+		{"managed strategy on eks", func(ig *v1alpha1.InstanceGroup) { ig.Spec.Strategy.Type = v1alpha1.StrategyManaged }, []string{"spec.strategy.type"}},
+		{"maxUnavailable 0", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+		}, []string{"spec.strategy.rollingUpdate.maxUnavailable"}},
+		{"maxUnavailable 150%", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromString("150%"))}
+		}, []string{"spec.strategy.rollingUpdate.maxUnavailable"}},
+		{"maxUnavailable 30%", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromString("30%"))}
+		}, nil},
+		{"bad taint effect", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Taints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}}
+		}, []string{"spec.eks.configuration.taints[0].effect"}},
+		{"bad label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"bad key!": "v"}
+		}, []string{"spec.eks.configuration.labels[bad key!]"}},
+		{"tag without key", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"value": "v"}}
+		}, []string{"spec.eks.configuration.tags[0].key"}},
+		{"role without profile", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.RoleName = "r" }, []string{"instanceProfileName"}},
+		{"bad spot price", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.SpotPrice = "cheap" }, []string{"spec.eks.configuration.spotPrice"}},
+		{"crd strategy needs its fields", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{Spec: "{{ .Bad"}}
+		}, []string{"spec.strategy.crd.crdName", "spec.strategy.crd.statusJSONPath", "spec.strategy.crd.spec"}},
+		{"unknown metric", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MetricsCollection = []string{"GroupFoo"}
+		}, []string{"spec.eks.configuration.metricsCollection[0]"}},
+		{"eks-managed needs managed", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSManaged
+			ig.Spec.EKSManaged = &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "c", Subnets: []string{"s"}}}
+		}, []string{"spec.strategy.type", "must be managed"}},
+		{"fargate selectors", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSFargate
+			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged
+			ig.Spec.EKSFargate = &v1alpha1.EKSFargateSpec{ClusterName: "c", Subnets: []string{"s"}}
+		}, []string{"spec.eks-fargate.selectors"}},
+		{"bad os family", func(ig *v1alpha1.InstanceGroup) {
+			ig.Annotations = map[string]string{v1alpha1.AnnotationOSFamily: "plan9"}
+		}, []string{"instancemgr.keikoproj.io/os-family"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ig := validEKS()
+			tc.mutate(ig)
+			errs, _ := ValidateInstanceGroup(ig)
+			if len(tc.want) == 0 {
+				if len(errs) > 0 {
+					t.Fatalf("unexpected errors: %v", errs)
+				}
+				return
+			}
+			if len(errs) == 0 {
+				t.Fatalf("no error, want %v", tc.want)
+			}
+			msg := errs.ToAggregate().Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEKSCFWarns(t *testing.T) {
+	ig := validEKS()
+	ig.Spec.Provisioner = v1alpha1.ProvisionerEKSCF
+	_, warnings := ValidateInstanceGroup(ig)
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "deprecated") {
+		t.Fatalf("warnings = %v", warnings)
+	}
+}
