@@ -53,6 +53,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		Rolling: &upgrade.RollingUpdate{
 			Drainer:  &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: orDuration(opts.DrainTimeout, 10*time.Minute), Step: 10 * time.Second, Now: time.Now},
 			Recorder: recorder,
+			Client:   mgr.GetClient(),
 		},
 		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder},
 		Slots:          slots,

@@ -153,6 +153,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	default:
 		r.Slots.Release(key)
+		ig.Status.SurgeBaseCapacity = 0
 	}
 
 	ready := false

@@ -217,6 +217,12 @@ type InstanceGroupStatus struct {
 	// +optional
 	NodesTotal int `json:"nodesTotal,omitempty"`
 
+	// SurgeBaseCapacity is the desired capacity (instances) the group had
+	// before the rollingUpdate strategy scaled it out by maxSurge; 0 when no
+	// surge is in progress.
+	// +optional
+	SurgeBaseCapacity int `json:"surgeBaseCapacity,omitempty"`
+
 	// Conditions: Ready, NodesReady, Upgrading, BoundariesApplied.
 	// +listType=map
 	// +listMapKey=type

@@ -21,6 +21,9 @@ const (
 	// AnnotationDrainSkippedUntil (RFC 3339 time) marks a node whose drain
 	// was blocked (by a PodDisruptionBudget) and is left alone until then.
 	AnnotationDrainSkippedUntil = "instancemgr.keikoproj.io/drain-skipped-until"
+	// AnnotationSurge ("true") marks a node drained after a maxSurge
+	// scale-out: its instance is terminated with a capacity decrement.
+	AnnotationSurge = "instancemgr.keikoproj.io/surge"
 )
 
 // DrainResult is the outcome of one drain step.
@@ -51,9 +54,9 @@ type Drainer struct {
 	Now func() time.Time
 }
 
-// Start cordons node and marks the drain start. Errors come from the API
-// server.
-func (d *Drainer) Start(ctx context.Context, node *corev1.Node) error {
+// Start cordons node and marks the drain start (and, with surge, that its
+// instance gives its capacity back). Errors come from the API server.
+func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) error {
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Spec.Unschedulable = true
 	if node.Annotations == nil {
@@ -63,6 +66,9 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node) error {
 		node.Annotations[AnnotationDrainStarted] = d.Now().UTC().Format(time.RFC3339)
 	}
 	delete(node.Annotations, AnnotationDrainSkippedUntil)
+	if surge {
+		node.Annotations[AnnotationSurge] = "true"
+	}
 	if err := d.Client.Patch(ctx, node, patch); err != nil {
 		return fmt.Errorf("cordoning node %s: %w", node.Name, err)
 	}
@@ -112,6 +118,7 @@ func (d *Drainer) Skip(ctx context.Context, node *corev1.Node) error {
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Spec.Unschedulable = false
 	delete(node.Annotations, AnnotationDrainStarted)
+	delete(node.Annotations, AnnotationSurge)
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -44,6 +46,9 @@ type Progress struct {
 type RollingUpdate struct {
 	Drainer  *Drainer
 	Recorder events.EventRecorder
+	// Client persists status.surgeBaseCapacity before a surge scale-out,
+	// so the surge is given back even if this reconcile's status write is lost.
+	Client client.Client
 }
 
 // Step advances the rotation of ig by what can be done now and returns
@@ -64,6 +69,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	}
 	if len(drifted) == 0 {
 		p.Done = true
+		ig.Status.SurgeBaseCapacity = 0
 		return p, nil
 	}
 	sort.Slice(drifted, func(i, j int) bool { return drifted[i].ID < drifted[j].ID })
@@ -81,7 +87,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		}
 		switch res {
 		case Drained:
-			if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
+			// A node drained after a surge gives its capacity back.
+			surged := node.Annotations[AnnotationSurge] == "true"
+			if err := rot.Terminate(ctx, ig, in.ID, surged); err != nil {
 				return p, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
 			}
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
@@ -100,6 +108,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if len(inflight) > 0 {
 		p.Message = "draining " + strings.Join(inflight, ", ")
 		return p, nil
+	}
+	if base := ig.Status.SurgeBaseCapacity; base > 0 && obs.Desired <= base {
+		ig.Status.SurgeBaseCapacity = 0 // the surge batch gave its capacity back
 	}
 
 	// 2. Wait until the previous batch's replacements are Ready.
@@ -120,8 +131,28 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return p, nil
 	}
 
-	// 3. Start the next batch.
+	// 3. Start the next batch. With maxSurge, first scale out and let the
+	// surge instances become Ready nodes; the batch that follows is drained
+	// and terminated with a decrement, so capacity never drops below the
+	// desired capacity.
+	surging := false
+	if base := ig.Status.SurgeBaseCapacity; base > 0 && obs.Desired > base {
+		surging = true // the surge instances are Ready: drain as many old ones
+	} else if surge := MaxSurge(ig, obs.Desired, obs.Max); surge > 0 {
+		surge = min(surge, len(drifted))
+		if err := r.recordSurgeBase(ctx, ig, obs.Desired); err != nil {
+			return p, err
+		}
+		if err := rot.SetDesiredCapacity(ctx, ig, obs.Desired+surge); err != nil {
+			return p, fmt.Errorf("scaling out by maxSurge %d: %w", surge, err)
+		}
+		p.Message = fmt.Sprintf("launching %d surge instance(s) before draining", surge)
+		return p, nil
+	}
 	batchSize := MaxUnavailable(ig, obs.Desired)
+	if surging {
+		batchSize = obs.Desired - ig.Status.SurgeBaseCapacity
+	}
 	var batch []string
 	var skipped []string
 	for _, in := range drifted {
@@ -141,7 +172,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			skipped = append(skipped, node.Name)
 			continue
 		}
-		if err := r.Drainer.Start(ctx, node); err != nil {
+		if err := r.Drainer.Start(ctx, node, surging); err != nil {
 			return p, err
 		}
 		batch = append(batch, node.Name)
@@ -154,6 +185,24 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		"Rotating %s (%d of %d drifted, maxUnavailable %d)", strings.Join(batch, ", "), len(batch), len(drifted), batchSize)
 	p.Message = "draining " + strings.Join(batch, ", ")
 	return p, nil
+}
+
+// recordSurgeBase writes status.surgeBaseCapacity = base to the API server
+// (retrying on conflicts) and into ig.
+func (r *RollingUpdate) recordSurgeBase(ctx context.Context, ig *v1alpha1.InstanceGroup, base int) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &v1alpha1.InstanceGroup{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
+			return err
+		}
+		cur.Status.SurgeBaseCapacity = base
+		return r.Client.Status().Update(ctx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("recording the capacity before a surge: %w", err)
+	}
+	ig.Status.SurgeBaseCapacity = base
+	return nil
 }
 
 // MaxUnavailable resolves spec.strategy.rollingUpdate.maxUnavailable
@@ -169,6 +218,21 @@ func MaxUnavailable(ig *v1alpha1.InstanceGroup, desired int) int {
 		return 1
 	}
 	return n
+}
+
+// MaxSurge resolves spec.strategy.rollingUpdate.maxSurge against desired
+// capacity: a count, or a percentage rounded up; capped so desired + surge
+// stays within max. Default 0.
+func MaxSurge(ig *v1alpha1.InstanceGroup, desired, max int) int {
+	ru := ig.Spec.Strategy.RollingUpdate
+	if ru == nil || ru.MaxSurge == nil {
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxSurge, desired, true)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(n, max-desired)
 }
 
 // NodeReady reports whether node's Ready condition is True.

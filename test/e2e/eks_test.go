@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 		return cur.Status.NodesUpdated == 3 && cur.Status.NodesTotal == 3 && cur.Status.CurrentState == v1alpha1.StateReady
 	}, 3*time.Minute, time.Second).Should(BeTrue())
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
+	g.Expect(get(t, ig).Status.LatestTemplateVersion).To(Equal("2"))
 	for _, n := range groupNodes(t, ig) {
 		g.Expect(n.Spec.Unschedulable).To(BeFalse())
 		g.Expect(strings.Join(keys(n.Annotations), ",")).NotTo(ContainSubstring("drain-started"))
@@ -309,10 +311,54 @@ func oldInstances(t *testing.T, group, version string) int {
 	return old
 }
 
+// describe summarizes a group's rotation: state, template version,
+// updated/total, surge base (and the Upgrading message while rotating).
+func describe(ig *v1alpha1.InstanceGroup) string {
+	s := fmt.Sprintf("%s v%s %d/%d surge %d", ig.Status.CurrentState, ig.Status.LatestTemplateVersion,
+		ig.Status.NodesUpdated, ig.Status.NodesTotal, ig.Status.SurgeBaseCapacity)
+	for _, c := range ig.Status.Conditions {
+		if c.Type == v1alpha1.ConditionUpgrading && c.Status == metav1.ConditionTrue {
+			s += ": " + c.Message
+		}
+	}
+	return s
+}
+
 func keys(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-surge")
+	ig := shortGroup("e2e-surge", "surge", 2, 3)
+	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
+		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	ready := waitReady(t, ig, 90*time.Second)
+	d := workload(t, ig, 2)
+
+	watch := watchRotation(t, ig, d)
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "r5.large"
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Eventually(func() string {
+		cur := get(t, ig)
+		return describe(cur)
+	}, 4*time.Minute, time.Second).Should(Equal("Ready v2 2/2 surge 0"), "both instances rotated and the surge given back")
+	minNodes, minPods := watch()
+	g.Expect(minNodes).To(BeNumerically(">=", 2), "with maxSurge a node is drained only once its surge replacement is Ready")
+	g.Expect(minPods).To(BeNumerically(">=", 1))
+	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx,
+		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(aws.ToInt32(out.AutoScalingGroups[0].DesiredCapacity)).To(BeEquivalentTo(2), "the desired capacity is back to its size before the surge")
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }
