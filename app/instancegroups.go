@@ -14,6 +14,8 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/eksfargate"
+	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
@@ -47,8 +49,11 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 	}}
 	r := &reconciler.InstanceGroupReconciler{
 		Client: mgr.GetClient(),
+		Reader: mgr.GetAPIReader(),
 		Provisioners: map[string]providers.Provisioner{
-			v1alpha1.ProvisionerEKS: eksProvisioner,
+			v1alpha1.ProvisionerEKS:        eksProvisioner,
+			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients),
+			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients),
 		},
 		Rolling: &upgrade.RollingUpdate{
 			Drainer:  &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: orDuration(opts.DrainTimeout, 10*time.Minute), Step: 10 * time.Second, Now: time.Now},

@@ -45,6 +45,8 @@ const (
 // conditions that are the user-facing truth.
 type InstanceGroupReconciler struct {
 	Client client.Client
+	// Reader reads what is not cached (spot recommendation Events).
+	Reader client.Reader
 	// Provisioners by spec.provisioner value ("eks-cf" is served by "eks").
 	Provisioners map[string]providers.Provisioner
 	Rolling      *upgrade.RollingUpdate
@@ -86,6 +88,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		before = ig.DeepCopy()
 	}
 
+	if name == v1alpha1.ProvisionerEKS {
+		if err := r.applySpotRecommendation(ctx, ig); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	obs, err := prov.Apply(ctx, ig)
 	if err != nil {
 		reason := "CloudError"

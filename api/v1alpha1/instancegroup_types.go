@@ -208,6 +208,11 @@ type InstanceGroupStatus struct {
 	// +optional
 	UsingSpotRecommendation bool `json:"usingSpotRecommendation,omitempty"`
 
+	// SpotRecommendationPrice is the spot price (USD per hour) the last
+	// followed recommendation gave; "" means it said on-demand.
+	// +optional
+	SpotRecommendationPrice string `json:"spotRecommendationPrice,omitempty"`
+
 	// NodesUpdated is how many of the group's instances run the latest
 	// launch template version; with NodesTotal it shows upgrade progress.
 	// +optional

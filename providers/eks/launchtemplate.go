@@ -157,7 +157,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
 			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate,
-				Tags: []ec2types.Tag{{Key: awssdk.String(TagInstanceGroup), Value: awssdk.String(owner(ig))}}}},
+				Tags: []ec2types.Tag{{Key: awssdk.String(TagInstanceGroup), Value: awssdk.String(Owner(ig))}}}},
 		})
 		if err != nil {
 			return 0, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -221,7 +221,7 @@ func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 	for _, lt := range out.LaunchTemplates {
 		owned := false
 		for _, t := range lt.Tags {
-			owned = owned || (awssdk.ToString(t.Key) == TagInstanceGroup && awssdk.ToString(t.Value) == owner(ig))
+			owned = owned || (awssdk.ToString(t.Key) == TagInstanceGroup && awssdk.ToString(t.Value) == Owner(ig))
 		}
 		if !owned {
 			continue

@@ -77,7 +77,7 @@ func TestGroupTags(t *testing.T) {
 	tags = groupTags(ig, "prod-team-a-web")
 	for k, v := range map[string]string{
 		"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned",
-		"k8s.io/cluster-autoscaler/node-template/label/team":       "a",
+		"k8s.io/cluster-autoscaler/node-template/label/team":      "a",
 		"k8s.io/cluster-autoscaler/node-template/taint/dedicated": "web:NoSchedule",
 	} {
 		if tags[k] != v {

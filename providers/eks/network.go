@@ -14,9 +14,13 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 )
 
-// resolveSubnets turns subnet ids or Name tag values into subnet ids (EC2
-// DescribeSubnets). Unknown references are a *providers.SpecError listing them.
-func resolveSubnets(ctx context.Context, api awsp.EC2API, refs []string) ([]string, error) {
+// ResolveSubnets turns subnet references (ids "subnet-..." or values of
+// the subnets' Name tag) into subnet ids, sorted and without duplicates
+// (EC2 DescribeSubnets, one call for ids and one for names). References
+// that match no subnet are a *providers.SpecError on field (the spec path
+// the references came from, e.g. "spec.eks.configuration.subnets") listing
+// them; a failed call is returned wrapped.
+func ResolveSubnets(ctx context.Context, api awsp.EC2API, refs []string, field string) ([]string, error) {
 	ids, names := split(refs, "subnet-")
 	var found []ec2types.Subnet
 	if len(ids) > 0 {
@@ -43,12 +47,14 @@ func resolveSubnets(ctx context.Context, api awsp.EC2API, refs []string) ([]stri
 			}
 		}
 	}
-	return match(refs, byRef, "spec.eks.configuration.subnets", "subnet")
+	return match(refs, byRef, field, "subnet")
 }
 
-// resolveSecurityGroups turns security group ids or Name tag values into
-// ids (EC2 DescribeSecurityGroups).
-func resolveSecurityGroups(ctx context.Context, api awsp.EC2API, refs []string) ([]string, error) {
+// ResolveSecurityGroups turns security group references (ids "sg-..." or
+// values of their Name tag) into ids, sorted and without duplicates (EC2
+// DescribeSecurityGroups). Unknown references are a *providers.SpecError on
+// field listing them; a failed call is returned wrapped.
+func ResolveSecurityGroups(ctx context.Context, api awsp.EC2API, refs []string, field string) ([]string, error) {
 	ids, names := split(refs, "sg-")
 	var found []ec2types.SecurityGroup
 	if len(ids) > 0 {
@@ -75,7 +81,7 @@ func resolveSecurityGroups(ctx context.Context, api awsp.EC2API, refs []string) 
 			}
 		}
 	}
-	return match(refs, byRef, "spec.eks.configuration.securityGroups", "security group")
+	return match(refs, byRef, field, "security group")
 }
 
 func split(refs []string, idPrefix string) (ids, names []string) {

@@ -107,11 +107,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err != nil {
 		return nil, err
 	}
-	subnets, err := resolveSubnets(ctx, p.aws.EC2, c.Subnets)
+	subnets, err := ResolveSubnets(ctx, p.aws.EC2, c.Subnets, "spec.eks.configuration.subnets")
 	if err != nil {
 		return nil, err
 	}
-	sgs, err := resolveSecurityGroups(ctx, p.aws.EC2, c.SecurityGroups)
+	sgs, err := ResolveSecurityGroups(ctx, p.aws.EC2, c.SecurityGroups, "spec.eks.configuration.securityGroups")
 	if err != nil {
 		return nil, err
 	}
@@ -228,8 +228,8 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 		return false, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
 	}
 	if current != nil {
-		if tagValue(current.Tags, TagInstanceGroup) != owner(ig) {
-			return false, fmt.Errorf("Auto Scaling group %s is not tagged %s=%s; not deleting it", name, TagInstanceGroup, owner(ig))
+		if tagValue(current.Tags, TagInstanceGroup) != Owner(ig) {
+			return false, fmt.Errorf("Auto Scaling group %s is not tagged %s=%s; not deleting it", name, TagInstanceGroup, Owner(ig))
 		}
 		if current.Status == nil || awssdk.ToString(current.Status) != "Delete in progress" {
 			_, err := p.aws.AutoScaling.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{

@@ -64,7 +64,7 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 	c := ig.Spec.EKS.Configuration
 	tags := map[string]string{
 		"Name":                                   name,
-		TagInstanceGroup:                         owner(ig),
+		TagInstanceGroup:                         Owner(ig),
 		awsp.ClusterTagKey(c.ClusterName):        "owned",
 		"kubernetes.io/cluster/" + c.ClusterName: "owned",
 	}

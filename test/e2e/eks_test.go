@@ -265,10 +265,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 	restarted, err := startManager()
 	g.Expect(err).NotTo(HaveOccurred())
 	manager = restarted
-	g.Eventually(func() bool {
-		cur := get(t, ig)
-		return cur.Status.NodesUpdated == 3 && cur.Status.NodesTotal == 3 && cur.Status.CurrentState == v1alpha1.StateReady
-	}, 3*time.Minute, time.Second).Should(BeTrue())
+	g.Eventually(func() string { return describe(get(t, ig)) }, 3*time.Minute, time.Second).Should(Equal("Ready v2 3/3 surge 0"))
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
 	g.Expect(get(t, ig).Status.LatestTemplateVersion).To(Equal("2"))
 	for _, n := range groupNodes(t, ig) {

@@ -1,0 +1,246 @@
+package eks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+
+	"github.com/instancemgr/instance-manager/providers"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+)
+
+// NodeTrustPolicy lets EC2 instances assume a role: the trust policy of
+// every node role the controller creates (eks and eks-managed).
+const NodeTrustPolicy = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":["ec2.amazonaws.com"]},"Action":["sts:AssumeRole"]}]}`
+
+// AWS managed policies of worker node roles.
+const (
+	PolicyWorkerNode = "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"
+	PolicyCNI        = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+	PolicyECR        = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
+	PolicySSM        = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+)
+
+// OwnedRole is an IAM role an InstanceGroup creates and owns: it carries
+// the tag TagInstanceGroup=Owner, and only a role with that tag is changed
+// or deleted.
+type OwnedRole struct {
+	// Name is the role name (IAM allows 64 characters).
+	Name string
+	// Owner is the TagInstanceGroup value, Owner(ig).
+	Owner string
+	// TrustPolicy is the assume-role policy document (JSON) and
+	// Description the role's description; both are set at creation only.
+	TrustPolicy string
+	Description string
+	// Policies are the managed policy ARNs the role carries; policies
+	// attached that are not listed are detached.
+	Policies []string
+	// InstanceProfile gives the role an instance profile of the same name,
+	// created and deleted with it (EC2 instances launched from a launch
+	// template need one; managed node groups and Fargate do not).
+	InstanceProfile bool
+	// Field is the spec path that would name an existing role instead of
+	// creating one; Hint says how. They make up the *providers.SpecError
+	// returned when a role called Name exists without the owner tag.
+	Field, Hint string
+	// PoliciesField is the spec path the user adds policies with; when set,
+	// a policy that does not exist is a *providers.SpecError on it.
+	PoliciesField string
+}
+
+// EnsureOwnedRole creates the role when missing (IAM GetRole, CreateRole
+// with the owner tag), attaches r.Policies and detaches others
+// (ListAttachedRolePolicies, AttachRolePolicy, DetachRolePolicy), and with
+// r.InstanceProfile ensures the instance profile holding it
+// (GetInstanceProfile, CreateInstanceProfile, AddRoleToInstanceProfile).
+// It returns the role ARN. A role of that name without the owner tag is a
+// *providers.SpecError on r.Field; failed calls are returned wrapped with
+// the operation and role name.
+func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string, error) {
+	var arn string
+	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
+	switch {
+	case isNoSuchEntity(err):
+		created, err := api.CreateRole(ctx, &iam.CreateRoleInput{
+			RoleName: awssdk.String(r.Name), AssumeRolePolicyDocument: awssdk.String(r.TrustPolicy),
+			Description: awssdk.String(r.Description),
+			Tags:        []iamtypes.Tag{{Key: awssdk.String(TagInstanceGroup), Value: awssdk.String(r.Owner)}},
+		})
+		if err != nil {
+			return "", fmt.Errorf("iam CreateRole %s: %w", r.Name, err)
+		}
+		arn = awssdk.ToString(created.Role.Arn)
+	case err != nil:
+		return "", fmt.Errorf("iam GetRole %s: %w", r.Name, err)
+	default:
+		if roleOwner(got.Role.Tags) != r.Owner {
+			return "", &providers.SpecError{Field: r.Field,
+				Detail: fmt.Sprintf("IAM role %q exists and was not created for InstanceGroup %s; %s", r.Name, r.Owner, r.Hint)}
+		}
+		arn = awssdk.ToString(got.Role.Arn)
+	}
+	if err := syncPolicies(ctx, api, r); err != nil {
+		return "", err
+	}
+	if r.InstanceProfile {
+		if err := ensureInstanceProfile(ctx, api, r.Name); err != nil {
+			return "", err
+		}
+	}
+	return arn, nil
+}
+
+func syncPolicies(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
+	attached, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(r.Name)})
+	if err != nil {
+		return fmt.Errorf("iam ListAttachedRolePolicies %s: %w", r.Name, err)
+	}
+	want := map[string]bool{}
+	for _, p := range r.Policies {
+		want[p] = true
+	}
+	have := map[string]bool{}
+	for _, p := range attached.AttachedPolicies {
+		arn := awssdk.ToString(p.PolicyArn)
+		have[arn] = true
+		if !want[arn] {
+			if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: awssdk.String(r.Name), PolicyArn: p.PolicyArn}); err != nil {
+				return fmt.Errorf("iam DetachRolePolicy %s from %s: %w", arn, r.Name, err)
+			}
+		}
+	}
+	for _, p := range r.Policies {
+		if have[p] {
+			continue
+		}
+		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: awssdk.String(r.Name), PolicyArn: awssdk.String(p)}); err != nil {
+			if isNoSuchEntity(err) && r.PoliciesField != "" {
+				return &providers.SpecError{Field: r.PoliciesField, Detail: fmt.Sprintf("IAM policy %s does not exist", p)}
+			}
+			return fmt.Errorf("iam AttachRolePolicy %s to %s: %w", p, r.Name, err)
+		}
+	}
+	return nil
+}
+
+func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, name string) error {
+	profile, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
+	if isNoSuchEntity(err) {
+		created, cerr := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
+		if cerr != nil {
+			return fmt.Errorf("iam CreateInstanceProfile %s: %w", name, cerr)
+		}
+		profile, err = &iam.GetInstanceProfileOutput{InstanceProfile: created.InstanceProfile}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("iam GetInstanceProfile %s: %w", name, err)
+	}
+	for _, r := range profile.InstanceProfile.Roles {
+		if awssdk.ToString(r.RoleName) == name {
+			return nil
+		}
+	}
+	if _, err := api.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{
+		InstanceProfileName: awssdk.String(name), RoleName: awssdk.String(name)}); err != nil {
+		return fmt.Errorf("iam AddRoleToInstanceProfile %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteOwnedRole deletes the role r.Name when it carries the owner tag
+// (IAM GetRole): with r.InstanceProfile it first empties and deletes the
+// instance profile of the same name (RemoveRoleFromInstanceProfile,
+// DeleteInstanceProfile), then detaches every policy
+// (ListAttachedRolePolicies, DetachRolePolicy) and deletes the role
+// (DeleteRole). A missing role, or one without the owner tag, is left
+// alone and is not an error. While the role is still in use (another
+// instance profile, e.g. one EKS made for a node group being deleted) IAM
+// answers DeleteConflict, returned wrapped so the caller retries.
+func DeleteOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
+	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
+	if isNoSuchEntity(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("iam GetRole %s: %w", r.Name, err)
+	}
+	if roleOwner(got.Role.Tags) != r.Owner {
+		return nil
+	}
+	if r.InstanceProfile {
+		if _, err := api.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
+			InstanceProfileName: awssdk.String(r.Name), RoleName: awssdk.String(r.Name)}); err != nil && !isNoSuchEntity(err) {
+			return fmt.Errorf("iam RemoveRoleFromInstanceProfile %s: %w", r.Name, err)
+		}
+		if _, err := api.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name)}); err != nil && !isNoSuchEntity(err) {
+			return fmt.Errorf("iam DeleteInstanceProfile %s: %w", r.Name, err)
+		}
+	}
+	attached, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(r.Name)})
+	if err != nil && !isNoSuchEntity(err) {
+		return fmt.Errorf("iam ListAttachedRolePolicies %s: %w", r.Name, err)
+	}
+	if attached != nil {
+		for _, p := range attached.AttachedPolicies {
+			if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: awssdk.String(r.Name), PolicyArn: p.PolicyArn}); err != nil && !isNoSuchEntity(err) {
+				return fmt.Errorf("iam DetachRolePolicy %s from %s: %w", awssdk.ToString(p.PolicyArn), r.Name, err)
+			}
+		}
+	}
+	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: awssdk.String(r.Name)}); err != nil && !isNoSuchEntity(err) {
+		return fmt.Errorf("iam DeleteRole %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+// CheckRoleARN checks that the role a spec names by ARN
+// (arn:<partition>:iam::<account>:role/[<path>/]<name>) exists, with IAM
+// GetRole on its name. A malformed ARN or a missing role is a
+// *providers.SpecError on field; the account is not compared (EKS itself
+// rejects a role of another account).
+func CheckRoleARN(ctx context.Context, api awsp.IAMAPI, arn, field string) error {
+	name := RoleNameFromARN(arn)
+	if name == "" {
+		return &providers.SpecError{Field: field, Detail: fmt.Sprintf("%q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", arn)}
+	}
+	_, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(name)})
+	if isNoSuchEntity(err) {
+		return &providers.SpecError{Field: field, Detail: fmt.Sprintf("IAM role %q (from %s) does not exist", name, arn)}
+	}
+	if err != nil {
+		return fmt.Errorf("iam GetRole %s: %w", name, err)
+	}
+	return nil
+}
+
+// RoleNameFromARN returns the role name of an IAM role ARN (the last
+// segment of its resource path), or "" when arn is not a role ARN.
+func RoleNameFromARN(arn string) string {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "iam" || !strings.HasPrefix(parts[5], "role/") {
+		return ""
+	}
+	res := parts[5]
+	return res[strings.LastIndex(res, "/")+1:]
+}
+
+// roleOwner is the TagInstanceGroup value among a role's tags, or "".
+func roleOwner(tags []iamtypes.Tag) string {
+	for _, t := range tags {
+		if awssdk.ToString(t.Key) == TagInstanceGroup {
+			return awssdk.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+func isNoSuchEntity(err error) bool {
+	var nse *iamtypes.NoSuchEntityException
+	return err != nil && errors.As(err, &nse)
+}

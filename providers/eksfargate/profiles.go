@@ -1,0 +1,122 @@
+package eksfargate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+)
+
+// errNoCluster is returned by ownedProfiles when the cluster does not exist.
+var errNoCluster = errors.New("EKS cluster does not exist")
+
+// ownedProfiles returns the cluster's Fargate profiles tagged
+// TagInstanceGroup=owner, sorted by name, and whether a profile named
+// taken exists with another (or no) owner, whose owner it returns (EKS
+// ListFargateProfiles, all pages, and DescribeFargateProfile for each; a
+// profile gone between the two is skipped). A missing cluster is
+// errNoCluster; other failures are wrapped with the operation.
+func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster, owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
+	var names []string
+	var token *string
+	for {
+		out, err := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: awssdk.String(cluster), NextToken: token})
+		if isNotFound(err) {
+			return nil, nil, errNoCluster
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("eks ListFargateProfiles (cluster %s): %w", cluster, err)
+		}
+		names = append(names, out.FargateProfileNames...)
+		if token = out.NextToken; token == nil || *token == "" {
+			break
+		}
+	}
+	for _, name := range names {
+		p, err := describe(ctx, api, cluster, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p == nil {
+			continue
+		}
+		tag := p.Tags[eksprov.TagInstanceGroup]
+		switch {
+		case tag == owner:
+			owned = append(owned, *p)
+		case name == taken:
+			takenBy = &tag
+		}
+	}
+	sort.Slice(owned, func(i, j int) bool {
+		return awssdk.ToString(owned[i].FargateProfileName) < awssdk.ToString(owned[j].FargateProfileName)
+	})
+	return owned, takenBy, nil
+}
+
+// describe returns the profile, or nil when it does not exist (EKS
+// DescribeFargateProfile).
+func describe(ctx context.Context, api awsp.EKSAPI, cluster, name string) (*ekstypes.FargateProfile, error) {
+	out, err := api.DescribeFargateProfile(ctx, &eks.DescribeFargateProfileInput{ClusterName: awssdk.String(cluster), FargateProfileName: awssdk.String(name)})
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("eks DescribeFargateProfile %s (cluster %s): %w", name, cluster, err)
+	}
+	return out.FargateProfile, nil
+}
+
+// deleteProfiles asks EKS to delete each profile not already DELETING
+// (EKS DeleteFargateProfile). A profile already gone is fine; one EKS
+// cannot delete now (ResourceInUseException: EKS deletes one profile of a
+// cluster at a time) is tried again on the next call. It returns a note
+// for each profile in an unexpected state (DELETE_FAILED, with its health
+// issues).
+func deleteProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, profiles []ekstypes.FargateProfile) ([]string, error) {
+	var notes []string
+	for _, p := range profiles {
+		name := awssdk.ToString(p.FargateProfileName)
+		switch p.Status {
+		case ekstypes.FargateProfileStatusDeleting:
+			continue
+		case ekstypes.FargateProfileStatusDeleteFailed:
+			notes = append(notes, fmt.Sprintf("Fargate profile %s failed to delete (%s), deleting again", name, issues(&p)))
+		}
+		_, err := api.DeleteFargateProfile(ctx, &eks.DeleteFargateProfileInput{ClusterName: awssdk.String(cluster), FargateProfileName: awssdk.String(name)})
+		if err != nil && !isNotFound(err) && !isInUse(err) {
+			return notes, fmt.Errorf("eks DeleteFargateProfile %s (cluster %s): %w", name, cluster, err)
+		}
+	}
+	return notes, nil
+}
+
+// issues joins a profile's health issues as "code: message".
+func issues(p *ekstypes.FargateProfile) string {
+	if p.Health == nil || len(p.Health.Issues) == 0 {
+		return "no health issues reported"
+	}
+	var out []string
+	for _, is := range p.Health.Issues {
+		out = append(out, fmt.Sprintf("%s: %s", is.Code, awssdk.ToString(is.Message)))
+	}
+	return strings.Join(out, "; ")
+}
+
+func isNotFound(err error) bool {
+	var nf *ekstypes.ResourceNotFoundException
+	return err != nil && errors.As(err, &nf)
+}
+
+func isInUse(err error) bool {
+	var iu *ekstypes.ResourceInUseException
+	return err != nil && errors.As(err, &iu)
+}

@@ -1,0 +1,23 @@
+package eksfargate
+
+import (
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/eks"
+)
+
+// podTrustPolicy lets Fargate assume the pod execution role.
+const podTrustPolicy = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":["eks-fargate-pods.amazonaws.com"]},"Action":["sts:AssumeRole"]}]}`
+
+// policyPodExecution is the AWS managed policy of Fargate pod execution roles.
+const policyPodExecution = "arn:aws:iam::aws:policy/AmazonEKSFargatePodExecutionRolePolicy"
+
+// podRole is the pod execution role the group creates and owns when
+// spec.eks-fargate.podExecutionRoleArn is empty.
+func podRole(ig *v1alpha1.InstanceGroup) eks.OwnedRole {
+	return eks.OwnedRole{
+		Name: roleName(ig), Owner: eks.Owner(ig), TrustPolicy: podTrustPolicy,
+		Description: "Pod execution role of the Fargate profile of InstanceGroup " + eks.Owner(ig) + " (instance-manager)",
+		Policies:    []string{policyPodExecution},
+		Field:       specPath + ".podExecutionRoleArn", Hint: "set podExecutionRoleArn to its ARN to use it",
+	}
+}

@@ -1,0 +1,283 @@
+package eksmanaged
+
+import (
+	"context"
+	"sort"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
+)
+
+// fakeEKS is the managed node group subset of EKS as AWS behaves: a node
+// group is CREATING, UPDATING or DELETING until settle() is called, and an
+// update is refused (ResourceInUseException) while one is in progress.
+// moto 5.2.5 does not implement UpdateNodegroupVersion (404, see
+// providers/aws/MOTO.md) and makes every change take effect at once, so
+// the version update and the in-progress rules are tested here.
+type fakeEKS struct {
+	awsp.EKSAPI // calls outside the subset panic
+	clusters    map[string]bool
+	groups      map[string]*ekstypes.Nodegroup
+	calls       []string
+}
+
+func newFakeEKS() *fakeEKS {
+	return &fakeEKS{clusters: map[string]bool{"prod": true}, groups: map[string]*ekstypes.Nodegroup{}}
+}
+
+func notFound() error {
+	return &ekstypes.ResourceNotFoundException{Message: awssdk.String("not found")}
+}
+
+func inUse() error {
+	return &ekstypes.ResourceInUseException{Message: awssdk.String("update in progress")}
+}
+
+func (f *fakeEKS) CreateNodegroup(_ context.Context, in *eks.CreateNodegroupInput, _ ...func(*eks.Options)) (*eks.CreateNodegroupOutput, error) {
+	f.calls = append(f.calls, "CreateNodegroup")
+	if !f.clusters[*in.ClusterName] {
+		return nil, notFound()
+	}
+	if _, ok := f.groups[*in.NodegroupName]; ok {
+		return nil, inUse()
+	}
+	ng := &ekstypes.Nodegroup{
+		ClusterName: in.ClusterName, NodegroupName: in.NodegroupName, NodeRole: in.NodeRole, Subnets: in.Subnets,
+		ScalingConfig: in.ScalingConfig, InstanceTypes: in.InstanceTypes, AmiType: in.AmiType, DiskSize: in.DiskSize,
+		RemoteAccess: in.RemoteAccess, Labels: in.Labels, Taints: in.Taints, Tags: in.Tags, CapacityType: in.CapacityType,
+		Version: in.Version, ReleaseVersion: in.ReleaseVersion, Status: ekstypes.NodegroupStatusCreating,
+	}
+	if ng.Version == nil {
+		ng.Version = awssdk.String("1.29") // the cluster's
+	}
+	if ng.ReleaseVersion == nil {
+		ng.ReleaseVersion = awssdk.String(*ng.Version + ".0-20240101")
+	}
+	f.groups[*in.NodegroupName] = ng
+	return &eks.CreateNodegroupOutput{Nodegroup: copyGroup(ng)}, nil
+}
+
+func (f *fakeEKS) DescribeNodegroup(_ context.Context, in *eks.DescribeNodegroupInput, _ ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error) {
+	ng, ok := f.groups[*in.NodegroupName]
+	if !ok || !f.clusters[*in.ClusterName] {
+		return nil, notFound()
+	}
+	return &eks.DescribeNodegroupOutput{Nodegroup: copyGroup(ng)}, nil
+}
+
+func (f *fakeEKS) UpdateNodegroupConfig(_ context.Context, in *eks.UpdateNodegroupConfigInput, _ ...func(*eks.Options)) (*eks.UpdateNodegroupConfigOutput, error) {
+	f.calls = append(f.calls, "UpdateNodegroupConfig")
+	ng, ok := f.groups[*in.NodegroupName]
+	if !ok {
+		return nil, notFound()
+	}
+	if ng.Status != ekstypes.NodegroupStatusActive {
+		return nil, inUse()
+	}
+	if in.ScalingConfig != nil {
+		ng.ScalingConfig = in.ScalingConfig
+	}
+	if l := in.Labels; l != nil {
+		for k, v := range l.AddOrUpdateLabels {
+			ng.Labels[k] = v
+		}
+		for _, k := range l.RemoveLabels {
+			delete(ng.Labels, k)
+		}
+	}
+	if t := in.Taints; t != nil {
+		id := func(t ekstypes.Taint) string { return *t.Key + string(t.Effect) }
+		drop := map[string]bool{}
+		for _, x := range append(append([]ekstypes.Taint(nil), t.RemoveTaints...), t.AddOrUpdateTaints...) {
+			drop[id(x)] = true
+		}
+		var kept []ekstypes.Taint
+		for _, x := range ng.Taints {
+			if !drop[id(x)] {
+				kept = append(kept, x)
+			}
+		}
+		ng.Taints = append(kept, t.AddOrUpdateTaints...)
+	}
+	ng.Status = ekstypes.NodegroupStatusUpdating
+	return &eks.UpdateNodegroupConfigOutput{}, nil
+}
+
+func (f *fakeEKS) UpdateNodegroupVersion(_ context.Context, in *eks.UpdateNodegroupVersionInput, _ ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
+	f.calls = append(f.calls, "UpdateNodegroupVersion "+awssdk.ToString(in.Version)+" "+awssdk.ToString(in.ReleaseVersion))
+	ng, ok := f.groups[*in.NodegroupName]
+	if !ok {
+		return nil, notFound()
+	}
+	if ng.Status != ekstypes.NodegroupStatusActive {
+		return nil, inUse()
+	}
+	if in.Version == nil {
+		return nil, &ekstypes.InvalidParameterException{Message: awssdk.String("the fake wants an explicit version")}
+	}
+	if *in.Version == "9.99" {
+		return nil, &ekstypes.InvalidParameterException{Message: awssdk.String("Requested Nodegroup release version 9.99 is invalid")}
+	}
+	ng.Version = in.Version
+	ng.ReleaseVersion = awssdk.String(*in.Version + ".9-latest")
+	if in.ReleaseVersion != nil {
+		ng.ReleaseVersion = in.ReleaseVersion
+	}
+	ng.Status = ekstypes.NodegroupStatusUpdating
+	return &eks.UpdateNodegroupVersionOutput{}, nil
+}
+
+func (f *fakeEKS) DeleteNodegroup(_ context.Context, in *eks.DeleteNodegroupInput, _ ...func(*eks.Options)) (*eks.DeleteNodegroupOutput, error) {
+	f.calls = append(f.calls, "DeleteNodegroup")
+	ng, ok := f.groups[*in.NodegroupName]
+	if !ok {
+		return nil, notFound()
+	}
+	ng.Status = ekstypes.NodegroupStatusDeleting
+	return &eks.DeleteNodegroupOutput{Nodegroup: copyGroup(ng)}, nil
+}
+
+// settle finishes what EKS was doing: CREATING and UPDATING become
+// ACTIVE, DELETING node groups disappear.
+func (f *fakeEKS) settle() {
+	for name, ng := range f.groups {
+		switch ng.Status {
+		case ekstypes.NodegroupStatusCreating, ekstypes.NodegroupStatusUpdating:
+			ng.Status = ekstypes.NodegroupStatusActive
+		case ekstypes.NodegroupStatusDeleting:
+			delete(f.groups, name)
+		}
+	}
+}
+
+// takeCalls returns the mutating calls since the last takeCalls.
+func (f *fakeEKS) takeCalls() []string {
+	out := f.calls
+	f.calls = nil
+	return out
+}
+
+func copyGroup(ng *ekstypes.Nodegroup) *ekstypes.Nodegroup {
+	c := *ng
+	c.Labels = map[string]string{}
+	for k, v := range ng.Labels {
+		c.Labels[k] = v
+	}
+	c.Taints = append([]ekstypes.Taint(nil), ng.Taints...)
+	s := *ng.ScalingConfig
+	c.ScalingConfig = &s
+	return &c
+}
+
+// fakeEC2 knows subnets and security groups by id and Name tag.
+type fakeEC2 struct {
+	awsp.EC2API
+	subnets map[string]string // id -> Name
+	groups  map[string]string // id -> Name
+}
+
+func matching(all map[string]string, filters []ec2types.Filter) []string {
+	var out []string
+	for id, name := range all {
+		for _, f := range filters {
+			for _, v := range f.Values {
+				if (*f.Name == "tag:Name" && v == name) || (*f.Name != "tag:Name" && v == id) {
+					out = append(out, id)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *fakeEC2) DescribeSubnets(_ context.Context, in *ec2.DescribeSubnetsInput, _ ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error) {
+	out := &ec2.DescribeSubnetsOutput{}
+	for _, id := range matching(f.subnets, in.Filters) {
+		out.Subnets = append(out.Subnets, ec2types.Subnet{SubnetId: awssdk.String(id),
+			Tags: []ec2types.Tag{{Key: awssdk.String("Name"), Value: awssdk.String(f.subnets[id])}}})
+	}
+	return out, nil
+}
+
+func (f *fakeEC2) DescribeSecurityGroups(_ context.Context, in *ec2.DescribeSecurityGroupsInput, _ ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error) {
+	out := &ec2.DescribeSecurityGroupsOutput{}
+	for _, id := range matching(f.groups, in.Filters) {
+		out.SecurityGroups = append(out.SecurityGroups, ec2types.SecurityGroup{GroupId: awssdk.String(id),
+			Tags: []ec2types.Tag{{Key: awssdk.String("Name"), Value: awssdk.String(f.groups[id])}}})
+	}
+	return out, nil
+}
+
+// fakeIAM holds roles with their tags and attached policies.
+type fakeIAM struct {
+	awsp.IAMAPI
+	roles map[string]*fakeRole
+}
+
+type fakeRole struct {
+	tags     []iamtypes.Tag
+	policies map[string]bool
+}
+
+func noSuchEntity() error {
+	return &iamtypes.NoSuchEntityException{Message: awssdk.String("no such entity")}
+}
+
+func (f *fakeIAM) arn(name string) *string {
+	return awssdk.String("arn:aws:iam::123456789012:role/" + name)
+}
+
+func (f *fakeIAM) GetRole(_ context.Context, in *iam.GetRoleInput, _ ...func(*iam.Options)) (*iam.GetRoleOutput, error) {
+	r, ok := f.roles[*in.RoleName]
+	if !ok {
+		return nil, noSuchEntity()
+	}
+	return &iam.GetRoleOutput{Role: &iamtypes.Role{RoleName: in.RoleName, Arn: f.arn(*in.RoleName), Tags: r.tags}}, nil
+}
+
+func (f *fakeIAM) CreateRole(_ context.Context, in *iam.CreateRoleInput, _ ...func(*iam.Options)) (*iam.CreateRoleOutput, error) {
+	f.roles[*in.RoleName] = &fakeRole{tags: in.Tags, policies: map[string]bool{}}
+	return &iam.CreateRoleOutput{Role: &iamtypes.Role{RoleName: in.RoleName, Arn: f.arn(*in.RoleName), Tags: in.Tags}}, nil
+}
+
+func (f *fakeIAM) ListAttachedRolePolicies(_ context.Context, in *iam.ListAttachedRolePoliciesInput, _ ...func(*iam.Options)) (*iam.ListAttachedRolePoliciesOutput, error) {
+	r, ok := f.roles[*in.RoleName]
+	if !ok {
+		return nil, noSuchEntity()
+	}
+	out := &iam.ListAttachedRolePoliciesOutput{}
+	for p := range r.policies {
+		out.AttachedPolicies = append(out.AttachedPolicies, iamtypes.AttachedPolicy{PolicyArn: awssdk.String(p)})
+	}
+	return out, nil
+}
+
+func (f *fakeIAM) AttachRolePolicy(_ context.Context, in *iam.AttachRolePolicyInput, _ ...func(*iam.Options)) (*iam.AttachRolePolicyOutput, error) {
+	f.roles[*in.RoleName].policies[*in.PolicyArn] = true
+	return &iam.AttachRolePolicyOutput{}, nil
+}
+
+func (f *fakeIAM) DetachRolePolicy(_ context.Context, in *iam.DetachRolePolicyInput, _ ...func(*iam.Options)) (*iam.DetachRolePolicyOutput, error) {
+	delete(f.roles[*in.RoleName].policies, *in.PolicyArn)
+	return &iam.DetachRolePolicyOutput{}, nil
+}
+
+func (f *fakeIAM) DeleteRole(_ context.Context, in *iam.DeleteRoleInput, _ ...func(*iam.Options)) (*iam.DeleteRoleOutput, error) {
+	r, ok := f.roles[*in.RoleName]
+	if !ok {
+		return nil, noSuchEntity()
+	}
+	if len(r.policies) > 0 {
+		return nil, &iamtypes.DeleteConflictException{Message: awssdk.String("policies attached")}
+	}
+	delete(f.roles, *in.RoleName)
+	return &iam.DeleteRoleOutput{}, nil
+}

@@ -1,0 +1,40 @@
+package eksmanaged
+
+import (
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/eks"
+)
+
+// Spec paths named in errors.
+const (
+	specPath   = "spec.eks-managed"
+	configPath = specPath + ".configuration"
+)
+
+// nodegroupName is the managed node group's name: unique per cluster,
+// namespace and name, within the 63 characters EKS allows.
+func nodegroupName(ig *v1alpha1.InstanceGroup) string {
+	return eks.EKSName(63, ig.Spec.EKSManaged.Configuration.ClusterName, ig.Namespace, ig.Name)
+}
+
+// roleName is the node role created when spec.eks-managed.configuration
+// .nodeRole is empty (64 characters at most).
+func roleName(ig *v1alpha1.InstanceGroup) string {
+	return eks.EKSName(64, ig.Spec.EKSManaged.Configuration.ClusterName, ig.Namespace, ig.Name)
+}
+
+// nodeRole is the role the group creates and owns when the spec names
+// none: EC2 trust, the worker node, ECR read-only and (unless the
+// irsa-enabled annotation says the CNI has its own role) CNI policies.
+func nodeRole(ig *v1alpha1.InstanceGroup) eks.OwnedRole {
+	policies := []string{eks.PolicyWorkerNode, eks.PolicyECR}
+	if ig.Annotations[v1alpha1.AnnotationIRSAEnabled] != "true" {
+		policies = append(policies, eks.PolicyCNI)
+	}
+	return eks.OwnedRole{
+		Name: roleName(ig), Owner: eks.Owner(ig), TrustPolicy: eks.NodeTrustPolicy,
+		Description: "Nodes of the managed node group of InstanceGroup " + eks.Owner(ig) + " (instance-manager)",
+		Policies:    policies,
+		Field:       configPath + ".nodeRole", Hint: "set nodeRole to its ARN to use it",
+	}
+}

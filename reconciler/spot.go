@@ -1,0 +1,87 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+// ReasonSpotRecommendation is the Event reason of spot recommendations
+// (the minion-manager convention): involvedObject.name is the Auto Scaling
+// group and the message is {"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":true}.
+const ReasonSpotRecommendation = "SpotRecommendationGiven"
+
+// recommendationTTL is how long a recommendation is fresh; without a
+// fresh one the group keeps the last recommendation it followed.
+const recommendationTTL = time.Hour
+
+type spotRecommendation struct {
+	APIVersion string `json:"apiVersion"`
+	SpotPrice  string `json:"spotPrice"`
+	UseSpot    bool   `json:"useSpot"`
+}
+
+// applySpotRecommendation follows the newest spot recommendation Event for
+// the group's Auto Scaling group (in the group's namespace) when the spec
+// sets no spotPrice of its own: useSpot true runs spot at the recommended
+// price, false runs on-demand. The recommendation in force is kept in
+// status (usingSpotRecommendation, spotRecommendationPrice) and applied to
+// the in-memory spec for the provisioner; the stored spec never changes.
+// With no fresh recommendation (older than an hour) the last one stays.
+// Errors come from listing Events.
+func (r *InstanceGroupReconciler) applySpotRecommendation(ctx context.Context, ig *v1alpha1.InstanceGroup) error {
+	eks := ig.Spec.EKS
+	if eks == nil || eks.Configuration == nil || eks.Configuration.SpotPrice != "" || eks.Configuration.MixedInstancesPolicy != nil {
+		ig.Status.UsingSpotRecommendation, ig.Status.SpotRecommendationPrice = false, ""
+		return nil
+	}
+	if ig.Status.ActiveScalingGroupName != "" && r.Reader != nil {
+		list := &corev1.EventList{}
+		err := r.Reader.List(ctx, list, client.InNamespace(ig.Namespace), client.MatchingFieldsSelector{
+			Selector: fields.AndSelectors(
+				fields.OneTermEqualSelector("reason", ReasonSpotRecommendation),
+				fields.OneTermEqualSelector("involvedObject.name", ig.Status.ActiveScalingGroupName)),
+		})
+		if err != nil {
+			return fmt.Errorf("listing spot recommendation Events for %s: %w", ig.Status.ActiveScalingGroupName, err)
+		}
+		sort.Slice(list.Items, func(i, j int) bool { return eventTime(&list.Items[i]).After(eventTime(&list.Items[j])) })
+		for _, e := range list.Items {
+			if time.Since(eventTime(&e)) > recommendationTTL {
+				break
+			}
+			var rec spotRecommendation
+			if err := json.Unmarshal([]byte(e.Message), &rec); err != nil {
+				continue // not a recommendation we understand
+			}
+			ig.Status.UsingSpotRecommendation = true
+			ig.Status.SpotRecommendationPrice = ""
+			if rec.UseSpot {
+				ig.Status.SpotRecommendationPrice = rec.SpotPrice
+			}
+			break
+		}
+	}
+	if ig.Status.UsingSpotRecommendation {
+		eks.Configuration.SpotPrice = ig.Status.SpotRecommendationPrice
+	}
+	return nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}

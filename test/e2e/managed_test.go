@@ -1,0 +1,449 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// The eks-managed and eks-fargate provisioners against moto. moto makes
+// node groups and Fargate profiles ACTIVE at once and launches no
+// instances for node groups (providers/aws/MOTO.md), so these groups are
+// Ready when EKS reports them ACTIVE, with no nodes. The suite's boundary
+// ConfigMap has eks defaults (provisioner eks, strategy rollingUpdate,
+// spec.eks); a tenant naming provisioner eks-managed or eks-fargate with
+// strategy managed overrides both and the eks defaults are ignored.
+
+func describeNodegroup(t *testing.T, cluster, name string) (*ekstypes.Nodegroup, error) {
+	t.Helper()
+	out, err := eks.NewFromConfig(environment.AWS).DescribeNodegroup(context.Background(),
+		&eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+	if err != nil {
+		return nil, err
+	}
+	return out.Nodegroup, nil
+}
+
+func isNotFound(err error) bool {
+	var nf *ekstypes.ResourceNotFoundException
+	return errors.As(err, &nf)
+}
+
+func attachedPolicies(t *testing.T, role string) []string {
+	t.Helper()
+	out, err := iam.NewFromConfig(environment.AWS).ListAttachedRolePolicies(context.Background(), &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
+	if err != nil {
+		t.Fatalf("ListAttachedRolePolicies %s: %v", role, err)
+	}
+	var arns []string
+	for _, p := range out.AttachedPolicies {
+		arns = append(arns, aws.ToString(p.PolicyArn))
+	}
+	sort.Strings(arns)
+	return arns
+}
+
+func roleGone(t *testing.T, role string) {
+	t.Helper()
+	_, err := iam.NewFromConfig(environment.AWS).GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(role)})
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")), "IAM role %s is deleted", role)
+}
+
+func waitGone(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) {
+	t.Helper()
+	NewWithT(t).Eventually(func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{}))
+	}, timeout, 250*time.Millisecond).Should(BeTrue(), "InstanceGroup %s/%s is deleted", ig.Namespace, ig.Name)
+}
+
+// readyCondition returns the group's Ready condition (zero when absent).
+func readyCondition(t *testing.T, ig *v1alpha1.InstanceGroup) metav1.Condition {
+	for _, c := range get(t, ig).Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func patchGroup(t *testing.T, ig *v1alpha1.InstanceGroup, edit func(*v1alpha1.InstanceGroup)) {
+	t.Helper()
+	cur := get(t, ig)
+	patch := client.MergeFrom(cur.DeepCopy())
+	edit(cur)
+	NewWithT(t).Expect(admin.Patch(context.Background(), cur, patch)).To(Succeed())
+}
+
+func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-managed")
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-managed", Name: "workers"},
+		Spec: v1alpha1.InstanceGroupSpec{
+			Provisioner: v1alpha1.ProvisionerEKSManaged,
+			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 3, Configuration: &v1alpha1.EKSManagedConfiguration{
+				ClusterName:  cloud.cluster,
+				Subnets:      []string{cloud.subnetNames[0], cloud.subnets[1]},
+				InstanceType: "m5.large",
+				Labels:       map[string]string{"team": "managed"},
+				NodeLabels:   map[string]string{"team": "overridden", "legacy": "yes"},
+				Taints:       []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}},
+				Tags:         []map[string]string{{"key": "team", "value": "managed"}},
+			}},
+		},
+	}
+	g.Expect(admin.Create(ctx, ig)).To(Succeed(), "an eks-managed group with strategy managed is admitted under eks defaults")
+	stored := get(t, ig)
+	g.Expect(stored.Spec.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
+	g.Expect(stored.Spec.Strategy.Type).To(Equal(v1alpha1.StrategyManaged))
+
+	ready := waitReady(t, ig, 60*time.Second)
+	const name = "e2e-cluster-e2e-managed-workers"
+	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
+	g.Expect(ready.Status.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/" + name))
+	g.Expect(ready.Status.CurrentMin).To(Equal(1))
+	g.Expect(ready.Status.CurrentMax).To(Equal(3))
+	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
+
+	ng, err := describeNodegroup(t, cloud.cluster, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
+	g.Expect(ng.Subnets).To(ConsistOf(cloud.subnets[0], cloud.subnets[1]), "Name tags resolved to ids")
+	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
+	g.Expect(aws.ToString(ng.NodeRole)).To(Equal(ready.Status.NodesInstanceRoleArn))
+	g.Expect(ng.Labels).To(Equal(map[string]string{"team": "managed", "legacy": "yes",
+		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
+	g.Expect(ng.Taints).To(HaveLen(1))
+	g.Expect(ng.Taints[0].Effect).To(Equal(ekstypes.TaintEffectNoSchedule))
+	g.Expect(ng.Tags).To(HaveKeyWithValue("team", "managed"))
+	g.Expect(ng.Tags).To(HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers"))
+	g.Expect(ng.CapacityType).To(Equal(ekstypes.CapacityTypesOnDemand))
+	sc := ng.ScalingConfig
+	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{1, 3, 1}))
+	g.Expect(attachedPolicies(t, name)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR, eksprov.PolicyCNI))
+
+	// Scaling, labels and taints: UpdateNodegroupConfig, which moto applies.
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
+		cur.Spec.EKSManaged.MinSize, cur.Spec.EKSManaged.MaxSize = 2, 4
+		c := cur.Spec.EKSManaged.Configuration
+		c.Labels = map[string]string{"tier": "gold"}
+		c.NodeLabels = nil
+		c.Taints = []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoExecute}}
+	})
+	g.Eventually(func() map[string]string {
+		ng, err := describeNodegroup(t, cloud.cluster, name)
+		if err != nil {
+			return nil
+		}
+		return ng.Labels
+	}, 30*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold",
+		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
+	scaled := waitReady(t, ig, 30*time.Second)
+	g.Expect(scaled.Status.CurrentMin).To(Equal(2))
+	g.Expect(scaled.Status.CurrentMax).To(Equal(4))
+	ng, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	sc = ng.ScalingConfig
+	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{2, 4, 2}), "desired follows the raised min")
+	g.Expect(ng.Taints).To(HaveLen(1))
+	g.Expect(ng.Taints[0].Effect).To(Equal(ekstypes.TaintEffectNoExecute), "the NoSchedule taint removed, the NoExecute one added")
+
+	// A Kubernetes version change needs UpdateNodegroupVersion, which moto
+	// 5.2.5 does not implement (404): the failure must be visible in the
+	// Ready condition and as a Warning Event naming the call. The update
+	// itself is covered by providers/eksmanaged's unit tests with a fake.
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.Version = "1.20" })
+	g.Eventually(func() string {
+		c := readyCondition(t, ig)
+		return string(c.Status) + " " + c.Reason + ": " + c.Message
+	}, 30*time.Second, 250*time.Millisecond).Should(And(HavePrefix("False CloudError: "),
+		ContainSubstring("eks UpdateNodegroupVersion "+name), ContainSubstring("version 1.19 -> 1.20")))
+	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, "CloudError", "UpdateNodegroupVersion", 10*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.Version = "" })
+	waitReady(t, ig, 60*time.Second)
+
+	// An immutable field: a clear spec error, nothing sent.
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.xlarge" })
+	g.Eventually(func() string {
+		c := readyCondition(t, ig)
+		return string(c.Status) + " " + c.Reason + ": " + c.Message
+	}, 30*time.Second, 250*time.Millisecond).Should(And(HavePrefix("False InvalidSpec: spec.eks-managed.configuration.instanceType: "),
+		ContainSubstring("[m5.large]"), ContainSubstring("delete the InstanceGroup and create it again")))
+	g.Expect(get(t, ig).Status.CurrentState).To(Equal(v1alpha1.StateError))
+	ng, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.large" })
+	waitReady(t, ig, 60*time.Second)
+
+	// Delete: the node group and the created role are gone.
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	waitGone(t, ig, 60*time.Second)
+	_, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
+	roleGone(t, name)
+	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", 10*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+// profileSampler lists the cluster's Fargate profiles every 20ms (one
+// ListFargateProfiles call, so each sample is one consistent view) and
+// keeps those whose name starts with prefix.
+type profileSampler struct {
+	stop, done chan struct{}
+	mu         sync.Mutex
+	samples    [][]string
+	errs       []error
+}
+
+func sampleProfiles(cluster, prefix string) *profileSampler {
+	s := &profileSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	api := eks.NewFromConfig(environment.AWS)
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			out, err := api.ListFargateProfiles(context.Background(), &eks.ListFargateProfilesInput{ClusterName: aws.String(cluster)})
+			s.mu.Lock()
+			if err != nil {
+				s.errs = append(s.errs, err)
+			} else {
+				var ours []string
+				for _, n := range out.FargateProfileNames {
+					if strings.HasPrefix(n, prefix) {
+						ours = append(ours, n)
+					}
+				}
+				sort.Strings(ours)
+				s.samples = append(s.samples, ours)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *profileSampler) finish() ([][]string, []error) {
+	close(s.stop)
+	<-s.done
+	return s.samples, s.errs
+}
+
+func ownedProfiles(t *testing.T, cluster, owner string) map[string]*ekstypes.FargateProfile {
+	t.Helper()
+	api := eks.NewFromConfig(environment.AWS)
+	list, err := api.ListFargateProfiles(context.Background(), &eks.ListFargateProfilesInput{ClusterName: aws.String(cluster)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*ekstypes.FargateProfile{}
+	for _, n := range list.FargateProfileNames {
+		p, err := api.DescribeFargateProfile(context.Background(), &eks.DescribeFargateProfileInput{ClusterName: aws.String(cluster), FargateProfileName: aws.String(n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.FargateProfile.Tags[eksprov.TagInstanceGroup] == owner {
+			out[n] = p.FargateProfile
+		}
+	}
+	return out
+}
+
+func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-fargate")
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-fargate", Name: "batch"},
+		Spec: v1alpha1.InstanceGroupSpec{
+			Provisioner: v1alpha1.ProvisionerEKSFargate,
+			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+			EKSFargate: &v1alpha1.EKSFargateSpec{
+				ClusterName: cloud.cluster, Subnets: cloud.subnets,
+				Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "jobs", Labels: map[string]string{"tier": "batch"}}},
+				Tags:      map[string]string{"team": "fargate"},
+			},
+		},
+	}
+	g.Expect(admin.Create(ctx, ig)).To(Succeed(), "an eks-fargate group with strategy managed is admitted under eks defaults")
+	ready := waitReady(t, ig, 60*time.Second)
+	const prefix, role, owner = "e2e-cluster-e2e-fargate-batch-", "e2e-cluster-e2e-fargate-batch", "e2e-fargate/batch"
+	first := ready.Status.ActiveScalingGroupName
+	g.Expect(first).To(HavePrefix(prefix))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/" + role))
+	g.Expect(attachedPolicies(t, role)).To(Equal([]string{"arn:aws:iam::aws:policy/AmazonEKSFargatePodExecutionRolePolicy"}))
+	profiles := ownedProfiles(t, cloud.cluster, owner)
+	g.Expect(profiles).To(HaveLen(1))
+	p := profiles[first]
+	g.Expect(p).NotTo(BeNil())
+	g.Expect(p.Status).To(Equal(ekstypes.FargateProfileStatusActive))
+	g.Expect(p.Subnets).To(ConsistOf(cloud.subnets[0], cloud.subnets[1]))
+	g.Expect(p.Tags).To(HaveKeyWithValue("team", "fargate"))
+	g.Expect(aws.ToString(p.PodExecutionRoleArn)).To(Equal(ready.Status.NodesInstanceRoleArn))
+	g.Expect(p.Selectors).To(HaveLen(1))
+	g.Expect(p.Selectors[0].Labels).To(Equal(map[string]string{"tier": "batch"}))
+
+	// New selectors: a new profile, created before the old one goes.
+	sampler := sampleProfiles(cloud.cluster, prefix)
+	time.Sleep(100 * time.Millisecond)
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
+		cur.Spec.EKSFargate.Selectors = []v1alpha1.EKSFargateSelector{{Namespace: "jobs", Labels: map[string]string{"tier": "batch-v2"}}, {Namespace: "cron"}}
+	})
+	var second string
+	g.Eventually(func() bool {
+		cur := get(t, ig)
+		second = cur.Status.ActiveScalingGroupName
+		return second != first && cur.Status.CurrentState == v1alpha1.StateReady
+	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "the group moves to a new profile")
+	g.Eventually(func() int { return len(ownedProfiles(t, cloud.cluster, owner)) }, 20*time.Second, 250*time.Millisecond).Should(Equal(1))
+	time.Sleep(100 * time.Millisecond)
+	samples, errs := sampler.finish()
+	g.Expect(errs).To(BeEmpty())
+	g.Expect(len(samples)).To(BeNumerically(">", 10))
+	for i, s := range samples {
+		g.Expect(s).NotTo(BeEmpty(), "sample %d of %d: the group had no Fargate profile", i, len(samples))
+		if i > 0 && !slices.Contains(s, first) {
+			g.Expect(s).To(ContainElement(second), "sample %d: the old profile is gone, so the new one must exist", i)
+		}
+	}
+	both := 0
+	for _, s := range samples {
+		if len(s) == 2 {
+			both++
+		}
+	}
+	t.Logf("%d samples during the replacement, %d with both profiles", len(samples), both)
+	g.Expect(samples[0]).To(Equal([]string{first}))
+	g.Expect(samples[len(samples)-1]).To(Equal([]string{second}))
+	p = ownedProfiles(t, cloud.cluster, owner)[second]
+	g.Expect(p).NotTo(BeNil())
+	g.Expect(p.Selectors).To(HaveLen(2))
+
+	// Delete: no profile of the group, no role.
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	waitGone(t, ig, 60*time.Second)
+	g.Expect(ownedProfiles(t, cloud.cluster, owner)).To(BeEmpty())
+	roleGone(t, role)
+}
+
+// readExample decodes one of ../shared/examples.
+func readExample(t *testing.T, file string) *v1alpha1.InstanceGroup {
+	t.Helper()
+	raw, err := os.ReadFile(harness.ExamplesPath(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ig := &v1alpha1.InstanceGroup{}
+	if err := yaml.UnmarshalStrict(raw, ig); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return ig
+}
+
+// TestSeedExamplesManagedAndFargateReachReady applies
+// ../shared/examples/eks-managed.yaml and eks-fargate.yaml. What they name
+// must exist in AWS first: the test creates their clusters (my-eks-cluster,
+// the-cluster-for-my-pods) and roles (basic-eks-role, MyPodRole: the
+// provisioners check a role by name; the account in the ARN is not
+// compared). Adapted, because moto cannot create EC2 resources with chosen
+// ids and both provisioners resolve subnets and security groups with
+// DescribeSubnets/DescribeSecurityGroups: the subnets (both examples) and
+// the remote access security group (eks-managed) become the fixture's.
+// moto does not check the key pair (my-ec2-key-pair). Nothing else changes.
+func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	managed, fargate := readExample(t, "eks-managed.yaml"), readExample(t, "eks-fargate.yaml")
+
+	eksc, iamc := eks.NewFromConfig(environment.AWS), iam.NewFromConfig(environment.AWS)
+	for _, cluster := range []string{managed.Spec.EKSManaged.Configuration.ClusterName, fargate.Spec.EKSFargate.ClusterName} {
+		_, err := eksc.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(cluster), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks-cluster"),
+			ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: cloud.subnets}})
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() {
+			_, _ = eksc.DeleteCluster(context.Background(), &eks.DeleteClusterInput{Name: aws.String(cluster)})
+		})
+	}
+	for _, arn := range []string{managed.Spec.EKSManaged.Configuration.NodeRole, fargate.Spec.EKSFargate.PodExecutionRoleArn} {
+		name := eksprov.RoleNameFromARN(arn)
+		_, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(eksprov.NodeTrustPolicy)})
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _, _ = iamc.DeleteRole(context.Background(), &iam.DeleteRoleInput{RoleName: aws.String(name)}) })
+	}
+	managed.Spec.EKSManaged.Configuration.Subnets = cloud.subnets
+	managed.Spec.EKSManaged.Configuration.SecurityGroups = []string{cloud.securityGroup}
+	fargate.Spec.EKSFargate.Subnets = cloud.subnets
+
+	g.Expect(admin.Create(ctx, managed)).To(Succeed())
+	g.Expect(admin.Create(ctx, fargate)).To(Succeed())
+	readyManaged := waitReady(t, managed, 60*time.Second)
+	readyFargate := waitReady(t, fargate, 60*time.Second)
+
+	ng, err := describeNodegroup(t, "my-eks-cluster", readyManaged.Status.ActiveScalingGroupName)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(aws.ToString(ng.NodeRole)).To(Equal("arn:aws:iam::012345678910:role/basic-eks-role"))
+	g.Expect(ng.Labels).To(HaveKeyWithValue("example.label.com/label", "some-value"))
+	g.Expect(aws.ToInt32(ng.DiskSize)).To(Equal(int32(20)))
+	g.Expect(ng.AmiType).To(Equal(ekstypes.AMITypesAl2X8664))
+	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
+	g.Expect(aws.ToString(ng.RemoteAccess.Ec2SshKey)).To(Equal("my-ec2-key-pair"))
+	g.Expect(ng.RemoteAccess.SourceSecurityGroups).To(Equal([]string{cloud.securityGroup}))
+	g.Expect(ng.Tags).To(HaveKeyWithValue("my-ec2-tag", "some-value"))
+	g.Expect([]int32{*ng.ScalingConfig.MinSize, *ng.ScalingConfig.MaxSize}).To(Equal([]int32{3, 6}))
+
+	profiles := ownedProfiles(t, "the-cluster-for-my-pods", "instance-manager/fargate-group")
+	g.Expect(profiles).To(HaveKey(readyFargate.Status.ActiveScalingGroupName))
+	p := profiles[readyFargate.Status.ActiveScalingGroupName]
+	g.Expect(aws.ToString(p.PodExecutionRoleArn)).To(Equal("arn:aws:iam::123456789012:role/MyPodRole"))
+	g.Expect(p.Tags).To(HaveKeyWithValue("key1", "value1"))
+	g.Expect(p.Selectors[0].Labels).To(Equal(map[string]string{"key1": "value1", "key2": "value2"}))
+
+	// Deleting removes what the groups built and leaves the roles they were given.
+	g.Expect(admin.Delete(ctx, managed)).To(Succeed())
+	g.Expect(admin.Delete(ctx, fargate)).To(Succeed())
+	waitGone(t, managed, 60*time.Second)
+	waitGone(t, fargate, 60*time.Second)
+	_, err = describeNodegroup(t, "my-eks-cluster", readyManaged.Status.ActiveScalingGroupName)
+	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
+	g.Expect(ownedProfiles(t, "the-cluster-for-my-pods", "instance-manager/fargate-group")).To(BeEmpty())
+	for _, name := range []string{"basic-eks-role", "MyPodRole"} {
+		_, err := iamc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(name)})
+		g.Expect(err).NotTo(HaveOccurred(), "the spec's own role %s is kept", name)
+	}
+}

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/reconciler"
+)
+
+// recommend publishes a spot recommendation Event for an Auto Scaling group
+// the way minion-manager does.
+func recommend(t *testing.T, namespace, group, message string) {
+	t.Helper()
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: namespace, GenerateName: "spot-recommendation-"},
+		InvolvedObject: corev1.ObjectReference{Kind: "AutoScalingGroup", Name: group, Namespace: namespace},
+		Reason:         reconciler.ReasonSpotRecommendation, Message: message, Type: corev1.EventTypeNormal,
+		FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "minion-manager"},
+	}
+	if err := admin.Create(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// latestSpotPrice is the spot max price of the launch template's latest version ("" for on-demand).
+func latestSpotPrice(t *testing.T, template string) string {
+	t.Helper()
+	out, err := ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplateVersions(context.Background(),
+		&ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: aws.String(template), Versions: []string{"$Latest"}})
+	if err != nil || len(out.LaunchTemplateVersions) == 0 {
+		t.Fatalf("describing launch template %s: %v", template, err)
+	}
+	d := out.LaunchTemplateVersions[0].LaunchTemplateData
+	if d.InstanceMarketOptions == nil || d.InstanceMarketOptions.SpotOptions == nil {
+		return ""
+	}
+	return aws.ToString(d.InstanceMarketOptions.SpotOptions.MaxPrice)
+}
+
+func TestSpotRecommendationsSwitchBetweenSpotAndOnDemand(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-spot")
+	ig := shortGroup("e2e-spot", "spot", 1, 2)
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	ready := waitReady(t, ig, 90*time.Second)
+	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
+
+	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":true}`)
+	g.Eventually(func() string { return describe(get(t, ig)) + " " + get(t, ig).Status.Lifecycle },
+		90*time.Second, time.Second).Should(Equal("Ready v2 1/1 surge 0 spot"))
+	cur := get(t, ig)
+	g.Expect(cur.Status.UsingSpotRecommendation).To(BeTrue())
+	g.Expect(cur.Spec.EKS.Configuration.SpotPrice).To(BeEmpty(), "the stored spec is not changed")
+	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(Equal("0.0067"))
+
+	time.Sleep(1100 * time.Millisecond) // Event timestamps have second precision
+	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":false}`)
+	g.Eventually(func() string { return describe(get(t, ig)) + " " + get(t, ig).Status.Lifecycle },
+		90*time.Second, time.Second).Should(Equal("Ready v3 1/1 surge 0 normal"))
+	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(BeEmpty())
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+}
