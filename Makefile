@@ -56,6 +56,11 @@ manifests: $(BIN)/controller-gen ## Generate the CRD into config/crd and the cha
 	rm -f charts/instance-manager/crds/*.yaml
 	cp config/crd/*.yaml charts/instance-manager/crds/
 
+.PHONY: demo
+demo: tools ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, deletion (DEMO_KEEP=1 keeps it running).
+	go build -o $(BIN)/demo ./test/demo
+	$(TEST_ENV) $(BIN)/demo -dir $(LOCAL)/demo
+
 .PHONY: chart-lint
 chart-lint: $(BIN)/helm ## helm lint the chart, with default values and with cert-manager.
 	$(BIN)/helm lint --strict charts/instance-manager

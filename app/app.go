@@ -86,6 +86,11 @@ type Options struct {
 	// the first stopped (tests that restart the controller): controller
 	// names are otherwise required to be unique per process.
 	InProcessRestarts bool
+	// LeaderElectionNamespace is the namespace of the leader election
+	// Lease. Empty: $POD_NAMESPACE, and when that is unset too,
+	// controller-runtime's in-cluster default (the pod's namespace), which
+	// does not exist out of cluster.
+	LeaderElectionNamespace string
 }
 
 // BindFlags registers the flags on fs.
@@ -109,6 +114,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
 }
 
 func (o *Options) controllerUsername() (string, error) {
@@ -158,6 +164,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       orString(opts.LeaderElectionNamespace, os.Getenv("POD_NAMESPACE")),
 		LeaderElectionReleaseOnCancel: true,
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(opts.InProcessRestarts)},
 		WebhookServer: webhook.NewServer(webhook.Options{
@@ -204,4 +211,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// orString returns s, or def when s is empty.
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

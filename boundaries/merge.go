@@ -1,6 +1,10 @@
 package boundaries
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // identityKeys are the fields that identify an element of a list of
 // objects under merge and mergeOverride, by the name of the field holding
@@ -63,7 +67,7 @@ func mergeShared(d, t any, field string, tenantWins bool, path string) (any, err
 		for k, v := range dv {
 			out[k] = deepCopy(v)
 		}
-		for _, k := range sortedKeys(tv) { // sorted: the first error is deterministic
+		for _, k := range slices.Sorted(maps.Keys(tv)) { // sorted: the first error is deterministic
 			v := tv[k]
 			if dvk, both := dv[k]; both {
 				m, err := mergeShared(dvk, v, k, tenantWins, path+"."+k)

@@ -2,7 +2,9 @@ package boundaries
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -95,7 +97,7 @@ func (e *ConfigError) Error() string {
 func Parse(data map[string]string) (*Config, error) {
 	p := &parser{}
 	c := &Config{Enforcement: EnforcementWarn}
-	for _, k := range sortedKeys(data) {
+	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
 		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout:
 		default:
@@ -187,7 +189,7 @@ func (p *parser) object(v any, at, want string, fields ...string) (map[string]an
 		p.addf("%s: expected %s, got %s", at, want, kindOf(v))
 		return nil, false
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		known := false
 		for _, f := range fields {
 			known = known || k == f

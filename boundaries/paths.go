@@ -3,7 +3,9 @@ package boundaries
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,7 +68,7 @@ func buildSchema(t reflect.Type, seen map[reflect.Type]*schemaNode) *schemaNode 
 		n.kind = kindObject
 		n.fields = map[string]*schemaNode{}
 		addStructFields(n, t, seen)
-		n.names = sortedKeys(n.fields)
+		n.names = slices.Sorted(maps.Keys(n.fields))
 	case reflect.Map:
 		n.kind = kindMap
 		n.elem = buildSchema(t.Elem(), seen)
@@ -252,7 +254,7 @@ func checkValue(n *schemaNode, v any, path string, problems *[]string) {
 			bad()
 			return
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			f, ok := n.fields[k]
 			if !ok {
 				*problems = append(*problems, fmt.Sprintf("%s: unknown field %q (valid: %s)", path, k, nearest(k, n.names)))
@@ -266,7 +268,7 @@ func checkValue(n *schemaNode, v any, path string, problems *[]string) {
 			bad()
 			return
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			checkValue(n.elem, m[k], fmt.Sprintf("%s[%s]", path, k), problems)
 		}
 	case kindList:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -288,16 +287,6 @@ func deletePath(root map[string]any, segs []string) {
 		cur = m
 	}
 	delete(cur, segs[len(segs)-1])
-}
-
-// sortedKeys returns the keys of m in order, for deterministic output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // equalValues reports whether two canonical values are the same JSON value.

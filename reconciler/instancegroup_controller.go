@@ -3,6 +3,8 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +74,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	prov, ok := r.Provisioners[name]
 	if !ok && ig.DeletionTimestamp == nil {
-		msg := fmt.Sprintf("spec.provisioner %q is not served by this controller (served: %s)", ig.Spec.Provisioner, strings.Join(sortedKeys(r.Provisioners), ", "))
+		msg := fmt.Sprintf("spec.provisioner %q is not served by this controller (served: %s)", ig.Spec.Provisioner, strings.Join(slices.Sorted(maps.Keys(r.Provisioners)), ", "))
 		return ctrl.Result{}, r.fail(ctx, ig, "UnknownProvisioner", msg)
 	}
 	if ig.DeletionTimestamp != nil {
@@ -230,10 +232,11 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	// Ready (its state says Upgrading).
 	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
 
-	if err := r.patchStatus(ctx, before, ig); err != nil {
+	written, err := r.writeStatus(ctx, before, ig)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
+	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)
 	}
 	if st.CurrentState == v1alpha1.StateReady {
@@ -281,14 +284,21 @@ func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.Instanc
 }
 
 func (r *InstanceGroupReconciler) patchStatus(ctx context.Context, before, ig *v1alpha1.InstanceGroup) error {
+	_, err := r.writeStatus(ctx, before, ig)
+	return err
+}
+
+// writeStatus patches the status if it changed and reports whether it was
+// written; a conflict is not an error (the newer version is reconciled next).
+func (r *InstanceGroupReconciler) writeStatus(ctx context.Context, before, ig *v1alpha1.InstanceGroup) (bool, error) {
 	if equalStatus(before, ig) {
-		return nil
+		return false, nil
 	}
 	err := r.Client.Status().Patch(ctx, ig, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // the newer version is reconciled next
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // groupNodes returns the group's Nodes by providerID.

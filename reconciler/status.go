@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,15 +13,6 @@ import (
 // only changes with the status.
 func equalStatus(a, b *v1alpha1.InstanceGroup) bool {
 	return equality.Semantic.DeepEqual(a.Status, b.Status)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func joinKeys(keys []types.NamespacedName) string {

@@ -2,7 +2,9 @@ package webhooks
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -85,10 +87,10 @@ func validateAnnotations(a map[string]string) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("metadata", "annotations")
 	if v, ok := a[v1alpha1.AnnotationOSFamily]; ok && !osFamilies[v] {
-		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationOSFamily), v, sortedKeys(osFamilies)))
+		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationOSFamily), v, slices.Sorted(maps.Keys(osFamilies))))
 	}
 	if v, ok := a[v1alpha1.AnnotationArchitecture]; ok && !architectures[v] {
-		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationArchitecture), v, sortedKeys(architectures)))
+		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationArchitecture), v, slices.Sorted(maps.Keys(architectures))))
 	}
 	return errs
 }
@@ -182,12 +184,12 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 	}
 	for i, m := range c.MetricsCollection {
 		if !asgMetrics[m] {
-			errs = append(errs, field.NotSupported(cp.Child("metricsCollection").Index(i), m, sortedKeys(asgMetrics)))
+			errs = append(errs, field.NotSupported(cp.Child("metricsCollection").Index(i), m, slices.Sorted(maps.Keys(asgMetrics))))
 		}
 	}
 	for i, p := range c.SuspendProcesses {
 		if !asgProcesses[p] {
-			errs = append(errs, field.NotSupported(cp.Child("suspendProcesses").Index(i), p, sortedKeys(asgProcesses)))
+			errs = append(errs, field.NotSupported(cp.Child("suspendProcesses").Index(i), p, slices.Sorted(maps.Keys(asgProcesses))))
 		}
 	}
 	seen = map[string]bool{}
@@ -334,7 +336,7 @@ func validatePercent(v *intstr.IntOrString, path *field.Path, min int) field.Err
 
 func validateLabels(labels map[string]string, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		for _, msg := range validation.IsQualifiedName(k) {
 			errs = append(errs, field.Invalid(path.Key(k), k, "label key: "+msg))
 		}

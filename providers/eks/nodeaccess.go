@@ -69,7 +69,9 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 		return fmt.Errorf("listing InstanceGroups sharing role %s: %w", roleARN, err)
 	}
 	for _, other := range igs.Items {
-		if other.UID != ig.UID && other.Status.NodesInstanceRoleArn == roleARN {
+		// Groups being deleted no longer count: groups sharing a role and
+		// deleted together would otherwise each keep it for the other.
+		if other.UID != ig.UID && other.DeletionTimestamp == nil && other.Status.NodesInstanceRoleArn == roleARN {
 			return nil
 		}
 	}
@@ -96,7 +98,11 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 // key and entry as they are, retrying on conflicts; it creates the
 // ConfigMap when missing.
 func (n nodeAccess) updateMapRoles(ctx context.Context, edit func([]map[string]any) []map[string]any) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	// Conflicts, and another group creating aws-auth at the same moment,
+	// are retried on a fresh read.
+	return retry.OnError(retry.DefaultBackoff, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
 		cm := &corev1.ConfigMap{}
 		err := n.kube.Get(ctx, AuthConfigMap, cm)
 		create := apierrors.IsNotFound(err)

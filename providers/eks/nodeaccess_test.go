@@ -120,3 +120,30 @@ func TestAccessEntriesInAPIMode(t *testing.T) {
 		t.Errorf("access entry left: %v", entries.entries)
 	}
 }
+
+func TestAWSAuthEntryGoesWhenGroupsSharingTheRoleAreDeletedTogether(t *testing.T) {
+	ctx := context.Background()
+	a, b := eksGroup(v1alpha1.EKSConfiguration{}), eksGroup(v1alpha1.EKSConfiguration{})
+	a.UID, b.UID, b.Name = "a", "b", "other"
+	now := metav1.Now()
+	for _, ig := range []*v1alpha1.InstanceGroup{a, b} {
+		ig.Status.NodesInstanceRoleArn = "arn:aws:iam::1:role/shared"
+		ig.DeletionTimestamp, ig.Finalizers = &now, []string{"instancemgr.keikoproj.io/finalizer"}
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(a, b).Build()
+	na := nodeAccess{kube: kube}
+	cluster := ClusterInfo{Name: "prod", AuthenticationMode: "CONFIG_MAP"}
+	if err := na.grant(ctx, a, cluster, "arn:aws:iam::1:role/shared"); err != nil {
+		t.Fatal(err)
+	}
+	if err := na.revoke(ctx, a, cluster, "arn:aws:iam::1:role/shared"); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := kube.Get(ctx, AuthConfigMap, cm); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cm.Data["mapRoles"], "role/shared") {
+		t.Fatalf("a role only groups being deleted use was kept:\n%s", cm.Data["mapRoles"])
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,7 +256,7 @@ func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alp
 	for _, m := range g.EnabledMetrics {
 		enabled[awssdk.ToString(m.Metric)] = true
 	}
-	metricsDiffer := !sameSet(keys(enabled), c.MetricsCollection)
+	metricsDiffer := !sameSet(slices.Collect(maps.Keys(enabled)), c.MetricsCollection)
 	if contains(c.MetricsCollection, "All") {
 		metricsDiffer = len(enabled) == 0
 	}
@@ -280,7 +282,7 @@ func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alp
 	for _, p := range g.SuspendedProcesses {
 		suspended[awssdk.ToString(p.ProcessName)] = true
 	}
-	if !contains(c.SuspendProcesses, "All") && !sameSet(keys(suspended), c.SuspendProcesses) || contains(c.SuspendProcesses, "All") && len(suspended) < 9 {
+	if !contains(c.SuspendProcesses, "All") && !sameSet(slices.Collect(maps.Keys(suspended)), c.SuspendProcesses) || contains(c.SuspendProcesses, "All") && len(suspended) < 9 {
 		if len(suspended) > 0 {
 			if _, err := api.ResumeProcesses(ctx, &autoscaling.ResumeProcessesInput{AutoScalingGroupName: awssdk.String(name)}); err != nil {
 				return wrote, fmt.Errorf("autoscaling ResumeProcesses %s: %w", name, err)
@@ -374,7 +376,7 @@ func syncHooks(ctx context.Context, api awsp.AutoScalingAPI, group string, hooks
 
 func asgTags(group string, tags map[string]string) []astypes.Tag {
 	out := make([]astypes.Tag, 0, len(tags))
-	for _, k := range keys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		out = append(out, asgTag(group, k, tags[k]))
 	}
 	return out
@@ -383,15 +385,6 @@ func asgTags(group string, tags map[string]string) []astypes.Tag {
 func asgTag(group, k, v string) astypes.Tag {
 	return astypes.Tag{ResourceId: awssdk.String(group), ResourceType: awssdk.String("auto-scaling-group"),
 		Key: awssdk.String(k), Value: awssdk.String(v), PropagateAtLaunch: awssdk.Bool(true)}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func sameSet(a, b []string) bool {
