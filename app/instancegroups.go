@@ -47,6 +47,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		}
 		return opts.MaxConcurrentUpgrades
 	}}
+	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
 	r := &reconciler.InstanceGroupReconciler{
 		Client: mgr.GetClient(),
 		Reader: mgr.GetAPIReader(),
@@ -56,7 +57,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients),
 		},
 		Rolling: &upgrade.RollingUpdate{
-			Drainer:  &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: orDuration(opts.DrainTimeout, 10*time.Minute), Step: 10 * time.Second, Now: time.Now},
+			Drainer:  &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now},
 			Recorder: recorder,
 			Client:   mgr.GetClient(),
 		},

@@ -23,6 +23,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
@@ -357,5 +359,47 @@ func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(aws.ToInt32(out.AutoScalingGroups[0].DesiredCapacity)).To(BeEquivalentTo(2), "the desired capacity is back to its size before the surge")
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+}
+
+func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-blocked")
+	ig := shortGroup("e2e-blocked", "single", 1, 1)
+	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	ready := waitReady(t, ig, 90*time.Second)
+	d := workload(t, ig, 1)
+	// The only replica may not be disrupted at all.
+	pdb := &policyv1.PodDisruptionBudget{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
+	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
+
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "m5.2xlarge"
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+
+	// The drain times out (--drain-timeout 15s in this suite): reported, the
+	// node uncordoned and skipped, the pod never evicted.
+	event, err := harness.WaitForEvent(ctx, admin, "e2e-blocked", "single", upgrade.ReasonDrainBlocked, "could not be drained", 90*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(event.Note).To(ContainSubstring("e2e-blocked/single-app-"))
+	g.Eventually(func() bool {
+		nodes := groupNodes(t, ig)
+		return len(nodes) == 1 && !nodes[0].Spec.Unschedulable && nodes[0].Annotations[upgrade.AnnotationDrainSkippedUntil] != ""
+	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "the blocked node is uncordoned and skipped")
+	cur := &appsv1.Deployment{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
+	g.Expect(cur.Status.AvailableReplicas).To(BeEquivalentTo(1), "the protected pod was not evicted")
+	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(Equal(1), "the instance was not forced out")
+
+	// Once the budget allows it, the rotation finishes after the skip window.
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
+	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
+	g.Eventually(func() string { return describe(get(t, ig)) }, 2*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }

@@ -35,7 +35,7 @@ var (
 func managerOptions() app.Options {
 	return app.Options{
 		AWS: &environment.AWS, MaxConcurrentUpgrades: 5, Workers: 4,
-		DrainTimeout: 60 * time.Second, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
+		DrainTimeout: 15 * time.Second, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
 	}
 }
 
