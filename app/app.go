@@ -189,7 +189,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 
 	webhooks.Register(mgr.GetWebhookServer(),
-		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
+		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
 		&webhooks.InstanceGroupValidator{},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
 	)

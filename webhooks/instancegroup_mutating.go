@@ -11,6 +11,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,8 +34,11 @@ const (
 // tenant's submission in the submitted-spec annotation and the boundaries
 // hash in the boundaries-hash annotation, and answers with a JSON patch.
 type InstanceGroupMutator struct {
-	// Client reads Namespaces (for the config-excluded annotation).
+	// Client reads Namespaces (for the config-excluded annotation), from
+	// the cache; Live, when set, is asked when the cache has not seen a
+	// namespace yet (created a moment before the InstanceGroup in it).
 	Client client.Reader
+	Live   client.Reader
 	// Boundaries is the last valid boundary ConfigMap.
 	Boundaries *store.Store
 	// ControllerUser is the username of the controller's service account,
@@ -62,6 +66,9 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 			fmt.Errorf("%s: the boundary ConfigMap %s has not been loaded yet; retry in a few seconds", ref, m.ConfigMap))
 	}
 	excluded, err := namespaceExcluded(ctx, m.Client, req.Namespace)
+	if apierrors.IsNotFound(err) && m.Live != nil {
+		excluded, err = namespaceExcluded(ctx, m.Live, req.Namespace)
+	}
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("%s: reading namespace %s: %w", ref, req.Namespace, err))
 	}
