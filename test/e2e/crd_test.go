@@ -110,7 +110,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		StatusSuccessString: "completed", StatusFailureString: "error", MaxRetries: ptr.To(1),
 		Spec: rollingUpgradeTemplate,
 	}}
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 	ready := waitReady(t, ig, 90*time.Second)
 	g.Expect(rollingUpgrades(t, "e2e-crd")).To(BeEmpty(), "nothing to rotate yet")
 
@@ -130,7 +130,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 	asgName, _, _ := unstructured.NestedString(first.Object, "spec", "asgName")
 	g.Expect(asgName).To(Equal(ready.Status.ActiveScalingGroupName))
 	g.Expect(first.GetLabels()).To(HaveKeyWithValue(upgrade.LabelTemplateVersion, "2"))
-	g.Expect(get(t, ig).Status.CurrentState).To(Equal(v1alpha1.StateUpgrading))
+	g.Eventually(func() string { return get(t, ig).Status.CurrentState }, 30*time.Second, 200*time.Millisecond).Should(Equal(v1alpha1.StateUpgrading))
 
 	// It fails once: the controller deletes it and submits it again.
 	setStatus(t, &first, "error")
@@ -143,7 +143,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "resubmitted after a failure")
-	g.Expect(get(t, ig).Status.StrategyRetryCount).To(Equal(1))
+	g.Eventually(func() int { return get(t, ig).Status.StrategyRetryCount }, 30*time.Second, 200*time.Millisecond).Should(Equal(1))
 
 	// Playing upgrade-manager: replace the old instances, then report success.
 	asg := autoscaling.NewFromConfig(environment.AWS)
@@ -160,6 +160,6 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		return cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse &&
 			cur.Status.NodesUpdated == 2
 	}, 60*time.Second, 500*time.Millisecond).Should(BeTrue())
-	g.Expect(get(t, ig).Status.StrategyResourceName).To(Equal("rollup-nodes"))
+	g.Eventually(func() string { return get(t, ig).Status.StrategyResourceName }, 30*time.Second, 200*time.Millisecond).Should(Equal("rollup-nodes"))
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }

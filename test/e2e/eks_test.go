@@ -34,7 +34,7 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
 	namespace(t, "e2e-create")
 	ig := shortGroup("e2e-create", "web", 2, 4)
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 
 	ready := waitReady(t, ig, 90*time.Second)
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal("e2e-cluster-e2e-create-web"))
@@ -167,7 +167,7 @@ func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
 	namespace(t, "e2e-rotate")
 	ig := shortGroup("e2e-rotate", "workers", 3, 4)
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 	ready := waitReady(t, ig, 90*time.Second)
 	d := workload(t, ig, 3)
 
@@ -209,7 +209,7 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 	for _, ns := range []string{"e2e-fan-a", "e2e-fan-b", "e2e-fan-c"} {
 		namespace(t, ns)
 		ig := shortGroup(ns, "nodes", 1, 2)
-		g.Expect(admin.Create(ctx, ig)).To(Succeed())
+		create(t, ig)
 		groups = append(groups, ig)
 	}
 	for _, ig := range groups {
@@ -246,7 +246,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
 	namespace(t, "e2e-restart")
 	ig := shortGroup("e2e-restart", "nodes", 3, 4)
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 	ready := waitReady(t, ig, 90*time.Second)
 
 	patch := client.MergeFrom(ready.DeepCopy())
@@ -340,7 +340,7 @@ func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
 	ig := shortGroup("e2e-surge", "surge", 2, 3)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
 		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 	ready := waitReady(t, ig, 90*time.Second)
 	d := workload(t, ig, 2)
 
@@ -369,7 +369,7 @@ func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
 	namespace(t, "e2e-blocked")
 	ig := shortGroup("e2e-blocked", "single", 1, 1)
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 	ready := waitReady(t, ig, 90*time.Second)
 	d := workload(t, ig, 1)
 	// The only replica may not be disrupted at all.

@@ -109,3 +109,18 @@ func available(nodes []corev1.Node) int {
 	}
 	return n
 }
+
+// create submits ig as the admin and deletes it when the test ends, so a
+// failed test leaves no group rotating (holding an upgrade slot) for the
+// tests after it.
+func create(t *testing.T, ig *v1alpha1.InstanceGroup) {
+	t.Helper()
+	if err := admin.Create(context.Background(), ig); err != nil {
+		t.Fatalf("creating InstanceGroup %s/%s: %v", ig.Namespace, ig.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := admin.Delete(context.Background(), ig.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting InstanceGroup %s/%s: %v", ig.Namespace, ig.Name, err)
+		}
+	})
+}

@@ -53,7 +53,7 @@ func TestSpotRecommendationsSwitchBetweenSpotAndOnDemand(t *testing.T) {
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
 	namespace(t, "e2e-spot")
 	ig := shortGroup("e2e-spot", "spot", 1, 2)
-	g.Expect(admin.Create(ctx, ig)).To(Succeed())
+	create(t, ig)
 	ready := waitReady(t, ig, 90*time.Second)
 	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
 

@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -427,12 +428,24 @@ func TestEvictionHonoursPodDisruptionBudget(t *testing.T) {
 		return kube.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})
 	}
 
+	// While the nodes are cordoned, an evicted pod's replacement cannot
+	// become healthy, so the budget stays used up between the two
+	// evictions however slowly they run.
+	setUnschedulable := func(v bool) {
+		for _, name := range nodeNames {
+			patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, v))
+			_, err := kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+	}
 	pods := waitForBudget()
+	setUnschedulable(true)
 	evicted := pods[0]
 	g.Expect(evict(evicted)).To(Succeed(), "the budget allows one disruption")
 	err = evict(pods[1])
 	g.Expect(apierrors.IsTooManyRequests(err)).To(BeTrue(), "the budget is used up, want 429 TooManyRequests, got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("disruption budget"))
+	setUnschedulable(false)
 
 	// The evicted pod is gone and replaced; the budget allows one eviction again.
 	pods = waitForBudget()
