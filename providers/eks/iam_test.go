@@ -1,0 +1,22 @@
+package eks
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+func TestNodePolicies(t *testing.T) {
+	ig := eksGroup(v1alpha1.EKSConfiguration{ManagedPolicies: []string{"CloudWatchAgentServerPolicy", "arn:aws:iam::1:policy/custom"}})
+	got := nodePolicies(ig)
+	for _, want := range []string{PolicyCNI, "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy", "arn:aws:iam::1:policy/custom"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("policies %v lack %s", got, want)
+		}
+	}
+	ig.Annotations = map[string]string{v1alpha1.AnnotationIRSAEnabled: "true"}
+	if slices.Contains(nodePolicies(ig), PolicyCNI) {
+		t.Error("irsa-enabled keeps AmazonEKS_CNI_Policy on the node role")
+	}
+}
