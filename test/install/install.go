@@ -21,7 +21,6 @@ package install
 import (
 	"bytes"
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"os"
@@ -61,19 +60,10 @@ func RepoRoot() string {
 // ChartDir returns the directory of the Helm chart.
 func ChartDir() string { return filepath.Join(RepoRoot(), "charts", "instance-manager") }
 
-// Copies of ../shared/examples/boundaries-configmap.yaml and
-// tenant-short.yaml, so that the demo runs from a fresh clone.
-//
-//go:embed testdata/boundaries-configmap.yaml testdata/tenant-short.yaml
-var examples embed.FS
-
-// ExampleFiles are the names of the embedded example manifests.
-var ExampleFiles = []string{"boundaries-configmap.yaml", "tenant-short.yaml"}
-
-// Example returns the embedded copy of the example manifest name (one of
-// ExampleFiles).
+// Example returns the example manifest name of the project's examples/
+// directory (e.g. boundaries-configmap.yaml, tenant-short.yaml).
 func Example(name string) ([]byte, error) {
-	return examples.ReadFile("testdata/" + name)
+	return os.ReadFile(filepath.Join(RepoRoot(), "examples", name))
 }
 
 // ExampleBoundaries returns the admin's example boundary ConfigMap
