@@ -1,10 +1,11 @@
 // Package install installs instance-manager the way users do, with the Helm
-// chart, into a local environment (test/env), and runs the manager out of
-// cluster in the calling process as one replica of the chart's Deployment
-// would run: with the chart's arguments, as the chart's ServiceAccount (a
-// token from the TokenRequest API, so the API server applies exactly the
-// chart's RBAC), serving the chart's webhook configurations with the
-// certificate its own rotator issues.
+// chart, into a local environment (test/env), and runs the built container
+// image (make image) out of cluster as one replica of the chart's
+// Deployment would run: the image's entrypoint under chroot in its
+// unpacked file system, as its non-root user, with the chart's arguments,
+// as the chart's ServiceAccount (a token from the TokenRequest API, so the
+// API server applies exactly the chart's RBAC), serving the chart's
+// webhook configurations with the certificate its own rotator issues.
 //
 // Its TestHelmInstall and the demo (test/demo, `make demo`) use it. Its
 // parts:
@@ -12,9 +13,9 @@
 //   - Boundaries / ChartValues: the example boundary ConfigMap, adapted to
 //     the Cloud's ids, as chart values;
 //   - Install: helm install;
-//   - StartManager: the manager in process, and the kubelet's part
-//     (projecting the ServiceAccount token and the certificate Secret into
-//     files) played by a goroutine;
+//   - StartManager: the image's entrypoint in a process of its own, and the
+//     kubelet's part (projecting the ServiceAccount token and the
+//     certificate Secret into its file system) played by goroutines;
 //   - NewTenant: a namespace owner, an impersonated user with a Role.
 package install
 
@@ -126,8 +127,8 @@ func ChartValues(boundaries map[string]string, extraArgs ...string) (map[string]
 }
 
 // OutOfClusterNodeLabel is the nodeSelector key ChartValues gives the
-// chart's pods: no node has it, so they stay Pending while the manager runs
-// in process.
+// chart's pods: no node has it, so they stay Pending while StartManager
+// runs the replica outside the cluster.
 const OutOfClusterNodeLabel = "instancemgr.keikoproj.io/demo-runs-out-of-cluster"
 
 // Release is an installed Helm release of the chart.

@@ -28,20 +28,16 @@ import (
 	"github.com/instancemgr/instance-manager/test/install"
 )
 
-// This test runs in its own test binary rather than beside the chart's
-// TestCertRotation: cert-controller's rotator registers a controller named
-// "cert-rotator", which must be unique per process (the rotator ignores the
-// manager's SkipNameValidation), so only one manager with --cert-rotation
-// can be built per process.
-
 // TestHelmInstall installs the chart with helm into the full local
 // environment (control plane, kwok kubelets, moto, the instance-to-node
 // bridge), with the example boundary ConfigMap adapted to the AWS
-// resources it first creates in moto, and runs the manager in process as a
-// replica of the chart's Deployment: its arguments (--leader-elect,
-// --cert-rotation, ...), its ServiceAccount's token, its webhook
-// configurations (served with the rotator's certificate, see
-// install.StartManager). Then a tenant, a user with a Role in its
+// resources it first creates in moto, and runs the built image (make
+// image) as a replica of the chart's Deployment: the image's amd64 file
+// system unpacked, its entrypoint run under chroot as the image's user
+// 65532:65532 with the Deployment's arguments (--leader-elect,
+// --cert-rotation, ...), its ServiceAccount's token mounted where
+// in-cluster configuration reads it, its webhook configurations served
+// with the rotator's certificate (see install.StartManager). Then a tenant, a user with a Role in its
 // namespace only, submits the example short InstanceGroup, sees it Ready
 // with Ready nodes carrying its labels, deletes it, and nothing is left in
 // AWS.
@@ -90,15 +86,11 @@ func TestHelmInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// StartManager sets the pod's environment in the process; restore it
-	// after the test.
-	t.Setenv("POD_NAMESPACE", "")
-	t.Setenv("SERVICE_ACCOUNT_NAME", "")
 	m, err := install.StartManager(ctx, e, rel, install.ManagerOptions{
-		AWS: &e.AWS, Dir: t.TempDir(), LogWriter: logs, ReadyTimeout: 4 * time.Minute,
+		Dir: t.TempDir(), LogWriter: logs, ReadyTimeout: 4 * time.Minute,
 	})
 	if err != nil {
-		t.Fatalf("running the chart's manager in process: %v", err)
+		t.Fatalf("running the image as a replica of the chart's Deployment: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := m.Stop(); err != nil {
@@ -111,6 +103,7 @@ func TestHelmInstall(t *testing.T) {
 	if want := fmt.Sprintf("system:serviceaccount:%s:%s", rel.Namespace, rel.ServiceAccount()); m.User != want {
 		t.Errorf("the replica runs as %s, want %s", m.User, want)
 	}
+	checkContainerProcess(t, m, rel)
 
 	// A tenant submits the short InstanceGroup.
 	tenant, err := install.NewTenant(ctx, e.Config, "team-a", "alice")
