@@ -86,6 +86,12 @@ push: image ## Push the image: make push IMAGE=<registry>/<repository>:<tag> (cr
 	@if [ -z "$(IMAGE)" ]; then echo "IMAGE is required: make push IMAGE=<registry>/<repository>:<tag>"; exit 1; fi
 	$(IMAGEBUILD) push -layout $(IMAGE_LAYOUT) $(IMAGE)
 
+.PHONY: set-version
+set-version: ## Set the release version everywhere it is written: make set-version V=0.3.0 (VERSION, the chart's version and appVersion).
+	@if ! [[ "$(V)" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then echo "V must be a semantic version such as 0.3.0, got '$(V)'"; exit 1; fi
+	echo "$(V)" > VERSION
+	sed -i -e 's/^version: .*/version: $(V)/' -e 's/^appVersion: .*/appVersion: "$(V)"/' charts/instance-manager/Chart.yaml
+
 .PHONY: release
 release: image $(BIN)/helm ## Write the release into dist/: the image (OCI layout and tar), the packaged chart, the CRDs, SHA256SUMS.
 	rm -rf $(DIST) && mkdir -p $(DIST)
