@@ -173,12 +173,33 @@ func Helm() (string, error) {
 }
 
 // Install runs `helm install ReleaseName <chart> --namespace Namespace
-// --create-namespace` against the environment's kubeconfig with values, and
-// returns the release with its manager Deployment as the API server stored
-// it. Helm installs the CRD from the chart's crds/ first and does not wait
-// for the Deployment. Errors: helm failing (with its output) or the
-// Deployment missing afterwards.
+// --create-namespace` for the chart of this checkout; see InstallChart.
 func Install(ctx context.Context, e *env.Environment, values map[string]any) (*Release, error) {
+	return InstallChart(ctx, e, ChartDir(), values)
+}
+
+// InstallChart runs `helm install ReleaseName chart --namespace Namespace
+// --create-namespace` against the environment's kubeconfig with values;
+// chart is a chart directory or a packaged .tgz. It returns the release
+// with its manager Deployment as the API server stored it. Helm installs
+// the CRDs from the chart's crds/ first and does not wait for the
+// Deployment. Errors: helm failing (with its output) or the Deployment
+// missing afterwards.
+func InstallChart(ctx context.Context, e *env.Environment, chart string, values map[string]any) (*Release, error) {
+	return helmRelease(ctx, e, values, "install", ReleaseName, chart, "--create-namespace")
+}
+
+// Upgrade runs `helm upgrade ReleaseName chart --namespace Namespace`
+// with values, as InstallChart does. Helm leaves the CRDs as they are:
+// apply the new ones first (ApplyCRDs), the documented upgrade step.
+func Upgrade(ctx context.Context, e *env.Environment, chart string, values map[string]any) (*Release, error) {
+	return helmRelease(ctx, e, values, "upgrade", ReleaseName, chart)
+}
+
+// helmRelease runs helm with args, the release namespace, the
+// environment's kubeconfig and values, and reads the release's manager
+// Deployment.
+func helmRelease(ctx context.Context, e *env.Environment, values map[string]any, args ...string) (*Release, error) {
 	helm, err := Helm()
 	if err != nil {
 		return nil, err
@@ -200,13 +221,12 @@ func Install(ctx context.Context, e *env.Environment, values map[string]any) (*R
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, helm, "install", ReleaseName, ChartDir(),
-		"--namespace", Namespace, "--create-namespace",
-		"--kubeconfig", e.Kubeconfig, "--values", f.Name())
+	args = append(args, "--namespace", Namespace, "--kubeconfig", e.Kubeconfig, "--values", f.Name())
+	cmd := exec.CommandContext(ctx, helm, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("helm install %s -n %s: %w\n%s", ReleaseName, Namespace, err, strings.TrimSpace(out.String()))
+		return nil, fmt.Errorf("helm %s: %w\n%s", strings.Join(args[:3], " "), err, strings.TrimSpace(out.String()))
 	}
 	rel := &Release{Name: ReleaseName, Namespace: Namespace, Output: out.String()}
 	kube, err := kubernetes.NewForConfig(e.Config)

@@ -5,9 +5,11 @@
 //	imagebuild build -o bin/image [-platforms linux/amd64,linux/arm64]
 //	imagebuild digest bin/image
 //	imagebuild push -layout bin/image registry.example.com/team/instance-manager:0.2.0
+//	imagebuild ca-bundle > ca-certificates.crt
 //
 // build prints the image index digest (sha256:...); push prints the
-// pushed reference with its digest. Registry credentials come from the
+// pushed reference with its digest; ca-bundle prints the image's CA
+// certificates file (the Dockerfile uses it). Registry credentials come from the
 // Docker config (~/.docker/config.json, `docker login` or
 // `crane auth login`) and its credential helpers.
 package main
@@ -33,7 +35,8 @@ import (
 const usage = `usage:
   imagebuild build -o DIR [-repo DIR] [-platforms linux/amd64,linux/arm64]
   imagebuild digest DIR
-  imagebuild push -layout DIR IMAGE`
+  imagebuild push -layout DIR IMAGE
+  imagebuild ca-bundle`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,6 +82,13 @@ func run(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "wrote %s: instance-manager %s (revision %s), %s\n", *out, meta.Version, meta.Revision, *platforms)
 		fmt.Println(digest)
 		return nil
+	case "ca-bundle":
+		b, err := image.CABundle()
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(b)
+		return err
 	case "digest":
 		if len(args) != 2 {
 			return errors.New(usage)
