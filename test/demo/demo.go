@@ -272,6 +272,7 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	began = time.Now()
 	m, err := install.StartManager(ctx, e, rel, install.ManagerOptions{
 		Dir: filepath.Join(cfg.dir, "pod"), LogWriter: managerLog, ReadyTimeout: cfg.timeouts.manager,
+		ExtraArgs: []string{"--zap-encoder=console"}, // manager.log is read by people
 	})
 	if err != nil {
 		return nil, d.fail(err)
