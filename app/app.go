@@ -198,7 +198,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
 	if err := setupInstanceGroups(mgr, opts, st, recorder); err != nil {
