@@ -77,8 +77,20 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	want := st.Config.Hash(ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true")
 	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == want {
-		return r.setCondition(ctx, ig, metav1.ConditionTrue, "Current",
-			"The spec was computed from the current boundary ConfigMap")
+		// The group runs the current boundaries. Whoever's update carried
+		// it there (this fan-out, the InstanceGroup controller adding its
+		// finalizer, the tenant's own edit: every update is re-admitted),
+		// a group that was marked for other boundaries before gets the
+		// BoundariesApplied Event once, when its condition moves.
+		prev := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
+		msg := fmt.Sprintf("The spec was computed from the current boundary ConfigMap (boundaries hash %s)", want)
+		moved := prev != nil && prev.Message != msg
+		written, res, err := r.setCondition(ctx, ig, metav1.ConditionTrue, "Current", msg)
+		if written && moved {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
+				"Spec recomputed from the changed boundary ConfigMap (boundaries hash %s)", want)
+		}
+		return res, err
 	}
 
 	logger := log.FromContext(ctx).WithValues("instanceGroup", req.NamespacedName)
@@ -88,9 +100,9 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	switch {
 	case err == nil:
 		readmissions.WithLabelValues("applied").Inc()
+		// The annotation change brings the group back here, where its
+		// condition moves and the Event is sent.
 		logger.Info("re-admitted after a boundary change", "hash", ig.Annotations[v1alpha1.AnnotationBoundariesHash])
-		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
-			"Spec recomputed from the changed boundary ConfigMap")
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
@@ -100,7 +112,8 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		readmissions.WithLabelValues("rejected").Inc()
 		msg := fmt.Sprintf("The changed boundary ConfigMap was not applied: %v", err)
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonBoundariesRejected, "Readmit", "%s", msg)
-		return r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+		_, res, err := r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+		return res, err
 	default:
 		readmissions.WithLabelValues("error").Inc()
 		return ctrl.Result{}, fmt.Errorf("re-admitting InstanceGroup %s: %w", req.NamespacedName, err)
@@ -122,12 +135,13 @@ func (r *ReadmitReconciler) namespace(ctx context.Context, name string) (*corev1
 }
 
 // setCondition writes the BoundariesApplied condition, with an optimistic
-// lock so that conditions other controllers wrote meanwhile are kept. A lost
-// race is retried (conflictRetry), never dropped.
-func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.InstanceGroup, status metav1.ConditionStatus, reason, msg string) (ctrl.Result, error) {
+// lock so that conditions other controllers wrote meanwhile are kept, and
+// reports whether it wrote. A lost race is retried (conflictRetry), never
+// dropped.
+func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.InstanceGroup, status metav1.ConditionStatus, reason, msg string) (bool, ctrl.Result, error) {
 	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil &&
 		c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == ig.Generation {
-		return ctrl.Result{}, nil
+		return false, ctrl.Result{}, nil
 	}
 	patch := client.MergeFromWithOptions(ig.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	meta.SetStatusCondition(&ig.Status.Conditions, metav1.Condition{
@@ -137,11 +151,11 @@ func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.Insta
 	err := r.Client.Status().Patch(ctx, ig, patch)
 	switch {
 	case apierrors.IsConflict(err):
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return false, ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case apierrors.IsNotFound(err):
-		return ctrl.Result{}, nil // deleted meanwhile
+		return false, ctrl.Result{}, nil // deleted meanwhile
 	}
-	return ctrl.Result{}, err
+	return err == nil, ctrl.Result{}, err
 }
 
 // SetupWithManager registers the fan-out with the manager.

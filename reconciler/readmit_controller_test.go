@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,4 +130,44 @@ func condition(t *testing.T, c client.Client, ig *v1alpha1.InstanceGroup) *metav
 		t.Fatal(err)
 	}
 	return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
+}
+
+// A group carried to new boundaries by an update other than the fan-out's
+// own (the InstanceGroup controller adding its finalizer races the fan-out
+// under load; both are re-admitted) still gets its BoundariesApplied Event,
+// once; a group created under the current boundaries gets none.
+func TestReadmitAnnouncesNewBoundariesWhoeverCarriedTheGroupThere(t *testing.T) {
+	st, moved := currentGroup(t)
+	moved.Status.Conditions = []metav1.Condition{{
+		Type: v1alpha1.ConditionBoundariesApplied, Status: metav1.ConditionTrue, Reason: "Current",
+		Message: "The spec was computed from the current boundary ConfigMap (boundaries hash old)", LastTransitionTime: metav1.Now(),
+	}}
+	fresh := moved.DeepCopy()
+	fresh.Name, fresh.Status.Conditions = "fresh", nil
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, moved, fresh).
+		WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &ReadmitReconciler{Client: c, Store: st, Recorder: rec}
+
+	for range 2 { // the second pass finds nothing to do
+		for _, ig := range []*v1alpha1.InstanceGroup{moved, fresh} {
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], ReasonBoundariesApplied) {
+		t.Fatalf("Events = %q, want one %s (for the moved group only)", got, ReasonBoundariesApplied)
+	}
+	for _, ig := range []*v1alpha1.InstanceGroup{moved, fresh} {
+		if c := condition(t, c, ig); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, st.Get().Config.Hash(false)) {
+			t.Errorf("%s: BoundariesApplied = %+v, want True naming the current hash", ig.Name, c)
+		}
+	}
 }

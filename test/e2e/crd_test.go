@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/test/harness"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 var rollingUpgradeGVK = schema.GroupVersionKind{Group: "upgrademgr.keikoproj.io", Version: "v1alpha1", Kind: "RollingUpgrade"}
