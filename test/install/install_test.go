@@ -67,20 +67,7 @@ func TestHelmInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The cluster admin's AWS resources, and the example boundaries
-	// pointing at them.
-	cloud, err := install.NewCloud(ctx, e.AWS)
-	if err != nil {
-		t.Fatalf("creating the admin's AWS resources in moto: %v", err)
-	}
-	boundaries, err := cloud.Boundaries(cloud.AMIs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	values, err := install.ChartValues(boundaries)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cloud, values := exampleValues(t, e)
 	rel, err := install.Install(ctx, e, values)
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +207,26 @@ func TestHelmInstall(t *testing.T) {
 	if line := logs.find("forbidden"); line != "" {
 		t.Errorf("the API server refused the manager something under the chart's RBAC:\n%s", line)
 	}
+}
+
+// exampleValues creates the cluster admin's AWS resources in moto and
+// returns them with the chart values that install the example boundary
+// ConfigMap pointing at them (first AMI as the default image).
+func exampleValues(t *testing.T, e *env.Environment) (*install.Cloud, map[string]any) {
+	t.Helper()
+	cloud, err := install.NewCloud(t.Context(), e.AWS)
+	if err != nil {
+		t.Fatalf("creating the admin's AWS resources in moto: %v", err)
+	}
+	boundaries, err := cloud.Boundaries(cloud.AMIs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := install.ChartValues(boundaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cloud, values
 }
 
 // checkReplicaCannot makes real requests with the replica's credentials

@@ -54,18 +54,7 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	if err := apiextensionsv1.AddToScheme(admin.Scheme()); err != nil {
 		t.Fatal(err)
 	}
-	cloud, err := install.NewCloud(ctx, e.AWS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	boundaries, err := cloud.Boundaries(cloud.AMIs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	values, err := install.ChartValues(boundaries)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, values := exampleValues(t, e)
 
 	// The previous release, with a group built by its replica.
 	old, err := install.InstallChart(ctx, e, previousChart, values)
