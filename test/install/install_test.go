@@ -287,7 +287,8 @@ func waitForGroup(t *testing.T, c client.Client, ig *v1alpha1.InstanceGroup, tim
 		if time.Now().After(deadline) {
 			msg := fmt.Sprintf("get: %v", err)
 			if err == nil {
-				msg = "state " + cur.Status.CurrentState
+				msg = fmt.Sprintf("state %s, generation %d (observed %d), currentMin %d, currentMax %d", cur.Status.CurrentState,
+					cur.Generation, cur.Status.ObservedGeneration, cur.Status.CurrentMin, cur.Status.CurrentMax)
 				for _, c := range cur.Status.Conditions {
 					msg += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 				}
