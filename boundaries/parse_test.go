@@ -116,9 +116,13 @@ func TestParseAccepts(t *testing.T) {
 		data  map[string]string
 		check func(*Config) bool
 	}{
-		{"nil data", nil, func(c *Config) bool { return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds}) }},
+		{"nil data", nil, func(c *Config) bool {
+			return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds})
+		}},
 		{"blank values are absent", map[string]string{"boundaries": "", "defaults": "  \n", "conditionals": "# none yet\n", "enforcement": "", "rollout": "~"},
-			func(c *Config) bool { return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds}) }},
+			func(c *Config) bool {
+				return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds})
+			}},
 		{"one explicit YAML document", map[string]string{"enforcement": "---\ndeny\n...\n"}, func(c *Config) bool { return c.Enforcement == EnforcementDeny }},
 		{"deny", map[string]string{"enforcement": "deny\n"}, func(c *Config) bool { return c.Enforcement == EnforcementDeny }},
 		{"warn", map[string]string{"enforcement": "'warn'"}, func(c *Config) bool { return c.Enforcement == EnforcementWarn }},
