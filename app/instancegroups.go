@@ -46,6 +46,11 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			return c.MaxConcurrentUpgrades
 		}
 		return opts.MaxConcurrentUpgrades
+	}, PerNamespace: func(namespace string) int {
+		if q, _ := st.Get().Config.QuotasFor(namespace); q != nil && q.MaxConcurrentUpgrades != nil {
+			return int(*q.MaxConcurrentUpgrades)
+		}
+		return 0
 	}}
 	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
 	r := &reconciler.InstanceGroupReconciler{
@@ -61,7 +66,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			Recorder: recorder,
 			Client:   mgr.GetClient(),
 		},
-		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder},
+		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder, Boundaries: st},
 		Slots:          slots,
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),

@@ -115,6 +115,14 @@ func (q *Quotas) ForNamespace(namespace string) (*Quota, string) {
 	return q.PerNamespace, "quotas.perNamespace"
 }
 
+// QuotasFor is c.Quotas.ForNamespace(namespace); a nil Config has none.
+func (c *Config) QuotasFor(namespace string) (*Quota, string) {
+	if c == nil {
+		return nil, ""
+	}
+	return c.Quotas.ForNamespace(namespace)
+}
+
 // Check returns every bound ig breaks, given the other InstanceGroups of
 // the cluster (ig itself, by namespace and name, is skipped among them).
 // Each problem names the field, the bound in the ConfigMap and its value,

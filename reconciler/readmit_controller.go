@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -44,6 +42,9 @@ type ReadmitReconciler struct {
 	Client   client.Client
 	Store    *store.Store
 	Recorder events.EventRecorder
+	// AllowNoBoundaries: without a boundary ConfigMap, groups are
+	// re-admitted as submitted. Off, their stored spec is kept.
+	AllowNoBoundaries bool
 }
 
 // Reconcile re-admits one InstanceGroup if its boundaries are stale.
@@ -60,11 +61,12 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if ig.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: ig.Namespace}, ns); err != nil {
-		return ctrl.Result{}, err
+	if st.Config == nil && !r.AllowNoBoundaries {
+		// Fail closed: no boundaries never loosens a stored spec.
+		return ctrl.Result{}, r.setCondition(ctx, ig, metav1.ConditionFalse, "NoBoundaries",
+			"The boundary ConfigMap does not exist; the spec computed from the last boundaries is kept")
 	}
-	want := st.Config.Hash(ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true")
+	want := st.Config.Hash(st.Config.Excluded(ig.Namespace))
 	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == want {
 		return ctrl.Result{}, r.setCondition(ctx, ig, metav1.ConditionTrue, "Current",
 			"The spec was computed from the current boundary ConfigMap")
@@ -127,23 +129,8 @@ func (r *ReadmitReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Creates (including the initial list at start) and annotation
 		// changes; spec changes go through admission and are current.
 		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace),
-			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WatchesRawSource(source.Channel(events, &handler.TypedEnqueueRequestForObject[*v1alpha1.InstanceGroup]{})).
 		Complete(r)
-}
-
-func (r *ReadmitReconciler) groupsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	igs := &v1alpha1.InstanceGroupList{}
-	if err := r.Client.List(ctx, igs, client.InNamespace(ns.GetName())); err != nil {
-		log.FromContext(ctx).Error(err, "listing InstanceGroups of namespace", "namespace", ns.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(igs.Items))
-	for _, ig := range igs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ig)})
-	}
-	return reqs
 }
 
 var listBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
