@@ -18,6 +18,12 @@ type Input struct {
 	// NamespaceExcluded is true when the namespace is in the ConfigMap's
 	// excludedNamespaces (Config.Excluded).
 	NamespaceExcluded bool
+	// AdminNamespace is true for the namespace of the boundary ConfigMap:
+	// the admin's own groups get the ConfigMap's rules as written, without
+	// what protects against tenants (sensitive paths, rules following the
+	// provisioner), so that the seed manifests applied there by the admin
+	// behave as they always did.
+	AdminNamespace bool
 }
 
 // Result is the effective spec and what was enforced to get it.
@@ -88,7 +94,10 @@ func (c *Config) Names(path string) bool {
 // so that an inner rule governs its own subtree: the named rules, the
 // rules they imply for the other provisioners' sections (see equivalents),
 // and a restricted rule for every sensitive path no rule covers.
-func (c *Config) rules() ([]rule, error) {
+func (c *Config) rules() ([]rule, error) { return c.rulesFor(false) }
+
+// rulesFor is rules; for an admin namespace, the named rules only.
+func (c *Config) rulesFor(admin bool) ([]rule, error) {
 	var out []rule
 	named := map[string]ruleKind{}
 	var order []string
@@ -112,6 +121,9 @@ func (c *Config) rules() ([]rule, error) {
 			return nil, err
 		}
 	}
+	if admin {
+		order = nil // no derived rules, and no sensitive paths below
+	}
 	for _, d := range deriveRules(named, order) {
 		segs := splitPath(d.path)[1:]
 		r := rule{path: d.path, segs: segs, kind: d.kind, section: segs[0]}
@@ -125,7 +137,7 @@ func (c *Config) rules() ([]rule, error) {
 		covered[r.path] = r.kind
 	}
 	for _, p := range c.Sensitive {
-		if !coveredBy(p, covered) {
+		if !admin && !coveredBy(p, covered) {
 			segs := splitPath(p)[1:]
 			out = append(out, rule{path: p, segs: segs, kind: ruleRestricted, defaultSegs: segs})
 		}
@@ -186,7 +198,7 @@ func (c *Config) Effective(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	rules, err := c.rules()
+	rules, err := c.rulesFor(in.AdminNamespace)
 	if err != nil {
 		return Result{}, err
 	}

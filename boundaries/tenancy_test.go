@@ -105,6 +105,32 @@ func TestEffectiveRulesFollowTheProvisioner(t *testing.T) {
 	})
 }
 
+func TestAdminNamespaceGetsTheRulesAsWritten(t *testing.T) {
+	c := mustParse(t, exampleData)
+	in := Input{Spec: specOf(t, "provisioner: eks-managed\neks-managed: {configuration: {clusterName: my-eks-cluster, nodeRole: 'arn:aws:iam::1:role/r'}}\neks: {configuration: {userData: [{data: x}]}}")}
+	tenant, err := c.Effective(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.AdminNamespace = true
+	admin, err := c.Effective(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := getPath(tenant.Spec, []string{"eks-managed", "configuration", "clusterName"}); got != "a-managed-cluster" {
+		t.Errorf("tenant: clusterName = %v, want the admin's", got)
+	}
+	if got, _ := getPath(admin.Spec, []string{"eks-managed", "configuration", "clusterName"}); got != "my-eks-cluster" {
+		t.Errorf("admin namespace: clusterName = %v, want the group's own", got)
+	}
+	if _, ok := getPath(admin.Spec, []string{"eks", "configuration", "userData"}); !ok || len(admin.Overrides) != 0 {
+		t.Errorf("admin namespace: userData dropped or overrides %v", admin.Overrides)
+	}
+	if probs, _ := c.Verify(in, admin.Spec); len(probs) != 0 {
+		t.Errorf("Verify in the admin namespace: %v", probs)
+	}
+}
+
 func TestVerifyCatchesALaterMutation(t *testing.T) {
 	c := mustParse(t, exampleData)
 	in := Input{Spec: specOf(t, tenantShortSpec)}

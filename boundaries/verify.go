@@ -22,7 +22,7 @@ func (c *Config) Verify(in Input, final map[string]any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules, err := c.rules()
+	rules, err := c.rulesFor(in.AdminNamespace)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 			current, _ = boundaries.Parse(old.Data)
 		}
 	}
-	broken, total, err := DryRun(ctx, v.Client, cfg, current)
+	broken, total, err := DryRun(ctx, v.Client, cfg, current, v.ConfigMap.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
 	}
@@ -100,9 +100,10 @@ func (v *ConfigMapValidator) deny(ctx context.Context) admission.Response {
 // and validates it. It returns "namespace/name: reasons" for at most 10
 // groups that cfg makes invalid while current (the boundaries in force; nil
 // for none) leaves them valid, and the total number of such groups. Groups
-// being deleted are skipped; each Config's excludedNamespaces apply. Errors
+// being deleted are skipped; each Config's excludedNamespaces apply, and
+// groups in adminNamespace (the ConfigMap's) get its rules as written. Errors
 // come from listing InstanceGroups.
-func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config) ([]string, int, error) {
+func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config, adminNamespace string) ([]string, int, error) {
 	igs := &v1alpha1.InstanceGroupList{}
 	if err := c.List(ctx, igs); err != nil {
 		return nil, 0, err
@@ -114,8 +115,9 @@ func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Confi
 		if ig.DeletionTimestamp != nil {
 			continue
 		}
-		reason := dryRunOne(cfg, ig, cfg.Excluded(ig.Namespace))
-		if reason != "" && dryRunOne(current, ig, current.Excluded(ig.Namespace)) == "" {
+		admin := ig.Namespace == adminNamespace
+		reason := dryRunOne(cfg, ig, cfg.Excluded(ig.Namespace), admin)
+		if reason != "" && dryRunOne(current, ig, current.Excluded(ig.Namespace), admin) == "" {
 			total++
 			if len(broken) < maxReportedGroups {
 				broken = append(broken, fmt.Sprintf("%s/%s: %s", ig.Namespace, ig.Name, reason))
@@ -126,12 +128,12 @@ func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Confi
 }
 
 // dryRunOne returns why ig's effective spec under cfg is invalid, or "".
-func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded bool) string {
+func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded, admin bool) string {
 	submitted, err := SubmittedSpec(ig)
 	if err != nil {
 		return err.Error()
 	}
-	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded})
+	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded, AdminNamespace: admin})
 	if err != nil {
 		return err.Error()
 	}

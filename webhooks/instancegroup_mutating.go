@@ -93,7 +93,7 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
 	}
 	var warnings []string
-	if !isController && !excluded && state.Config != nil {
+	if !isController && !excluded && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
 		w, deny := m.behaviourAnnotations(state.Config, old, obj)
 		if deny != "" {
 			return admission.Denied(ref + ": " + deny)
@@ -101,7 +101,7 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		warnings = append(warnings, w...)
 	}
 	res, err := state.Config.Effective(boundaries.Input{
-		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded,
+		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded, AdminNamespace: req.Namespace == m.ConfigMap.Namespace,
 	})
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))

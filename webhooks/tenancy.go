@@ -13,14 +13,15 @@ import (
 
 // tenancy runs the checks of tenant confinement on the final object (see
 // InstanceGroupValidator). Groups in an excluded namespace skip the
-// boundary re-check and the quotas; groups in an admin namespace (the
-// ConfigMap's own, or an excluded one) may select pods of any namespace
-// for Fargate. The error is a failure to list InstanceGroups.
+// boundary re-check; groups in an excluded namespace or the ConfigMap's own
+// (the admin's) skip the quotas and may select pods of any namespace for
+// Fargate. The error is a failure to list InstanceGroups.
 func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1alpha1.InstanceGroup) (field.ErrorList, error) {
 	var errs field.ErrorList
 	state := v.Boundaries.Get()
 	cfg := state.Config
 	excluded := cfg.Excluded(ig.Namespace)
+	adminNS := ig.Namespace == v.ConfigMap.Namespace
 	cm := v.ConfigMap.String()
 
 	if cfg != nil && !excluded {
@@ -28,7 +29,7 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		if err != nil {
 			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
 		}
-		probs, err := cfg.Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations}, obj.spec())
+		probs, err := cfg.Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
 		}
@@ -48,7 +49,7 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		}
 	}
 
-	if f := ig.Spec.EKSFargate; f != nil && ig.Spec.Provisioner == v1alpha1.ProvisionerEKSFargate && !excluded && ig.Namespace != v.ConfigMap.Namespace {
+	if f := ig.Spec.EKSFargate; f != nil && ig.Spec.Provisioner == v1alpha1.ProvisionerEKSFargate && !excluded && !adminNS {
 		for i, sel := range f.Selectors {
 			if sel.Namespace != ig.Namespace {
 				errs = append(errs, field.Forbidden(field.NewPath("spec", "eks-fargate", "selectors").Index(i).Child("namespace"),
@@ -57,7 +58,7 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		}
 	}
 
-	if cfg != nil && cfg.Quotas != nil && !excluded {
+	if cfg != nil && cfg.Quotas != nil && !excluded && !adminNS {
 		all := &v1alpha1.InstanceGroupList{}
 		if err := v.Reader.List(ctx, all); err != nil {
 			return nil, fmt.Errorf("listing InstanceGroups for the quotas: %w", err)
