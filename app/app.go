@@ -88,6 +88,9 @@ type Options struct {
 	// the first stopped (tests that restart the controller): controller
 	// names are otherwise required to be unique per process.
 	InProcessRestarts bool
+	// SpotRecommender is the Event source whose SpotRecommendationGiven
+	// Events are honoured ("" ignores them all).
+	SpotRecommender string
 	// AllowNoBoundaries admits InstanceGroups as submitted while the
 	// boundary ConfigMap does not exist (open mode). Off (the default),
 	// tenants' creates and spec changes are refused until it exists.
@@ -105,6 +108,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader reconciles (all replicas serve webhooks).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "instance-manager.instancemgr.keikoproj.io", "Name of the leader election Lease.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (HTTPS; callers are authenticated with a TokenReview and authorized with a SubjectAccessReview for GET /metrics); \"0\" disables it.")
+	fs.StringVar(&o.SpotRecommender, "spot-recommendation-source", "minion-manager", "Event source (source.component or reportingController) whose SpotRecommendationGiven Events are honoured; empty ignores them.")
 	fs.BoolVar(&o.AllowNoBoundaries, "allow-no-boundaries", false, "Admit InstanceGroups as submitted while the boundary ConfigMap does not exist (open mode). Off: they are refused until the admin creates it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")

@@ -54,8 +54,9 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 	}}
 	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
 	r := &reconciler.InstanceGroupReconciler{
-		Client: mgr.GetClient(),
-		Reader: mgr.GetAPIReader(),
+		Client:          mgr.GetClient(),
+		Reader:          mgr.GetAPIReader(),
+		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
 			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients),

@@ -49,6 +49,10 @@ type InstanceGroupReconciler struct {
 	Client client.Client
 	// Reader reads what is not cached (spot recommendation Events).
 	Reader client.Reader
+	// SpotRecommender is the Event source (source.component or
+	// reportingController) whose spot recommendations are honoured; empty
+	// honours none.
+	SpotRecommender string
 	// Provisioners by spec.provisioner value ("eks-cf" is served by "eks").
 	Provisioners map[string]providers.Provisioner
 	Rolling      *upgrade.RollingUpdate

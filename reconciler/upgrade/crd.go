@@ -87,7 +87,12 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 	if c == nil {
 		return p, fmt.Errorf("spec.strategy.crd: required for strategy type crd")
 	}
-	desired, err := Render(ig)
+	// The template sees the group's cloud names as observed now, not as
+	// status says (status is not trusted as input).
+	view := ig.DeepCopy()
+	view.Status.ActiveScalingGroupName, view.Status.ActiveLaunchTemplateName = obs.GroupName, obs.LaunchTemplateName
+	view.Status.LatestTemplateVersion = obs.LatestTemplateVersion
+	desired, err := Render(view)
 	if err != nil {
 		return p, err
 	}

@@ -70,7 +70,7 @@ func TestCRDStrategyIsConfined(t *testing.T) {
 	}
 
 	for name, tc := range map[string]struct{ tmpl, want string }{
-		"another namespace": {strings.Replace(ruTemplate, "{name: rollup-nodes}", "{name: x, namespace: payments}", 1), `metadata.namespace "payments" is not the group's namespace "team-c"`},
+		"another namespace":  {strings.Replace(ruTemplate, "{name: rollup-nodes}", "{name: x, namespace: payments}", 1), `metadata.namespace "payments" is not the group's namespace "team-c"`},
 		"a kind not allowed": {"apiVersion: instancemgr.keikoproj.io/v1alpha1\nkind: InstanceGroup\nmetadata: {name: payments-nodes}\n", "kind InstanceGroup.instancemgr.keikoproj.io is not allowed"},
 		"a template bomb":    {"apiVersion: v1\nkind: ConfigMap\n{{range 100000000}}x{{end}}", "range may only iterate over a field"},
 	} {

@@ -53,11 +53,11 @@ func Render(ig *v1alpha1.InstanceGroup) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
-	for _, t := range tmpl.Templates() {
-		if t.Name() != field {
-			return nil, fmt.Errorf("%s: {{define}} and {{block}} are not allowed", field)
-		}
-		if err := check(t.Root, 0); err != nil {
+	if len(tmpl.Templates()) > 1 {
+		return nil, fmt.Errorf("%s: {{define}} and {{block}} are not allowed", field)
+	}
+	if tmpl.Tree != nil {
+		if err := check(tmpl.Tree.Root, 0); err != nil {
 			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 	}
