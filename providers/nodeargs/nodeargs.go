@@ -176,7 +176,7 @@ func split(s string) ([]string, error) {
 }
 
 // ShellQuote quotes s for a POSIX shell: single quotes, with each single
-// quote inside written as '\''.
+// quote inside written as '\”.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
