@@ -175,8 +175,9 @@ func split(s string) ([]string, error) {
 	return words, nil
 }
 
-// ShellQuote quotes s for a POSIX shell: single quotes, with each single
-// quote inside written as '\”.
+// ShellQuote quotes s for a POSIX shell: in single quotes, where each
+// single quote of s ends the quoting, is escaped with a backslash, and
+// starts it again.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
