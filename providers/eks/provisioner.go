@@ -195,6 +195,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
+	dnsNames := p.launched.dnsNames(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
 		if !ok && in.LaunchTemplate != nil {
@@ -207,6 +208,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			LifecycleState: string(in.LifecycleState),
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			UpToDate:       v == obs.LatestTemplateVersion,
+			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {
