@@ -57,8 +57,11 @@ var equivalents = []equivalent{
 	{[]string{"spec.eks.maxSize", "spec.eks-managed.maxSize"}, true},
 	{[]string{"spec.eks.configuration.clusterName", "spec.eks-managed.configuration.clusterName", "spec.eks-fargate.clusterName"}, true},
 	{[]string{"spec.eks.configuration.subnets", "spec.eks-managed.configuration.subnets", "spec.eks-fargate.subnets"}, true},
-	{[]string{"spec.eks.configuration.securityGroups", "spec.eks-managed.configuration.securityGroups"}, true},
-	{[]string{"spec.eks.configuration.keyPairName", "spec.eks-managed.configuration.keyPairName"}, true},
+	// In a managed node group, securityGroups and keyPairName are SSH
+	// remote access (sources and key): the rule follows, the nodes'
+	// defaults do not (a key without sources opens SSH to the world).
+	{[]string{"spec.eks.configuration.securityGroups", "spec.eks-managed.configuration.securityGroups"}, false},
+	{[]string{"spec.eks.configuration.keyPairName", "spec.eks-managed.configuration.keyPairName"}, false},
 	{[]string{"spec.eks.configuration.instanceType", "spec.eks-managed.configuration.instanceType"}, true},
 	{[]string{"spec.eks.configuration.volSize", "spec.eks-managed.configuration.volSize"}, true},
 	{[]string{"spec.eks.configuration.labels", "spec.eks-managed.configuration.labels"}, true},

@@ -294,7 +294,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSFargate: &v1alpha1.EKSFargateSpec{
 				ClusterName: cloud.cluster, Subnets: cloud.subnets,
-				Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "jobs", Labels: map[string]string{"tier": "batch"}}},
+				Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "e2e-fargate", Labels: map[string]string{"tier": "batch"}}}, // its own namespace only
 				Tags:      map[string]string{"team": "fargate"},
 			},
 		},
@@ -321,7 +321,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 	sampler := sampleProfiles(cloud.cluster, prefix)
 	time.Sleep(100 * time.Millisecond)
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
-		cur.Spec.EKSFargate.Selectors = []v1alpha1.EKSFargateSelector{{Namespace: "jobs", Labels: map[string]string{"tier": "batch-v2"}}, {Namespace: "cron"}}
+		cur.Spec.EKSFargate.Selectors = []v1alpha1.EKSFargateSelector{{Namespace: "e2e-fargate", Labels: map[string]string{"tier": "batch-v2"}}, {Namespace: "e2e-fargate", Labels: map[string]string{"tier": "cron"}}}
 	})
 	var second string
 	g.Eventually(func() bool {
