@@ -2,10 +2,10 @@ package boundaries
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -85,7 +85,7 @@ func (q *Quotas) validate() []string {
 		}
 	}
 	check("perNamespace", q.PerNamespace)
-	for _, ns := range sortedKeys(q.Namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(q.Namespaces)) {
 		qt := q.Namespaces[ns]
 		check("namespaces."+ns, &qt)
 	}
@@ -95,7 +95,7 @@ func (q *Quotas) validate() []string {
 			out = append(out, "total: only maxGroups, maxTotalVCPU and maxConcurrentUpgrades bound the cluster as a whole; put per-group bounds in perNamespace")
 		}
 	}
-	for _, k := range sortedKeys(q.VCPUs) {
+	for _, k := range slices.Sorted(maps.Keys(q.VCPUs)) {
 		if q.VCPUs[k] < 1 {
 			out = append(out, fmt.Sprintf("vcpus.%s: %d (valid: an integer >= 1)", k, q.VCPUs[k]))
 		}
@@ -319,13 +319,4 @@ func matchesAny(s string, patterns []string) bool {
 		}
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
