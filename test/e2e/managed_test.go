@@ -138,7 +138,9 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.Subnets).To(ConsistOf(cloud.subnets[0], cloud.subnets[1]), "Name tags resolved to ids")
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
 	g.Expect(aws.ToString(ng.NodeRole)).To(Equal(ready.Status.NodesInstanceRoleArn))
-	g.Expect(ng.Labels).To(Equal(map[string]string{"team": "managed", "legacy": "yes",
+	// The admin's label rule and default (written for spec.eks) follow the
+	// group into spec.eks-managed.
+	g.Expect(ng.Labels).To(Equal(map[string]string{"team": "managed", "legacy": "yes", "a-default-label": "true",
 		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
 	g.Expect(ng.Taints).To(HaveLen(1))
 	g.Expect(ng.Taints[0].Effect).To(Equal(ekstypes.TaintEffectNoSchedule))
@@ -163,7 +165,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 			return nil
 		}
 		return ng.Labels
-	}, 30*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold",
+	}, 30*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold", "a-default-label": "true",
 		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
 	scaled := waitReady(t, ig, 30*time.Second)
 	g.Expect(scaled.Status.CurrentMin).To(Equal(2))
