@@ -206,7 +206,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap},
+		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper()},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
 	)
 	if err := (&reconciler.BoundariesReconciler{

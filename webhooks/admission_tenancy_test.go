@@ -8,13 +8,16 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 )
 
@@ -104,5 +107,32 @@ func TestConfigMapDeleteRefusedWhileGroupsExist(t *testing.T) {
 	res := busy.Handle(context.Background(), req)
 	if res.Allowed || !strings.Contains(res.Result.Message, "holds the boundaries of 1 InstanceGroup(s) (team-a/web) and cannot be deleted") {
 		t.Errorf("deleting with a group: allowed=%v %q", res.Allowed, res.Result.Message)
+	}
+}
+
+func TestValidatorRefusesAClusterScopedCRDKind(t *testing.T) {
+	st := &store.Store{}
+	cfg, err := boundaries.Parse(map[string]string{"crdStrategy": "allowedKinds: [{group: example.com, kind: Cluster}]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetValid(cfg, "1")
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Cluster"}, meta.RESTScopeRoot)
+	v := &InstanceGroupValidator{Boundaries: st, Mapper: mapper, ConfigMap: testConfigMap}
+	ig := validEKS()
+	ig.Namespace, ig.Name = "team-a", "g"
+	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
+		CRDName: "clusters", StatusJSONPath: "s", StatusSuccessString: "a", StatusFailureString: "b",
+		Spec: "apiVersion: example.com/v1\nkind: Cluster\nmetadata: {name: x}\n"}}
+	raw, _ := json.Marshal(ig)
+	var obj map[string]any
+	_ = json.Unmarshal(raw, &obj)
+	submitted, _ := json.Marshal(obj["spec"])
+	obj["metadata"].(map[string]any)["annotations"] = map[string]any{
+		v1alpha1.AnnotationSubmittedSpec: string(submitted), v1alpha1.AnnotationBoundariesHash: "h"}
+	res := v.Handle(context.Background(), request(t, admissionv1.Create, "alice", obj, nil))
+	if res.Allowed || !strings.Contains(res.Result.Message, "kind Cluster is cluster-scoped") {
+		t.Errorf("allowed=%v %q", res.Allowed, res.Result.Message)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +37,9 @@ type InstanceGroupValidator struct {
 	// ConfigMap names the boundary ConfigMap; its namespace is the
 	// admin's, like the ConfigMap's excludedNamespaces.
 	ConfigMap types.NamespacedName
+	// Mapper, when set, tells whether the crd strategy's kind is
+	// namespaced.
+	Mapper meta.RESTMapper
 }
 
 // Handle implements admission.Handler.

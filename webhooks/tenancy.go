@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -43,6 +44,14 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		u, err := crdtemplate.Render(ig)
 		if err == nil {
 			err = crdtemplate.Placement(u, ig, cfg.AllowsCRDKind, cfg.CRDKindList())
+		}
+		if err == nil && v.Mapper != nil {
+			// A kind not served yet is reported by the controller when it
+			// submits; a cluster-scoped one is refused here already.
+			gvk := u.GroupVersionKind()
+			if m, merr := v.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); merr == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
+				err = fmt.Errorf("spec.strategy.crd.spec: kind %s is cluster-scoped; the crd strategy creates namespaced objects in the group's namespace only", gvk.Kind)
+			}
 		}
 		if err != nil {
 			errs = append(errs, field.Forbidden(sp, err.Error()+" (ConfigMap "+cm+")"))
