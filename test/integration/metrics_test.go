@@ -58,3 +58,18 @@ func TestMetricsEndpointRefusesAnUnauthenticatedScrape(t *testing.T) {
 		g.Expect(r.StatusCode).To(Equal(http.StatusBadRequest), "plain HTTP to the TLS port")
 	}
 }
+
+// The webhook server speaks HTTP/1.1 only, whatever the client offers.
+func TestWebhookServerHasNoHTTP2(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	wio := environment.Envtest.WebhookInstallOptions
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, // the test's serving certificate
+		ForceAttemptHTTP2: true,
+	}}
+	resp, err := client.Get(fmt.Sprintf("https://%s/validate-instancegroup", net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort))))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.Body.Close()).To(Succeed())
+	g.Expect(resp.Proto).To(Equal("HTTP/1.1"), "HTTP/2 is off on the webhook server")
+}
