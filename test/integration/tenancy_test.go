@@ -43,6 +43,20 @@ func uniqueNamespace(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
 }
 
+// underBoundaries starts a test of tenant confinement: the boundary
+// ConfigMap set to data (nil: the example), put back to the example when
+// the test ends, and the tenant user of namespace ns.
+func underBoundaries(t *testing.T, data map[string]string, user, ns string) (*WithT, context.Context, *tenant) {
+	t.Helper()
+	if data == nil {
+		mustSetConfigMap(t, exampleConfigMapData(t))
+	} else {
+		mustSetConfigMap(t, data)
+		t.Cleanup(func() { mustSetConfigMap(t, exampleConfigMapData(t)) })
+	}
+	return NewWithT(t), context.Background(), newTenant(t, user, ns)
+}
+
 func crdIG(namespace, name, template string) *v1alpha1.InstanceGroup {
 	ig := shortIG(namespace, name)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
@@ -55,10 +69,7 @@ func crdIG(namespace, name, template string) *v1alpha1.InstanceGroup {
 func TestTenantCRDTemplateIsConfined(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-crd")
-	g := NewWithT(t)
-	ctx := context.Background()
-	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "crd-tenant", ns)
+	g, ctx, tn := underBoundaries(t, nil, "crd-tenant", ns)
 	const ru = "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  name: rollup-nodes\n  namespace: %s\nspec:\n  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}\n"
 
 	err := tn.client.Create(ctx, crdIG(ns, "other-namespace", strings.Replace(ru, "%s", "kube-system", 1)))
@@ -87,10 +98,7 @@ func TestTenantCRDTemplateIsConfined(t *testing.T) {
 func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-nodefault")
-	g := NewWithT(t)
-	ctx := context.Background()
-	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "nodefault-tenant", ns)
+	g, ctx, tn := underBoundaries(t, nil, "nodefault-tenant", ns)
 
 	// Warn mode (the example): userData, which the example ConfigMap does
 	// not name, is admin-only: dropped with a warning. So is a behaviour
@@ -126,13 +134,9 @@ func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
 func TestTenantCannotClaimOwnershipTagsReservedLabelsOrShell(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-shell")
-	g := NewWithT(t)
-	ctx := context.Background()
 	// The admin shares volumes and bootstrap arguments: validation still
 	// refuses what would reach a shell line.
-	mustSetConfigMap(t, withShared(t, "spec.eks.configuration.volumes", "spec.eks.configuration.bootstrapArguments"))
-	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "shell-tenant", ns)
+	g, ctx, tn := underBoundaries(t, withShared(t, "spec.eks.configuration.volumes", "spec.eks.configuration.bootstrapArguments"), "shell-tenant", ns)
 
 	cases := map[string]struct {
 		edit func(*v1alpha1.EKSConfiguration)
@@ -177,13 +181,9 @@ func TestTenantCannotClaimOwnershipTagsReservedLabelsOrShell(t *testing.T) {
 func TestSwitchingProvisionerDoesNotEscapeARule(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-switch")
-	g := NewWithT(t)
-	ctx := context.Background()
 	data := exampleConfigMapData(t)
 	data["enforcement"] = "deny"
-	mustSetConfigMap(t, data)
-	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "switch-tenant", ns)
+	g, ctx, tn := underBoundaries(t, data, "switch-tenant", ns)
 
 	managed := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "managed"},
@@ -217,10 +217,7 @@ func TestSwitchingProvisionerDoesNotEscapeARule(t *testing.T) {
 func TestBoundaryConfigMapCannotBeDeletedWhileGroupsExist(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-cm")
-	g := NewWithT(t)
-	ctx := context.Background()
-	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "cm-tenant", ns)
+	g, ctx, tn := underBoundaries(t, nil, "cm-tenant", ns)
 	g.Expect(tn.client.Create(ctx, shortIG(ns, "keeps-the-boundaries"))).To(Succeed())
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: configNamespace, Name: app.ConfigMapName}}
@@ -235,13 +232,9 @@ func TestBoundaryConfigMapCannotBeDeletedWhileGroupsExist(t *testing.T) {
 func TestQuotaIsEnforced(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-quota")
-	g := NewWithT(t)
-	ctx := context.Background()
 	data := exampleConfigMapData(t)
 	data["quotas"] = "namespaces:\n  " + ns + ": {maxGroups: 1, maxSize: 4, instanceTypes: [\"m5.*\"]}\n"
-	mustSetConfigMap(t, data)
-	defer mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "quota-tenant", ns)
+	g, ctx, tn := underBoundaries(t, data, "quota-tenant", ns)
 
 	big := shortIG(ns, "too-big")
 	big.Spec.EKS.MaxSize = 50
@@ -261,10 +254,7 @@ func TestQuotaIsEnforced(t *testing.T) {
 func TestSpecEditsOnADeletingGroupAreRefused(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-deleting")
-	g := NewWithT(t)
-	ctx := context.Background()
-	mustSetConfigMap(t, exampleConfigMapData(t))
-	tn := newTenant(t, "deleting-tenant", ns)
+	g, ctx, tn := underBoundaries(t, nil, "deleting-tenant", ns)
 
 	ig := shortIG(ns, "going")
 	ig.Finalizers = []string{"example.com/hold"} // the tenant's own, so the group stays while deleting
