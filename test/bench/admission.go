@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/boundaries"
@@ -62,45 +64,54 @@ func benchAdmission(clients int, d time.Duration) (p99 time.Duration, rps float6
 	st.SetValid(cfg, "1")
 	kube := fake.NewClientBuilder().WithScheme(app.Scheme()).
 		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}).Build()
+	cmRef := types.NamespacedName{Namespace: "instance-manager", Name: "instance-manager"}
+	mutator := &webhooks.InstanceGroupMutator{Boundaries: st, ControllerUser: "system:serviceaccount:instance-manager:instance-manager", ConfigMap: cmRef}
+	validator := &webhooks.InstanceGroupValidator{Boundaries: st, Reader: kube, ConfigMap: cmRef}
 	mux := http.NewServeMux()
-	mux.Handle(webhooks.PathMutateInstanceGroup, &admission.Webhook{Handler: &webhooks.InstanceGroupMutator{
-		Client: kube, Boundaries: st, ControllerUser: "system:serviceaccount:instance-manager:instance-manager",
-		ConfigMap: types.NamespacedName{Namespace: "instance-manager", Name: "instance-manager"},
-	}})
-	mux.Handle(webhooks.PathValidateInstanceGroup, &admission.Webhook{Handler: &webhooks.InstanceGroupValidator{}})
+	mux.Handle(webhooks.PathMutateInstanceGroup, &admission.Webhook{Handler: mutator})
+	mux.Handle(webhooks.PathValidateInstanceGroup, &admission.Webhook{Handler: validator})
 	srv := httptest.NewUnstartedServer(mux)
 	srv.EnableHTTP2 = false
 	srv.StartTLS()
 	defer srv.Close()
 
-	body := func(path string, i int) ([]byte, error) {
-		ig := &v1alpha1.InstanceGroup{
-			TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "InstanceGroup"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("group-%d", i), Annotations: map[string]string{"team": "payments", "tier": "web"}},
-			Spec: v1alpha1.InstanceGroupSpec{EKS: &v1alpha1.EKSSpec{MinSize: 1, MaxSize: 3, Configuration: &v1alpha1.EKSConfiguration{
-				InstanceType: "m5.large", Labels: map[string]string{"team": "a"}, Tags: []map[string]string{{"key": "team", "value": "a"}},
-			}}},
-		}
-		if path == webhooks.PathValidateInstanceGroup {
-			// The validating webhook sees an effective spec.
-			ig.Spec.Provisioner = v1alpha1.ProvisionerEKS
-			ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate}
-			c := ig.Spec.EKS.Configuration
-			c.ClusterName, c.Image, c.Subnets, c.SecurityGroups = "a-managed-cluster", "ami-1234", []string{"subnet-1234"}, []string{"sg-1234"}
-		}
-		raw, err := json.Marshal(ig)
+	// The reviews the clients send, made beforehand: a tenant's short
+	// group for the mutating webhook, and what the mutating webhook made of
+	// it for the validating one.
+	const distinct = 200
+	bodies := map[string][][]byte{}
+	for i := range distinct {
+		short, err := json.Marshal(shortInstanceGroup(i))
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
-		return json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-			Request: &admissionv1.AdmissionRequest{
-				UID: types.UID(fmt.Sprint(i)), Kind: metav1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Kind: "InstanceGroup"},
-				Resource:  metav1.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Resource: "instancegroups"},
-				Namespace: "team-a", Name: ig.Name, Operation: admissionv1.Create,
-				UserInfo: authenticationv1.UserInfo{Username: "alice"}, Object: runtime.RawExtension{Raw: raw},
-			},
-		})
+		req := reviewRequest(i, short)
+		resp := mutator.Handle(context.Background(), admission.Request{AdmissionRequest: *req})
+		if !resp.Allowed {
+			return 0, 0, fmt.Errorf("the mutating webhook refused the benchmark's group: %+v", resp.Result)
+		}
+		ops, err := json.Marshal(resp.Patches)
+		if err != nil {
+			return 0, 0, err
+		}
+		patch, err := jsonpatch.DecodePatch(ops)
+		if err != nil {
+			return 0, 0, err
+		}
+		effective, err := patch.Apply(short)
+		if err != nil {
+			return 0, 0, err
+		}
+		for path, obj := range map[string][]byte{webhooks.PathMutateInstanceGroup: short, webhooks.PathValidateInstanceGroup: effective} {
+			b, err := json.Marshal(admissionv1.AdmissionReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+				Request:  reviewRequest(i, obj),
+			})
+			if err != nil {
+				return 0, 0, err
+			}
+			bodies[path] = append(bodies[path], b)
+		}
 	}
 
 	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: clients} //nolint:gosec // loopback test server
@@ -121,14 +132,11 @@ func benchAdmission(clients int, d time.Duration) (p99 time.Duration, rps float6
 				if i%2 == 1 {
 					path = webhooks.PathValidateInstanceGroup
 				}
-				b, err := body(path, i)
-				if err == nil {
-					t0 := time.Now()
-					err = post(httpc, srv.URL+path, b)
-					mu.Lock()
-					lat = append(lat, time.Since(t0))
-					mu.Unlock()
-				}
+				t0 := time.Now()
+				err := post(httpc, srv.URL+path, bodies[path][i%distinct])
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -146,6 +154,29 @@ func benchAdmission(clients int, d time.Duration) (p99 time.Duration, rps float6
 		return 0, 0, firstErr
 	}
 	return percentile(lat, 0.99), float64(len(lat)) / elapsed.Seconds(), nil
+}
+
+// shortInstanceGroup is a tenant's short group, annotated so that the
+// ConfigMap's conditionals are evaluated.
+func shortInstanceGroup(i int) *v1alpha1.InstanceGroup {
+	return &v1alpha1.InstanceGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "InstanceGroup"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("group-%d", i), Annotations: map[string]string{"team": "payments", "tier": "web"}},
+		Spec: v1alpha1.InstanceGroupSpec{EKS: &v1alpha1.EKSSpec{MinSize: 1, MaxSize: 3, Configuration: &v1alpha1.EKSConfiguration{
+			InstanceType: "m5.large", Labels: map[string]string{"team": "a"}, Tags: []map[string]string{{"key": "team", "value": "a"}},
+		}}},
+	}
+}
+
+// reviewRequest is a tenant's CREATE of obj (JSON).
+func reviewRequest(i int, obj []byte) *admissionv1.AdmissionRequest {
+	return &admissionv1.AdmissionRequest{
+		UID:       types.UID(fmt.Sprint(i)),
+		Kind:      metav1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Kind: "InstanceGroup"},
+		Resource:  metav1.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Resource: "instancegroups"},
+		Namespace: "team-a", Name: fmt.Sprintf("group-%d", i), Operation: admissionv1.Create,
+		UserInfo: authenticationv1.UserInfo{Username: "alice"}, Object: runtime.RawExtension{Raw: obj},
+	}
 }
 
 // post sends one AdmissionReview and checks that it was allowed.
