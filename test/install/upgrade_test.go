@@ -114,7 +114,7 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	if err := replica.Stop(); err != nil {
 		t.Errorf("the previous release's replica: %v", err)
 	}
-	replica, err = install.StartManager(ctx, e, rel, install.ManagerOptions{Dir: t.TempDir(), LogWriter: logs, })
+	replica, err = install.StartManager(ctx, e, rel, install.ManagerOptions{Dir: t.TempDir(), LogWriter: logs})
 	if err != nil {
 		t.Fatalf("the upgraded release's replica: %v", err)
 	}
