@@ -24,10 +24,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/instancemgr/instance-manager/build/image"
 )
@@ -107,22 +104,11 @@ func run(ctx context.Context, args []string) error {
 		if *dir == "" || fs.NArg() != 1 {
 			return errors.New("push: -layout DIR and one IMAGE (registry/repository:tag) are required\n" + usage)
 		}
-		ref, err := name.ParseReference(fs.Arg(0))
-		if err != nil {
-			return fmt.Errorf("push: IMAGE %q: %w (want registry/repository:tag)", fs.Arg(0), err)
-		}
-		idx, err := image.ReadLayout(*dir)
+		pushed, err := image.Push(ctx, *dir, fs.Arg(0))
 		if err != nil {
 			return err
 		}
-		if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-			return fmt.Errorf("pushing %s: %w", ref, err)
-		}
-		digest, err := idx.Digest()
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s@%s\n", ref.Context(), digest)
+		fmt.Println(pushed)
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
