@@ -22,8 +22,15 @@ import (
 // written beside dir first and renamed into place, so a failed build
 // leaves the previous one intact.
 func WriteLayout(dir string, idx v1.ImageIndex, refName string) error {
-	tmp := dir + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-") // unique: two builds may run at once
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // left only when a step failed
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
 	p, err := layout.Write(tmp, empty.Index)
