@@ -93,14 +93,7 @@ func TestHelmInstall(t *testing.T) {
 	checkContainerProcess(t, m, rel)
 
 	// A tenant submits the short InstanceGroup.
-	tenant, err := install.NewTenant(ctx, e.Config, "team-a", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ig, err := tenant.ShortGroup()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant, ig := exampleTenant(t, e)
 	submittedLabels := ig.Spec.EKS.Configuration.Labels
 	if err := tenant.Client.Create(ctx, ig); err != nil {
 		t.Fatalf("the tenant creating %s/%s: %v", ig.Namespace, ig.Name, err)
@@ -227,6 +220,22 @@ func exampleValues(t *testing.T, e *env.Environment) (*install.Cloud, map[string
 		t.Fatal(err)
 	}
 	return cloud, values
+}
+
+// exampleTenant makes the tenant alice, owner of namespace team-a, and
+// returns it with its short InstanceGroup (examples/tenant-short.yaml),
+// not yet created.
+func exampleTenant(t *testing.T, e *env.Environment) (*install.Tenant, *v1alpha1.InstanceGroup) {
+	t.Helper()
+	tenant, err := install.NewTenant(t.Context(), e.Config, "team-a", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ig, err := tenant.ShortGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant, ig
 }
 
 // checkReplicaCannot makes real requests with the replica's credentials

@@ -78,14 +78,7 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 			_ = replica.Stop()
 		}
 	})
-	tenant, err := install.NewTenant(ctx, e.Config, "team-a", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ig, err := tenant.ShortGroup()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant, ig := exampleTenant(t, e)
 	// No instances: what is upgraded here is the chart, not the nodes.
 	ig.Spec.EKS.MinSize, ig.Spec.EKS.MaxSize = 0, 2
 	if err := tenant.Client.Create(ctx, ig); err != nil {
