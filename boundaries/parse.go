@@ -34,7 +34,7 @@ const (
 )
 
 // dataKeys lists the allowed data keys, sorted, for messages.
-var dataKeys = []string{KeyBoundaries, KeyConditionals, KeyDefaults, KeyEnforcement, KeyRollout}
+var dataKeys = []string{KeyAllowlists, KeyBoundaries, KeyConditionals, KeyDefaults, KeyEnforcement, KeyRollout}
 
 // Config is a parsed boundary ConfigMap. Parse returns it validated; a
 // hand-built Config is accepted by Effective and Hash as well.
@@ -59,6 +59,9 @@ type Config struct {
 	// MaxConcurrentUpgrades is the cluster-wide cap on groups rotating
 	// nodes at once because of a boundary change; 0 = not set.
 	MaxConcurrentUpgrades int
+	// Allowlists is the parsed `allowlists` key (allowlist.go); nil when
+	// absent, which gives every list its default.
+	Allowlists *Allowlists
 }
 
 // Conditional is one entry of `conditionals`.
@@ -99,7 +102,7 @@ func Parse(data map[string]string) (*Config, error) {
 	c := &Config{Enforcement: EnforcementWarn}
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
-		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout:
+		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout, KeyAllowlists:
 		default:
 			p.addf("data.%s: unknown key (valid: %s)", k, strings.Join(dataKeys, ", "))
 		}
@@ -118,6 +121,9 @@ func Parse(data map[string]string) (*Config, error) {
 	}
 	if v, ok := p.yaml(data, KeyRollout); ok {
 		c.MaxConcurrentUpgrades = p.rollout(v)
+	}
+	if v, ok := p.yaml(data, KeyAllowlists); ok {
+		c.Allowlists = p.allowlists(v)
 	}
 	if len(p.problems) > 0 {
 		return nil, &ConfigError{Problems: p.problems}
