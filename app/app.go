@@ -89,6 +89,9 @@ type Options struct {
 	// the first stopped (tests that restart the controller): controller
 	// names are otherwise required to be unique per process.
 	InProcessRestarts bool
+	// LeastPrivilege pins the controller to its cluster and limits the
+	// roles it creates (leastprivilege.go).
+	LeastPrivilege
 	// LeaderElectionNamespace is the namespace of the leader election
 	// Lease. Empty: $POD_NAMESPACE, and when that is unset too,
 	// controller-runtime's in-cluster default (the pod's namespace), which
@@ -118,6 +121,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
+	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
 }
 
@@ -161,6 +165,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := opts.roleLimits(); err != nil {
+		return nil, err
+	}
 	configMap := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: ConfigMapName}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
@@ -192,9 +199,13 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
+	clients, err := awsClients(opts)
+	if err != nil {
+		return nil, err
+	}
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{},
+		&webhooks.InstanceGroupValidator{Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st)},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
 	)
 	if err := (&reconciler.BoundariesReconciler{
@@ -205,7 +216,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
-	if err := setupInstanceGroups(mgr, opts, st, recorder); err != nil {
+	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -98,6 +98,10 @@ type AllowContext struct {
 	// reports it; nil when no AWS client is at hand, and then an
 	// imageOwners list refuses every AMI id it cannot check.
 	ImageOwner func(imageID string) (owners []string, err error)
+	// AdminNamespace: the group is in the boundary ConfigMap's namespace,
+	// the admin's own (the seed examples live there); only clusterName is
+	// checked.
+	AdminNamespace bool
 }
 
 // CheckAllowlists returns a Forbidden error for every reference in spec
@@ -122,7 +126,7 @@ func (c *Config) CheckAllowlists(spec *v1alpha1.InstanceGroupSpec, ctx AllowCont
 	}
 	var errs field.ErrorList
 	for _, r := range Refs(spec) {
-		if adminValues[r.List+"\x00"+r.Value] {
+		if adminValues[r.List+"\x00"+r.Value] || (ctx.AdminNamespace && r.List != AllowClusters) {
 			continue
 		}
 		entries, written, checked := lists.List(r.List)
@@ -143,6 +147,9 @@ func (c *Config) CheckAllowlists(spec *v1alpha1.InstanceGroupSpec, ctx AllowCont
 			errs = append(errs, field.Forbidden(r.Field, fmt.Sprintf("%q is not allowed by the boundary ConfigMap's data.%s.%s (%s); the cluster admin may add it there, or leave the field to the admin's defaults",
 				r.Value, KeyAllowlists, r.List, describeList(r.List, entries, written, ctx.Clusters))))
 		}
+	}
+	if ctx.AdminNamespace {
+		return errs
 	}
 	return append(errs, c.checkMetadataOptions(spec, admin)...)
 }

@@ -98,8 +98,12 @@ func TestCheckAllowlists(t *testing.T) {
 		clusters []string
 		spec     string
 		owners   map[string][]string
+		admin    bool     // the group is in the ConfigMap's namespace
 		want     []string // substrings, one per expected error; none = allowed
 	}{
+		{name: "the admin's namespace: only the cluster is checked", admin: true, clusters: []string{"prod"},
+			spec: `eks: {configuration: {clusterName: dev, roleName: anything, metadataOptions: {httpTokens: optional}}}`,
+			want: []string{`spec.eks.configuration.clusterName: Forbidden: "dev"`}},
 		{name: "no ConfigMap keys: no bring-your-own role", spec: `eks: {configuration: {roleName: admin, instanceProfileName: admin}}`,
 			want: []string{`spec.eks.configuration.roleName: Forbidden: "admin" is not allowed by the boundary ConfigMap's data.allowlists.roles (the list is absent, so none is allowed)`,
 				`spec.eks.configuration.instanceProfileName: Forbidden: "admin" is not allowed by the boundary ConfigMap's data.allowlists.instanceProfiles`}},
@@ -146,7 +150,7 @@ func TestCheckAllowlists(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := AllowContext{Clusters: tc.clusters}
+			ctx := AllowContext{Clusters: tc.clusters, AdminNamespace: tc.admin}
 			if tc.owners != nil {
 				ctx.ImageOwner = func(id string) ([]string, error) { return tc.owners[id], nil }
 			}

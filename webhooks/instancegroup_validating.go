@@ -18,10 +18,14 @@ import (
 // InstanceGroups: it rejects an effective spec that cannot be built (see
 // ValidateInstanceGroup) and provenance annotations that are missing or not
 // what the mutating webhook wrote.
-type InstanceGroupValidator struct{}
+type InstanceGroupValidator struct {
+	// Allowlists, when set, refuses AWS identities and data the admin has
+	// not allowed (allowlist.go).
+	Allowlists *Allowlists
+}
 
 // Handle implements admission.Handler.
-func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -39,6 +43,9 @@ func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request
 	}
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
+	if v.Allowlists != nil {
+		errs = append(errs, v.Allowlists.Check(ctx, ig)...)
+	}
 	if len(errs) > 0 {
 		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is invalid: %s", req.Namespace, ig.Name, errs.ToAggregate().Error())).WithWarnings(warnings...)
 	}
