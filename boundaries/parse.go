@@ -88,7 +88,8 @@ func (e *ConfigError) Error() string {
 
 // Parse parses the data of the boundary ConfigMap strictly (BOUNDARIES.md,
 // "The boundary ConfigMap" and "Bad input gets a clear error"). data holds
-// the keys boundaries, defaults, conditionals, enforcement and rollout, each
+// the keys boundaries, defaults, conditionals, enforcement, rollout and
+// allowlists (allowlist.go), each
 // a YAML document; a missing, empty or blank value means the key is absent,
 // and nil or empty data gives a Config with no rules (Enforcement warn).
 // On any problem it returns nil and a *ConfigError listing all of them:
