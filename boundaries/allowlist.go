@@ -146,6 +146,10 @@ func checkAllowEntry(key, s string) error {
 		if !strings.HasPrefix(s, "/") || !strings.HasSuffix(s, "/") || strings.Contains(s, "*") {
 			return fmt.Errorf("%q: a parameter path prefix starts and ends with \"/\", without \"*\" (e.g. /aws/service/, /platform/images/)", s)
 		}
+	case AllowRoles, AllowInstanceProfiles:
+		if strings.HasPrefix(s, "/") || strings.HasPrefix(s, "arn:") {
+			return fmt.Errorf("%q: roleName and instanceProfileName are names, so list names or name patterns (team-a-*); IAM paths and ARNs apply to the ARN lists (nodeRoles, podExecutionRoles, lifecycleHookRoles)", s)
+		}
 	case AllowImageOwners:
 		if s != "amazon" && !regexp.MustCompile(`^[0-9]{12}$`).MatchString(s) {
 			return fmt.Errorf("%q: an image owner is a 12-digit account id or amazon", s)

@@ -27,6 +27,7 @@ func TestParseAllowlists(t *testing.T) {
 		{name: "not a list", yaml: "roles: x\n", wantErr: "data.allowlists.roles: expected a list of strings"},
 		{name: "a wildcard that matches everything", yaml: "roles: ['*']\n", wantErr: `data.allowlists.roles[0]: "*" matches everything`},
 		{name: "a prefix that is not a path", yaml: "ssmParameterPrefixes: [prod]\n", wantErr: "data.allowlists.ssmParameterPrefixes[0]"},
+		{name: "a path where names are compared", yaml: "roles: [/byo/]\n", wantErr: "data.allowlists.roles[0]: \"/byo/\": roleName and instanceProfileName are names"},
 		{name: "an owner that is not an account", yaml: "imageOwners: [someone]\n", wantErr: "12-digit account id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
