@@ -30,6 +30,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -199,7 +200,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
-	clients, err := awsClients(opts)
+	clients, err := awsClients(opts, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -71,8 +73,9 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 }
 
 // awsClients returns the AWS clients: from opts.AWS (instrumented), or
-// from the default configuration chain.
-func awsClients(opts Options) (*awsp.Clients, error) {
+// from the default configuration chain, with apiOptions added to every
+// client's middleware.
+func awsClients(opts Options, apiOptions ...func(*middleware.Stack) error) (*awsp.Clients, error) {
 	cfg := opts.AWS
 	if cfg == nil {
 		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
@@ -85,6 +88,7 @@ func awsClients(opts Options) (*awsp.Clients, error) {
 		awsp.Instrument(&c)
 		cfg = &c
 	}
+	cfg.APIOptions = append(slices.Clip(cfg.APIOptions), apiOptions...)
 	return awsp.NewClients(*cfg), nil
 }
 

@@ -2,10 +2,12 @@ package app
 
 import (
 	"flag"
+	"slices"
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/webhooks"
@@ -55,6 +57,26 @@ func (l LeastPrivilege) clusters() []string {
 		out = append(out, l.ClusterName)
 	}
 	return append(out, l.AdditionalClusterNames...)
+}
+
+// clusterAllowed is the EKS client's guard (awsp.ClusterGuard): nil (any
+// cluster) without --cluster-name, else the flags' clusters and the
+// boundary ConfigMap's allowlists.clusters in force.
+func (l LeastPrivilege) clusterAllowed(st *store.Store) func(string) bool {
+	own := l.clusters()
+	if len(own) == 0 {
+		return nil
+	}
+	return func(name string) bool {
+		if slices.Contains(own, name) {
+			return true
+		}
+		if cfg := st.Get().Config; cfg != nil {
+			listed, written, _ := cfg.Allowlists.List(boundaries.AllowClusters)
+			return written && slices.Contains(listed, name)
+		}
+		return false
+	}
 }
 
 // roleLimits validates and returns the limits of created roles.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/store"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 )
 
@@ -43,5 +45,31 @@ func TestLeastPrivilegeFlags(t *testing.T) {
 				t.Errorf("roleLimits = %+v, %v; want path %q", limits, err, tc.wantPath)
 			}
 		})
+	}
+}
+
+func TestClusterAllowed(t *testing.T) {
+	if (LeastPrivilege{}).clusterAllowed(&store.Store{}) != nil {
+		t.Error("without --cluster-name the EKS client must not be guarded (the behaviour before the flag)")
+	}
+	st := &store.Store{}
+	allowed := LeastPrivilege{ClusterName: "prod", AdditionalClusterNames: []string{"prod-eu"}}.clusterAllowed(st)
+	cfg, err := boundaries.Parse(map[string]string{boundaries.KeyAllowlists: "clusters: [prod-us]\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		cfg  *boundaries.Config
+		want map[string]bool
+	}{
+		{nil, map[string]bool{"prod": true, "prod-eu": true, "prod-us": false, "dev": false}},
+		{cfg, map[string]bool{"prod": true, "prod-eu": true, "prod-us": true, "dev": false}},
+	} {
+		st.SetValid(step.cfg, "1")
+		for name, want := range step.want {
+			if got := allowed(name); got != want {
+				t.Errorf("ConfigMap %v: allowed(%q) = %v, want %v", step.cfg != nil, name, got, want)
+			}
+		}
 	}
 }
