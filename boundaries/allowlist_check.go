@@ -2,7 +2,6 @@ package boundaries
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -10,10 +9,6 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
-
-// PathMetadataOptions is admin-only: tenants get the secure IMDS defaults
-// (IMDSv2, hop limit 1) unless the ConfigMap shares this path.
-const PathMetadataOptions = "spec.eks.configuration.metadataOptions"
 
 // Ref is one value of a spec that names an AWS identity or data.
 type Ref struct {
@@ -108,8 +103,9 @@ type AllowContext struct {
 // (Refs) that is neither in its allowlist (written by the admin, or the
 // default when absent, see Allowlists.List) nor a value the admin wrote in
 // defaults or conditionals (the admin chose those, so tenants getting them
-// is no escalation), and for metadataOptions set by anyone but the admin
-// unless the ConfigMap shares PathMetadataOptions. c may be nil (no
+// is no escalation). Whether a tenant may set such a field at all is the
+// sensitive paths' business (sensitive.go; metadataOptions is one). c may
+// be nil (no
 // ConfigMap: every list at its default). Each error names the field, the
 // value, the list (data.allowlists.<key>) and what it allows.
 func (c *Config) CheckAllowlists(spec *v1alpha1.InstanceGroupSpec, ctx AllowContext) field.ErrorList {
@@ -148,10 +144,7 @@ func (c *Config) CheckAllowlists(spec *v1alpha1.InstanceGroupSpec, ctx AllowCont
 				r.Value, KeyAllowlists, r.List, describeList(r.List, entries, written, ctx.Clusters))))
 		}
 	}
-	if ctx.AdminNamespace {
-		return errs
-	}
-	return append(errs, c.checkMetadataOptions(spec, admin)...)
+	return errs
 }
 
 // allowed reports whether value matches an entry of the list.
@@ -204,36 +197,6 @@ func describeList(list string, entries []string, written bool, clusters []string
 	default:
 		return "the list is absent, so only the default applies: " + strings.Join(entries, ", ")
 	}
-}
-
-// checkMetadataOptions refuses IMDS settings that are not the admin's.
-func (c *Config) checkMetadataOptions(spec *v1alpha1.InstanceGroupSpec, admin []*v1alpha1.InstanceGroupSpec) field.ErrorList {
-	if spec.EKS == nil || spec.EKS.Configuration == nil || spec.EKS.Configuration.MetadataOptions == nil || c.shares(PathMetadataOptions) {
-		return nil
-	}
-	got := spec.EKS.Configuration.MetadataOptions
-	for _, s := range admin {
-		if s.EKS != nil && s.EKS.Configuration != nil && reflect.DeepEqual(s.EKS.Configuration.MetadataOptions, got) {
-			return nil
-		}
-	}
-	return field.ErrorList{field.Forbidden(field.NewPath("spec", "eks", "configuration", "metadataOptions"),
-		"admin-only: nodes get IMDSv2 (httpTokens: required) with a hop limit of 1 so that pods cannot use the node's role; the cluster admin may set it in defaults, or share "+PathMetadataOptions+" in the boundary ConfigMap")}
-}
-
-// shares reports whether path, or a parent of it, is a shared path.
-func (c *Config) shares(path string) bool {
-	if c == nil {
-		return false
-	}
-	for _, list := range [][]string{c.Merge, c.MergeOverride, c.Replace} {
-		for _, p := range list {
-			if p == path || strings.HasPrefix(path, p+".") {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // adminSpecs decodes defaults and every conditional's defaults; those

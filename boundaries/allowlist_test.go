@@ -103,7 +103,7 @@ func TestCheckAllowlists(t *testing.T) {
 		want     []string // substrings, one per expected error; none = allowed
 	}{
 		{name: "the admin's namespace: only the cluster is checked", admin: true, clusters: []string{"prod"},
-			spec: `eks: {configuration: {clusterName: dev, roleName: anything, metadataOptions: {httpTokens: optional}}}`,
+			spec: `eks: {configuration: {clusterName: dev, roleName: anything}}`,
 			want: []string{`spec.eks.configuration.clusterName: Forbidden: "dev"`}},
 		{name: "no ConfigMap keys: no bring-your-own role", spec: `eks: {configuration: {roleName: admin, instanceProfileName: admin}}`,
 			want: []string{`spec.eks.configuration.roleName: Forbidden: "admin" is not allowed by the boundary ConfigMap's data.allowlists.roles (the list is absent, so none is allowed)`,
@@ -135,12 +135,6 @@ func TestCheckAllowlists(t *testing.T) {
 			want: []string{`spec.eks.configuration.image: Forbidden: image "ami-evil" is owned by 999999999999, which is not in the boundary ConfigMap's data.allowlists.imageOwners (allowed: 602401143452)`}},
 		{name: "image owners: an allowed owner", data: map[string]string{KeyAllowlists: "imageOwners: ['602401143452']\n"}, owners: map[string][]string{"ami-eks": {"602401143452"}},
 			spec: `eks: {configuration: {image: ami-eks}}`},
-		{name: "metadataOptions: admin-only", spec: `eks: {configuration: {metadataOptions: {httpTokens: optional}}}`,
-			want: []string{`spec.eks.configuration.metadataOptions: Forbidden: admin-only`}},
-		{name: "metadataOptions: the admin's default passes", data: map[string]string{KeyDefaults: "spec: {eks: {configuration: {metadataOptions: {httpPutResponseHopLimit: 2}}}}"},
-			spec: `eks: {configuration: {metadataOptions: {httpPutResponseHopLimit: 2}}}`},
-		{name: "metadataOptions: shared by the admin", data: map[string]string{KeyBoundaries: "shared: {replace: [spec.eks.configuration.metadataOptions]}"},
-			spec: `eks: {configuration: {metadataOptions: {httpTokens: optional}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse(tc.data)

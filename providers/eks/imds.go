@@ -11,7 +11,7 @@ import (
 // PUT response hop limit of 1 so that the session token never reaches a
 // pod behind the node's network namespace, hence pods cannot read the node
 // role's credentials. Only the admin may loosen them (metadataOptions is
-// admin-only, see boundaries/allowlist.go).
+// one of boundaries.SensitivePaths: admin-only unless the ConfigMap shares it).
 const (
 	DefaultHTTPTokens   = "required"
 	DefaultHTTPHopLimit = 1

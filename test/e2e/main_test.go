@@ -36,6 +36,7 @@ func managerOptions() app.Options {
 	return app.Options{
 		AWS: &environment.AWS, MaxConcurrentUpgrades: 5, Workers: 4,
 		DrainTimeout: 15 * time.Second, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
+		SpotRecommender: "minion-manager", // the --spot-recommendation-source default
 	}
 }
 

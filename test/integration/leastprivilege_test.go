@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,20 @@ const (
 	lpBoundary    = "arn:aws:iam::123456789012:policy/instance-manager-node-boundary"
 )
 
+// lpShared shares the sensitive paths these tests set (boundaries.SensitivePaths
+// are admin-only otherwise): the allowlists then decide which values pass.
+const lpShared = `shared:
+  replace:
+  - spec.eks.configuration.clusterName
+  - spec.eks.configuration.image
+  - spec.eks.configuration.subnets
+  - spec.eks.configuration.securityGroups
+  - spec.eks.configuration.roleName
+  - spec.eks.configuration.instanceProfileName
+  - spec.eks.configuration.managedPolicies
+  - spec.eks.configuration.volumes
+`
+
 var lpAdditionalClusters = []string{"my-eks-cluster", "the-cluster-for-my-pods", "system-cluster", "prod", lpMotoCluster}
 
 // lpGroup is a complete eks group of the manager's own cluster with the
@@ -54,7 +69,7 @@ func firstMotoImage(t *testing.T) (id, owner string) {
 func TestTenantReferencesOutsideTheAllowlistsAreRefused(t *testing.T) {
 	requireEnv(t)
 	image, owner := firstMotoImage(t)
-	mustSetConfigMap(t, map[string]string{"allowlists": fmt.Sprintf(`roles: [team-lp-*]
+	mustSetConfigMap(t, map[string]string{"boundaries": lpShared, "allowlists": fmt.Sprintf(`roles: [team-lp-*]
 instanceProfiles: [team-lp-*]
 managedPolicies: ["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy", AmazonS3ReadOnlyAccess]
 snapshots: [snap-0aaaaaaaaaaaaaaaa]
@@ -86,9 +101,6 @@ securityGroups: [sg-sys]
 		{"another team's subnet and security group", func(c *v1alpha1.EKSConfiguration) {
 			c.Subnets, c.SecurityGroups = []string{"subnet-payments"}, []string{"sg-payments-db"}
 		}, []string{"spec.eks.configuration.subnets[0]", "data.allowlists.subnets (allowed: subnet-sys)", "spec.eks.configuration.securityGroups[0]", "data.allowlists.securityGroups"}},
-		{"loosened instance metadata", func(c *v1alpha1.EKSConfiguration) {
-			c.MetadataOptions = &v1alpha1.MetadataOptions{HttpTokens: "optional", HttpPutResponseHopLimit: 64}
-		}, []string{"spec.eks.configuration.metadataOptions", "admin-only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -101,6 +113,21 @@ securityGroups: [sg-sys]
 			g.Expect(err.Error()).To(ContainSubstring("InstanceGroup team-lp/refused"))
 		})
 	}
+
+	t.Run("loosened instance metadata is the admin's to set", func(t *testing.T) {
+		g := NewWithT(t)
+		ig := lpGroup(tn.namespace, "imds", image, func(c *v1alpha1.EKSConfiguration) {
+			c.MetadataOptions = &v1alpha1.MetadataOptions{HttpTokens: "optional", HttpPutResponseHopLimit: 64}
+		})
+		tn.warnings.take()
+		err := tn.client.Create(ctx, ig, client.DryRunAll)
+		if err != nil { // enforcement deny, or a refusal: either keeps IMDS as the admin set it
+			g.Expect(err.Error()).To(ContainSubstring("metadataOptions"))
+			return
+		}
+		g.Expect(ig.Spec.EKS.Configuration.MetadataOptions).To(BeNil(), "the tenant's IMDS settings must not reach the stored spec")
+		g.Expect(strings.Join(tn.warnings.take(), "\n")).To(ContainSubstring("metadataOptions"), "the tenant is told why")
+	})
 
 	t.Run("what the allowlists name is admitted", func(t *testing.T) {
 		g := NewWithT(t)
@@ -115,7 +142,7 @@ securityGroups: [sg-sys]
 
 func TestGroupNamingAnotherClusterIsRefused(t *testing.T) {
 	requireEnv(t)
-	mustSetConfigMap(t, map[string]string{})
+	mustSetConfigMap(t, map[string]string{"boundaries": lpShared})
 	ctx := context.Background()
 	for _, ns := range []string{"team-lp", configNamespace} {
 		t.Run(ns, func(t *testing.T) {
@@ -140,7 +167,7 @@ func TestCreatedRolesAndLaunchTemplatesInMoto(t *testing.T) {
 	ctx := context.Background()
 	image, _ := firstMotoImage(t)
 	subnet, sg := lpMotoNetwork(t)
-	mustSetConfigMap(t, map[string]string{})
+	mustSetConfigMap(t, map[string]string{"boundaries": lpShared})
 	tn := newTenant(t, "lp-builder", "team-lp-moto")
 
 	ig := fullIG(tn.namespace, "web")
