@@ -87,8 +87,9 @@ test-unit: ## Unit tier only: no control plane, no emulator.
 	go test -count=1 ./...
 
 .PHONY: bench
-bench: tools ## Benchmarks (numbers, not pass/fail).
+bench: tools ## Benchmarks (numbers, not pass/fail): Go benchmarks, then test/bench's figures (BENCH lines, test/bench/results.json).
 	$(TEST_ENV) go test -run '^$$' -bench . -benchmem ./...
+	$(TEST_ENV) go run ./test/bench
 
 .PHONY: help
 help: ## List the targets.
