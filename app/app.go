@@ -32,6 +32,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -98,6 +99,9 @@ type Options struct {
 	// boundary ConfigMap does not exist (open mode). Off (the default),
 	// tenants' creates and spec changes are refused until it exists.
 	AllowNoBoundaries bool
+	// LeastPrivilege pins the controller to its cluster and limits the
+	// roles it creates (leastprivilege.go).
+	LeastPrivilege
 	// LeaderElectionNamespace is the namespace of the leader election
 	// Lease. Empty: $POD_NAMESPACE, and when that is unset too,
 	// controller-runtime's in-cluster default (the pod's namespace), which
@@ -130,6 +134,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
+	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
 }
 
@@ -173,6 +178,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := opts.roleLimits(); err != nil {
+		return nil, err
+	}
 	configMap := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: ConfigMapName}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
@@ -205,9 +213,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
+	clients, err := awsClients(opts, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
+	if err != nil {
+		return nil, err
+	}
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper()},
+		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
+			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st)},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
 	)
 	if err := (&reconciler.BoundariesReconciler{
@@ -218,7 +231,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
-	if err := setupInstanceGroups(mgr, opts, st, recorder); err != nil {
+	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,20 +24,14 @@ import (
 
 // setupInstanceGroups registers the InstanceGroup state machine with the
 // provisioners and the upgrade strategies.
-func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder) error {
-	cfg := opts.AWS
-	if cfg == nil {
-		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
-		if err != nil {
-			return fmt.Errorf("loading the AWS configuration: %w", err)
-		}
-		cfg = &loaded
-	} else {
-		c := cfg.Copy()
-		awsp.Instrument(&c)
-		cfg = &c
+func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients) error {
+	limits, err := opts.roleLimits()
+	if err != nil {
+		return err
 	}
-	clients := awsp.NewClients(*cfg)
+	limited := *clients
+	limited.IAM = awsp.WithRoleLimits(clients.IAM, limits)
+	clients = &limited
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -80,6 +76,26 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		workers = 5
 	}
 	return r.SetupWithManager(mgr, workers)
+}
+
+// awsClients returns the AWS clients: from opts.AWS (instrumented), or
+// from the default configuration chain, with apiOptions added to every
+// client's middleware.
+func awsClients(opts Options, apiOptions ...func(*middleware.Stack) error) (*awsp.Clients, error) {
+	cfg := opts.AWS
+	if cfg == nil {
+		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
+		if err != nil {
+			return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		}
+		cfg = &loaded
+	} else {
+		c := cfg.Copy()
+		awsp.Instrument(&c)
+		cfg = &c
+	}
+	cfg.APIOptions = append(slices.Clip(cfg.APIOptions), apiOptions...)
+	return awsp.NewClients(*cfg), nil
 }
 
 func orDuration(d, def time.Duration) time.Duration {

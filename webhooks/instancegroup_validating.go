@@ -26,7 +26,8 @@ import (
 // tenant confinement (tenancy.go): a final spec that differs from the
 // boundaries on a restricted path, a crd template outside the group's
 // namespace or kinds, Fargate selectors naming other namespaces, a quota
-// exceeded, and spec changes to a group being deleted.
+// exceeded, spec changes to a group being deleted, and, with Allowlists
+// set, AWS identities and data the admin has not allowed (allowlist.go).
 type InstanceGroupValidator struct {
 	// Boundaries is the last valid boundary ConfigMap; nil skips the
 	// boundary, crd, Fargate and quota checks (unit tests of the rest).
@@ -40,6 +41,9 @@ type InstanceGroupValidator struct {
 	// Mapper, when set, tells whether the crd strategy's kind is
 	// namespaced.
 	Mapper meta.RESTMapper
+	// Allowlists, when set, refuses AWS identities and data the admin has
+	// not allowed, and clusters other than the controller's.
+	Allowlists *Allowlists
 }
 
 // Handle implements admission.Handler.
@@ -77,6 +81,9 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("InstanceGroup %s/%s: %w", req.Namespace, ig.Name, err))
 		}
 		errs = append(errs, more...)
+	}
+	if v.Allowlists != nil {
+		errs = append(errs, v.Allowlists.Check(ctx, ig)...)
 	}
 	if len(errs) > 0 {
 		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is invalid: %s", req.Namespace, ig.Name, errs.ToAggregate().Error())).WithWarnings(warnings...)

@@ -72,18 +72,7 @@ func launchTemplateData(ig *v1alpha1.InstanceGroup, in launchInput) *ec2types.Re
 			Ebs:        &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: awssdk.Int32(int32(c.VolSize)), VolumeType: ec2types.VolumeTypeGp3, DeleteOnTermination: awssdk.Bool(true)},
 		}}
 	}
-	if m := c.MetadataOptions; m != nil {
-		d.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{}
-		if m.HttpEndpoint != "" {
-			d.MetadataOptions.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(m.HttpEndpoint)
-		}
-		if m.HttpTokens != "" {
-			d.MetadataOptions.HttpTokens = ec2types.LaunchTemplateHttpTokensState(m.HttpTokens)
-		}
-		if m.HttpPutResponseHopLimit > 0 {
-			d.MetadataOptions.HttpPutResponseHopLimit = awssdk.Int32(int32(m.HttpPutResponseHopLimit))
-		}
-	}
+	d.MetadataOptions = metadataOptions(c.MetadataOptions)
 	if price := spotPrice(ig); price != "" && c.MixedInstancesPolicy == nil {
 		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{
 			MarketType:  ec2types.MarketTypeSpot,

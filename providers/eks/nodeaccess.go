@@ -48,13 +48,14 @@ func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 	if osFamily(ig) == v1alpha1.OSFamilyWindows {
 		groups = append(groups, "eks:kube-proxy-windows")
 	}
+	mapARN := authMapARN(roleARN)
 	return n.updateMapRoles(ctx, func(roles []map[string]any) []map[string]any {
 		for _, r := range roles {
-			if r["rolearn"] == roleARN {
+			if r["rolearn"] == mapARN {
 				return roles
 			}
 		}
-		return append(roles, map[string]any{"rolearn": roleARN, "username": "system:node:{{EC2PrivateDNSName}}", "groups": groups})
+		return append(roles, map[string]any{"rolearn": mapARN, "username": "system:node:{{EC2PrivateDNSName}}", "groups": groups})
 	})
 }
 
@@ -83,10 +84,11 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 		}
 		return nil
 	}
+	mapARN := authMapARN(roleARN)
 	return n.updateMapRoles(ctx, func(roles []map[string]any) []map[string]any {
 		out := roles[:0]
 		for _, r := range roles {
-			if r["rolearn"] != roleARN {
+			if r["rolearn"] != mapARN {
 				out = append(out, r)
 			}
 		}

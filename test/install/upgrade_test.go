@@ -54,7 +54,7 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	if err := apiextensionsv1.AddToScheme(admin.Scheme()); err != nil {
 		t.Fatal(err)
 	}
-	_, values := exampleValues(t, e)
+	cloud, values := exampleValues(t, e)
 
 	// The previous release, with a group built by its replica.
 	old, err := install.InstallChart(ctx, e, previousChart, values)
@@ -95,6 +95,7 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	if cols := printerColumns(t, admin); !slices.Contains(cols, "Nodes") || !slices.Contains(cols, "Updated") {
 		t.Errorf("after the CRD step the printer columns are %v, want Nodes and Updated added", cols)
 	}
+	values["clusterName"] = cloud.Cluster // a value the previous chart did not have
 	rel, err := install.Upgrade(ctx, e, install.ChartDir(), values)
 	if err != nil {
 		t.Fatal(err)
