@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -268,14 +269,21 @@ func TestSpecEditsOnADeletingGroupAreRefused(t *testing.T) {
 	// Metadata still changes: the tenant lets its finalizer go. The
 	// controller's own finalizer, if it added one, is removed by the
 	// controller; the group may be gone by the time this patch lands.
-	cur := &v1alpha1.InstanceGroup{}
-	g.Expect(tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "going"}, cur)).To(Succeed())
-	var keep []string
-	for _, f := range cur.Finalizers {
-		if f != "example.com/hold" {
-			keep = append(keep, f)
+	// The controller removes its finalizer concurrently: retry a conflict
+	// on the newest version.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &v1alpha1.InstanceGroup{}
+		if err := tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "going"}, cur); err != nil {
+			return err
 		}
-	}
-	cur.Finalizers = keep
-	g.Expect(client.IgnoreNotFound(tn.client.Update(ctx, cur))).To(Succeed())
+		var keep []string
+		for _, f := range cur.Finalizers {
+			if f != "example.com/hold" {
+				keep = append(keep, f)
+			}
+		}
+		cur.Finalizers = keep
+		return tn.client.Update(ctx, cur)
+	})
+	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 }
