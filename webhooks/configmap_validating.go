@@ -126,7 +126,7 @@ func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded bool
 	if errs, _ := ValidateInstanceGroup(candidate); len(errs) > 0 {
 		return errs.ToAggregate().Error()
 	}
-	return ""
+	return strings.Join(IdentityChanges(ig, &candidate.Spec), "; ")
 }
 
 // SubmittedSpec returns the tenant's kept submission of ig: the JSON in the

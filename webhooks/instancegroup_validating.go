@@ -39,6 +39,14 @@ func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request
 	}
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
+	if req.Operation == admissionv1.Update {
+		old := &v1alpha1.InstanceGroup{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err == nil {
+			for _, why := range IdentityChanges(old, &ig.Spec) {
+				errs = append(errs, field.Forbidden(field.NewPath("spec"), why))
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is invalid: %s", req.Namespace, ig.Name, errs.ToAggregate().Error())).WithWarnings(warnings...)
 	}

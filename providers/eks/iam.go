@@ -39,7 +39,7 @@ func byoRole(ig *v1alpha1.InstanceGroup) bool {
 // spec brings none.
 func nodeRole(ig *v1alpha1.InstanceGroup) OwnedRole {
 	return OwnedRole{
-		Name: roleName(ig), Owner: Owner(ig), TrustPolicy: NodeTrustPolicy,
+		Name: roleName(ig), Owner: ownerOf(ig), Legacy: legacyNames(ig), TrustPolicy: NodeTrustPolicy,
 		Description: "Nodes of InstanceGroup " + Owner(ig) + " (instance-manager)",
 		Policies:    nodePolicies(ig), InstanceProfile: true,
 		Field: "spec.eks.configuration.roleName", Hint: "name it in roleName and instanceProfileName to use it",
