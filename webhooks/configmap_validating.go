@@ -117,13 +117,15 @@ func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded bool
 	if err != nil {
 		return err.Error()
 	}
+	NormalizeSpellings(res.Spec)
 	spec, err := boundaries.DecodeSpec(res.Spec)
 	if err != nil {
 		return err.Error()
 	}
 	candidate := ig.DeepCopy()
 	candidate.Spec = *spec
-	if errs, _ := ValidateInstanceGroup(candidate); len(errs) > 0 {
+	errs, _ := ValidateInstanceGroup(candidate)
+	if errs = append(errs, validateSpellings(res.Spec)...); len(errs) > 0 {
 		return errs.ToAggregate().Error()
 	}
 	return strings.Join(IdentityChanges(ig, &candidate.Spec), "; ")

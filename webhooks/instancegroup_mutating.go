@@ -78,12 +78,14 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
 	}
+	NormalizeSpellings(submitted) // keikoproj spellings (rollingupdate, Launch, ...) compare and merge as canonical
 	res, err := state.Config.Effective(boundaries.Input{
 		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded,
 	})
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))
 	}
+	NormalizeSpellings(res.Spec)
 
 	var warnings []string
 	overrides := res.Overrides

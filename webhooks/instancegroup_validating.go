@@ -39,6 +39,7 @@ func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request
 	}
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
+	errs = append(errs, validateSpellings(obj.spec())...)
 	if req.Operation == admissionv1.Update {
 		old := &v1alpha1.InstanceGroup{}
 		if err := json.Unmarshal(req.OldObject.Raw, old); err == nil {
