@@ -30,6 +30,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -91,6 +92,19 @@ type Options struct {
 	// controller-runtime's in-cluster default (the pod's namespace), which
 	// does not exist out of cluster.
 	LeaderElectionNamespace string
+
+	// GCPeriod, GCGrace, GCMaxDeletions and GCDryRun tune the garbage
+	// collector of orphaned cloud resources (package reconciler/gc).
+	GCPeriod, GCGrace time.Duration
+	GCMaxDeletions    int
+	GCDryRun          bool
+	// ClusterNames are EKS clusters the garbage collector sweeps besides
+	// those the InstanceGroups name.
+	ClusterNames []string
+	// InstallationID identifies this installation in the ownership tag
+	// instancemgr.keikoproj.io/installation. Default: the UID of the
+	// kube-system Namespace.
+	InstallationID string
 }
 
 // BindFlags registers the flags on fs.
@@ -115,6 +129,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
+	fs.DurationVar(&o.GCPeriod, "gc-period", 10*time.Minute, "How often the garbage collector sweeps for cloud resources whose InstanceGroup is gone or no longer uses them.")
+	fs.DurationVar(&o.GCGrace, "gc-grace", 30*time.Minute, "How long a resource must stay orphaned before the garbage collector deletes it.")
+	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
+	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
+	fs.Func("cluster-name", "EKS cluster the garbage collector sweeps besides those InstanceGroups name (repeatable).", func(v string) error {
+		o.ClusterNames = append(o.ClusterNames, v)
+		return nil
+	})
+	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
 
 func (o *Options) controllerUsername() (string, error) {
@@ -182,6 +205,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	if err := setInstallation(mgr.GetAPIReader(), opts.InstallationID); err != nil {
+		return nil, err
+	}
 	st := &store.Store{}
 	recorder := mgr.GetEventRecorder("instance-manager")
 	if err := setupCertRotation(mgr, opts); err != nil {
@@ -211,6 +237,20 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// setInstallation sets the installation id of the ownership tags: id, or
+// the UID of the kube-system Namespace (stable for the cluster's life).
+func setInstallation(r client.Reader, id string) error {
+	if id == "" {
+		ns := &corev1.Namespace{}
+		if err := r.Get(context.Background(), types.NamespacedName{Name: "kube-system"}, ns); err != nil {
+			return fmt.Errorf("reading Namespace kube-system for the installation id (or set --installation-id): %w", err)
+		}
+		id = string(ns.UID)
+	}
+	ownership.SetInstallation(id)
+	return nil
 }
 
 // orString returns s, or def when s is empty.

@@ -108,3 +108,14 @@ func EKSName(n int, parts ...string) string {
 	keep := min(len(safe), n-len(suffix)-1)
 	return string(safe[:keep]) + "-" + suffix
 }
+
+// CandidateRoleNames are the names a node role created for (cluster,
+// namespace, name) may carry: the current scheme's and the earlier one's.
+// Whoever deletes by these names must check ownership (DeleteOwnedRole
+// does).
+func CandidateRoleNames(cluster, namespace, name string) []string {
+	return []string{
+		ownership.Name(ownership.LimitIAMRole, cluster, namespace, name),
+		bounded(fmt.Sprintf("%s-%s-%s", cluster, namespace, name), ownership.LimitIAMRole),
+	}
+}

@@ -229,3 +229,36 @@ func (n nodeAccess) updateMapRoles(ctx context.Context, edit func([]map[string]a
 		return n.kube.Update(ctx, cm)
 	})
 }
+
+// ForgetRole removes the aws-auth mapRoles entry instance-manager recorded
+// for roleARN once none of the InstanceGroups recorded as using it exists
+// any more (the garbage collector calls it for roles of groups removed
+// without their finalizer). Entries it did not add are never touched.
+func ForgetRole(ctx context.Context, kube client.Client, roleARN string) error {
+	if err := kube.Get(ctx, AuthConfigMap, &corev1.ConfigMap{}); apierrors.IsNotFound(err) {
+		return nil
+	}
+	igs := &v1alpha1.InstanceGroupList{}
+	if err := kube.List(ctx, igs); err != nil {
+		return fmt.Errorf("listing InstanceGroups: %w", err)
+	}
+	live := map[string]bool{}
+	for i := range igs.Items {
+		live[Owner(&igs.Items[i])] = true
+	}
+	n := nodeAccess{kube: kube}
+	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
+		users, ours := rec[roleARN]
+		if !ours || slices.ContainsFunc(users, func(u string) bool { return live[u] }) {
+			return roles
+		}
+		delete(rec, roleARN)
+		out := roles[:0]
+		for _, r := range roles {
+			if r["rolearn"] != roleARN || !sameEntry(r, map[string]any{"username": "system:node:{{EC2PrivateDNSName}}"}) {
+				out = append(out, r)
+			}
+		}
+		return out
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -30,7 +31,24 @@ const (
 	// TagClusterPrefix + <cluster> = "owned" names the EKS cluster the
 	// resource was created for (awsp.ClusterTagKey).
 	TagClusterPrefix = awsp.ClusterTagKeyPrefix
+	// TagInstallation is the installation of instance-manager that created
+	// the resource: the UID of the kube-system Namespace of the Kubernetes
+	// cluster it runs in. Two installations sharing an AWS account (and
+	// even a cluster name) never take each other's resources.
+	TagInstallation = "instancemgr.keikoproj.io/installation"
 )
+
+var installation atomic.Value // string
+
+// SetInstallation sets this process's installation id (TagInstallation),
+// once at start, before any resource is created.
+func SetInstallation(id string) { installation.Store(id) }
+
+// Installation is the id set by SetInstallation, or "".
+func Installation() string {
+	id, _ := installation.Load().(string)
+	return id
+}
 
 // Owner identifies an InstanceGroup on one cluster.
 type Owner struct {
@@ -48,6 +66,9 @@ func (o Owner) Tags() map[string]string {
 	t := map[string]string{TagInstanceGroup: o.String(), awsp.ClusterTagKey(o.Cluster): "owned"}
 	if o.UID != "" {
 		t[TagUID] = string(o.UID)
+	}
+	if id := Installation(); id != "" {
+		t[TagInstallation] = id
 	}
 	return t
 }
@@ -69,6 +90,9 @@ func (o Owner) Check(kind, name string, tags map[string]string) error {
 		}
 	}
 	if uid := tags[TagUID]; uid != "" && o.UID != "" && uid != string(o.UID) {
+		return foreign
+	}
+	if id := tags[TagInstallation]; id != "" && Installation() != "" && id != Installation() {
 		return foreign
 	}
 	return nil
@@ -104,6 +128,9 @@ func Describe(tags map[string]string) string {
 	s := "InstanceGroup " + orNone(ig)
 	if uid := tags[TagUID]; uid != "" {
 		s += " (uid " + uid + ")"
+	}
+	if id := tags[TagInstallation]; id != "" && id != Installation() {
+		s += " of another instance-manager installation (" + id + ")"
 	}
 	if len(clusters) > 0 {
 		s += " of cluster " + strings.Join(clusters, ", ")
