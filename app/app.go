@@ -31,6 +31,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -101,6 +102,10 @@ type Options struct {
 	// ClusterNames are EKS clusters the garbage collector sweeps besides
 	// those the InstanceGroups name.
 	ClusterNames []string
+	// CloudChecks makes the ConfigMap and InstanceGroup webhooks check the
+	// cloud references they introduce (refcheck); the binary's flag
+	// defaults to true.
+	CloudChecks bool
 	// InstallationID identifies this installation in the ownership tag
 	// instancemgr.keikoproj.io/installation. Default: the UID of the
 	// kube-system Namespace.
@@ -137,6 +142,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		o.ClusterNames = append(o.ClusterNames, v)
 		return nil
 	})
+	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
 
@@ -214,10 +220,18 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
+	clients, err := awsClients(opts)
+	if err != nil {
+		return nil, err
+	}
+	var cloud webhooks.CloudChecker
+	if opts.CloudChecks {
+		cloud = &refcheck.Checker{AWS: clients, TTL: time.Minute}
+	}
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{},
-		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
+		&webhooks.InstanceGroupValidator{Cloud: cloud},
+		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
 	if err := (&reconciler.BoundariesReconciler{
 		Client: mgr.GetClient(), Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
@@ -227,7 +241,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
-	if err := setupInstanceGroups(mgr, opts, st, recorder); err != nil {
+	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -23,20 +23,7 @@ import (
 
 // setupInstanceGroups registers the InstanceGroup state machine with the
 // provisioners and the upgrade strategies.
-func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder) error {
-	cfg := opts.AWS
-	if cfg == nil {
-		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
-		if err != nil {
-			return fmt.Errorf("loading the AWS configuration: %w", err)
-		}
-		cfg = &loaded
-	} else {
-		c := cfg.Copy()
-		awsp.Instrument(&c)
-		cfg = &c
-	}
-	clients := awsp.NewClients(*cfg)
+func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients) error {
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -80,6 +67,24 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		workers = 5
 	}
 	return r.SetupWithManager(mgr, workers)
+}
+
+// awsClients returns the AWS clients: from opts.AWS (instrumented), or
+// from the default configuration chain.
+func awsClients(opts Options) (*awsp.Clients, error) {
+	cfg := opts.AWS
+	if cfg == nil {
+		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
+		if err != nil {
+			return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		}
+		cfg = &loaded
+	} else {
+		c := cfg.Copy()
+		awsp.Instrument(&c)
+		cfg = &c
+	}
+	return awsp.NewClients(*cfg), nil
 }
 
 func orDuration(d, def time.Duration) time.Duration {

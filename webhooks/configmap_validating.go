@@ -29,6 +29,9 @@ type ConfigMapValidator struct {
 	Client client.Reader
 	// ConfigMap is the one boundary ConfigMap; others are allowed untouched.
 	ConfigMap types.NamespacedName
+	// Cloud, when set, checks the cloud references the new defaults
+	// introduce (cluster, subnets, security groups, image, role, profile).
+	Cloud CloudChecker
 }
 
 // Handle implements admission.Handler.
@@ -66,6 +69,19 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 			msg += fmt.Sprintf("; and %d more", total-len(broken))
 		}
 		return admission.Denied(msg)
+	}
+	if v.Cloud != nil {
+		groups, err := collectAffected(ctx, v.Client, cfg)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: listing InstanceGroups: %w", v.ConfigMap, err))
+		}
+		problems, err := checkIntroducedRefs(ctx, v.Cloud, cfg, current, groups)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("ConfigMap %s: could not check its cloud references, nothing was changed; retry: %w", v.ConfigMap, err))
+		}
+		if len(problems) > 0 {
+			return admission.Denied(fmt.Sprintf("ConfigMap %s refers to cloud resources that do not work, nothing was changed: %s", v.ConfigMap, strings.Join(problems, "; ")))
+		}
 	}
 	return admission.Allowed("")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,10 +19,15 @@ import (
 // InstanceGroups: it rejects an effective spec that cannot be built (see
 // ValidateInstanceGroup) and provenance annotations that are missing or not
 // what the mutating webhook wrote.
-type InstanceGroupValidator struct{}
+type InstanceGroupValidator struct {
+	// Cloud, when set, checks the cloud references the tenant sets
+	// (cluster, subnets, security groups, image and its architecture
+	// against the instance types, role, profile) when they are new.
+	Cloud CloudChecker
+}
 
 // Handle implements admission.Handler.
-func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -40,12 +46,22 @@ func (v *InstanceGroupValidator) Handle(_ context.Context, req admission.Request
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
 	errs = append(errs, validateSpellings(obj.spec())...)
+	var old *v1alpha1.InstanceGroup
 	if req.Operation == admissionv1.Update {
-		old := &v1alpha1.InstanceGroup{}
+		old = &v1alpha1.InstanceGroup{}
 		if err := json.Unmarshal(req.OldObject.Raw, old); err == nil {
 			for _, why := range IdentityChanges(old, &ig.Spec) {
 				errs = append(errs, field.Forbidden(field.NewPath("spec"), why))
 			}
+		}
+	}
+	if len(errs) == 0 && v.Cloud != nil {
+		problems, err := tenantRefProblems(ctx, v.Cloud, ig, old)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("InstanceGroup %s/%s: could not check its cloud references; retry: %w", req.Namespace, ig.Name, err))
+		}
+		if len(problems) > 0 {
+			return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s refers to cloud resources that do not work: %s", req.Namespace, ig.Name, strings.Join(problems, "; "))).WithWarnings(warnings...)
 		}
 	}
 	if len(errs) > 0 {
