@@ -111,8 +111,8 @@ func (o Owner) Missing(tags map[string]string) map[string]string {
 }
 
 // Describe names the owner that tags record, for messages: "InstanceGroup
-// team/web (uid 1234) of cluster prod", or "no instance-manager ownership
-// tags" for a resource someone else made.
+// team/web (uid 1234) of cluster prod", or "someone else (it has no
+// instance-manager ownership tags)" for a resource someone else made.
 func Describe(tags map[string]string) string {
 	ig := tags[TagInstanceGroup]
 	var clusters []string
@@ -123,7 +123,7 @@ func Describe(tags map[string]string) string {
 	}
 	sort.Strings(clusters)
 	if ig == "" && len(clusters) == 0 {
-		return "no instance-manager ownership tags (not created by instance-manager)"
+		return "someone else (it has no instance-manager ownership tags)"
 	}
 	s := "InstanceGroup " + orNone(ig)
 	if uid := tags[TagUID]; uid != "" {
