@@ -99,9 +99,6 @@ type Options struct {
 	GCPeriod, GCGrace time.Duration
 	GCMaxDeletions    int
 	GCDryRun          bool
-	// ClusterNames are EKS clusters the garbage collector sweeps besides
-	// those the InstanceGroups name.
-	ClusterNames []string
 	// CloudChecks makes the ConfigMap and InstanceGroup webhooks check the
 	// cloud references they introduce (refcheck); the binary's flag
 	// defaults to true.
@@ -138,10 +135,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.GCGrace, "gc-grace", 30*time.Minute, "How long a resource must stay orphaned before the garbage collector deletes it.")
 	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
-	fs.Func("cluster-name", "EKS cluster the garbage collector sweeps besides those InstanceGroups name (repeatable).", func(v string) error {
-		o.ClusterNames = append(o.ClusterNames, v)
-		return nil
-	})
 	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }

@@ -39,7 +39,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 	drainer := &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
 	if err := mgr.Add(&gc.Collector{Client: mgr.GetClient(), AWS: clients, Drainer: drainer, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
-		DryRun: opts.GCDryRun, Clusters: opts.ClusterNames,
+		DryRun: opts.GCDryRun,
 	}}); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}

@@ -153,6 +153,14 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		tags[tagMixedHash] = hashOf(mip)
 	}
 	if current == nil {
+		// The cache lists only groups tagged for the cluster: a group of
+		// that name someone else made is not in it. Look it up by name
+		// before creating (AWS answers AlreadyExists, but an emulator may
+		// replace the group), so a foreign group is never overwritten.
+		exists, err := groupExists(ctx, api, ig, g.name)
+		if err != nil || exists {
+			return exists, err
+		}
 		in := &autoscaling.CreateAutoScalingGroupInput{
 			AutoScalingGroupName: awssdk.String(g.name),
 			MinSize:              awssdk.Int32(g.min), MaxSize: awssdk.Int32(g.max), DesiredCapacity: awssdk.Int32(g.min),
@@ -391,6 +399,23 @@ func asgTagMap(tags []astypes.TagDescription) map[string]string {
 		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 	}
 	return out
+}
+
+// groupExists reports whether an Auto Scaling group called name exists
+// (Auto Scaling DescribeAutoScalingGroups); one that is not ig's is an
+// *ownership.ForeignError.
+func groupExists(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, name string) (bool, error) {
+	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return false, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	for _, g := range out.AutoScalingGroups {
+		if err := ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(g.Tags)); err != nil {
+			return true, err
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // checkGroupOwner reads the Auto Scaling group called name (Auto Scaling

@@ -1,7 +1,8 @@
 // Package gc is the garbage collector of cloud resources: a periodic sweep
-// that finds what the eks provisioner created for a cluster (Auto Scaling
-// groups and launch templates, by their ownership tag, one tag-filtered
-// listing of each per cluster and period, never one call per group) whose
+// that finds what the eks provisioner of this installation created (Auto
+// Scaling groups and launch templates, by the installation's ownership tag:
+// one tag-filtered listing of each per period, whatever the number of
+// clusters and groups, never one call per group) whose
 // InstanceGroup no longer exists or no longer points at it, and deletes it
 // after a grace period: instances drained first through the Eviction API,
 // then the Auto Scaling group, then the launch template and the node role
@@ -13,7 +14,6 @@ package gc
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -51,9 +51,6 @@ type Options struct {
 	MaxDeletions int
 	// DryRun only reports orphans.
 	DryRun bool
-	// Clusters are swept besides those named by existing InstanceGroups
-	// (and those seen since the process started).
-	Clusters []string
 }
 
 // Collector runs the sweep; it is a manager.Runnable that needs leader
@@ -67,7 +64,6 @@ type Collector struct {
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time // orphan key -> first sweep that saw it orphaned
-	clusters  map[string]bool
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -112,58 +108,47 @@ type Report struct {
 	Deleted []string // "<resource> <name>"
 }
 
-// Sweep runs one pass over every cluster: per cluster one paginated
-// DescribeAutoScalingGroups and one paginated DescribeLaunchTemplates,
-// both filtered by the cluster's ownership tag key; then, for at most
+// Sweep runs one pass: one paginated DescribeAutoScalingGroups and one
+// paginated DescribeLaunchTemplates, both filtered by this installation's
+// ownership tag (ownership.TagInstallation); then, for at most
 // MaxDeletions orphans past their grace period, the deletion calls.
+// Resources of earlier versions (without the installation tag) are not
+// swept.
 func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 	c.defaults()
 	var rep Report
+	if ownership.Installation() == "" {
+		return rep, nil
+	}
 	igs := &v1alpha1.InstanceGroupList{}
 	if err := c.Client.List(ctx, igs); err != nil {
 		return rep, fmt.Errorf("listing InstanceGroups: %w", err)
 	}
 	live := map[string]*v1alpha1.InstanceGroup{}
-	c.mu.Lock()
-	if c.clusters == nil {
-		c.clusters = map[string]bool{}
-	}
-	for _, name := range c.Opts.Clusters {
-		c.clusters[name] = true
-	}
 	for i := range igs.Items {
-		ig := &igs.Items[i]
-		live[ig.Namespace+"/"+ig.Name] = ig
-		if ig.Spec.EKS != nil && ig.Spec.EKS.Configuration != nil && ig.Spec.EKS.Configuration.ClusterName != "" {
-			c.clusters[ig.Spec.EKS.Configuration.ClusterName] = true
-		}
+		live[igs.Items[i].Namespace+"/"+igs.Items[i].Name] = &igs.Items[i]
 	}
-	clusters := slices.Sorted(maps.Keys(c.clusters))
-	c.mu.Unlock()
-
+	list, err := c.list(ctx)
+	if err != nil {
+		return rep, err
+	}
 	var orphans []found
 	why := map[string]string{}
 	seen := map[string]bool{}
-	for _, cluster := range clusters {
-		list, err := c.list(ctx, cluster)
-		if err != nil {
-			return rep, err
+	for _, f := range list {
+		o, ok := f.owner()
+		if !ok {
+			continue
 		}
-		for _, f := range list {
-			o, ok := f.owner()
-			if !ok {
-				continue
-			}
-			reason := orphaned(f, live[o.String()])
-			if reason == "" {
-				continue
-			}
-			key := f.kind + "/" + f.name + "/" + string(o.UID)
-			seen[key] = true
-			why[key] = reason
-			orphans = append(orphans, f)
-			rep.Orphans = append(rep.Orphans, fmt.Sprintf("%s %s: %s", f.kind, f.name, reason))
+		reason := orphaned(f, live[o.String()])
+		if reason == "" {
+			continue
 		}
+		key := f.kind + "/" + f.name + "/" + string(o.UID)
+		seen[key] = true
+		why[key] = reason
+		orphans = append(orphans, f)
+		rep.Orphans = append(rep.Orphans, fmt.Sprintf("%s %s: %s", f.kind, f.name, reason))
 	}
 	now := c.Now()
 	c.mu.Lock()
@@ -239,27 +224,32 @@ func kindOrder(kind string) string {
 	return "1"
 }
 
-// list returns the cluster's Auto Scaling groups and launch templates that
-// carry its ownership tag key.
-func (c *Collector) list(ctx context.Context, cluster string) ([]found, error) {
-	key := awsp.ClusterTagKey(cluster)
+// list returns this installation's Auto Scaling groups and launch
+// templates (tag instancemgr.keikoproj.io/installation=<id>), each with the
+// cluster its ownership tag names (resources naming none or several are
+// left out).
+func (c *Collector) list(ctx context.Context) ([]found, error) {
+	filter := "tag:" + ownership.TagInstallation
+	id := ownership.Installation()
 	var out []found
 	var token *string
 	for {
 		page, err := c.AWS.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{
-			Filters: []astypes.Filter{{Name: awssdk.String("tag-key"), Values: []string{key}}}, NextToken: token, MaxRecords: awssdk.Int32(100)})
+			Filters: []astypes.Filter{{Name: awssdk.String(filter), Values: []string{id}}}, NextToken: token, MaxRecords: awssdk.Int32(100)})
 		if err != nil {
-			return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", cluster, err)
+			return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (installation %s): %w", id, err)
 		}
 		for _, g := range page.AutoScalingGroups {
+			if awssdk.ToString(g.Status) == "Delete in progress" {
+				continue
+			}
 			tags := map[string]string{}
 			for _, t := range g.Tags {
 				tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 			}
-			if awssdk.ToString(g.Status) == "Delete in progress" {
-				continue
+			if cluster := clusterOf(tags); cluster != "" {
+				out = append(out, found{kind: resourceASG, name: awssdk.ToString(g.AutoScalingGroupName), cluster: cluster, tags: tags})
 			}
-			out = append(out, found{kind: resourceASG, name: awssdk.ToString(g.AutoScalingGroupName), cluster: cluster, tags: tags})
 		}
 		if token = page.NextToken; token == nil || *token == "" {
 			break
@@ -268,22 +258,38 @@ func (c *Collector) list(ctx context.Context, cluster string) ([]found, error) {
 	token = nil
 	for {
 		page, err := c.AWS.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{
-			Filters: []ec2types.Filter{{Name: awssdk.String("tag-key"), Values: []string{key}}}, NextToken: token})
+			Filters: []ec2types.Filter{{Name: awssdk.String(filter), Values: []string{id}}}, NextToken: token})
 		if err != nil {
-			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (cluster %s): %w", cluster, err)
+			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
 		}
 		for _, lt := range page.LaunchTemplates {
 			tags := map[string]string{}
 			for _, t := range lt.Tags {
 				tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 			}
-			out = append(out, found{kind: resourceLaunchTemplate, name: awssdk.ToString(lt.LaunchTemplateName), id: awssdk.ToString(lt.LaunchTemplateId), cluster: cluster, tags: tags})
+			if cluster := clusterOf(tags); cluster != "" {
+				out = append(out, found{kind: resourceLaunchTemplate, name: awssdk.ToString(lt.LaunchTemplateName), id: awssdk.ToString(lt.LaunchTemplateId), cluster: cluster, tags: tags})
+			}
 		}
 		if token = page.NextToken; token == nil || *token == "" {
 			break
 		}
 	}
 	return out, nil
+}
+
+// clusterOf is the one cluster the ownership tags name, or "".
+func clusterOf(tags map[string]string) string {
+	cluster := ""
+	for k := range tags {
+		if name, ok := strings.CutPrefix(k, ownership.TagClusterPrefix); ok {
+			if cluster != "" {
+				return ""
+			}
+			cluster = name
+		}
+	}
+	return cluster
 }
 
 // delete removes one orphan; it returns false while the Auto Scaling
