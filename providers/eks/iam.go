@@ -75,11 +75,11 @@ func ensureRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup
 	return awssdk.ToString(role.Role.Arn), c.InstanceProfileName, nil
 }
 
-// deleteRole removes the role and instance profile the group created;
-// a role brought by the spec, or not tagged for this group, is left alone.
+// deleteRole removes the role and instance profile the group created,
+// also when the spec has since switched to its own role (the created one
+// would otherwise be left behind). A role brought by the spec is never
+// touched: DeleteOwnedRole only deletes a role whose ownership tags name
+// this group.
 func deleteRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup) error {
-	if byoRole(ig) {
-		return nil
-	}
 	return DeleteOwnedRole(ctx, api, nodeRole(ig))
 }
