@@ -21,6 +21,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // launchInput is what a launch template version is built from.
@@ -272,11 +273,7 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, ig *v1alpha
 }
 
 func ec2TagMap(tags []ec2types.Tag) map[string]string {
-	out := make(map[string]string, len(tags))
-	for _, t := range tags {
-		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return out
+	return ownership.TagMap(tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
 }
 
 func ec2Tags(m map[string]string) []ec2types.Tag {

@@ -288,11 +288,7 @@ func RoleNameFromARN(arn string) string {
 }
 
 func iamTagMap(tags []iamtypes.Tag) map[string]string {
-	out := make(map[string]string, len(tags))
-	for _, t := range tags {
-		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return out
+	return ownership.TagMap(tags, func(t iamtypes.Tag) *string { return t.Key }, func(t iamtypes.Tag) *string { return t.Value })
 }
 
 func iamTags(m map[string]string) []iamtypes.Tag {

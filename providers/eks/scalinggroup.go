@@ -21,6 +21,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // tagHooksHash on the group records the lifecycle hooks last applied, so
@@ -394,11 +395,7 @@ func asgTag(group, k, v string) astypes.Tag {
 }
 
 func asgTagMap(tags []astypes.TagDescription) map[string]string {
-	out := make(map[string]string, len(tags))
-	for _, t := range tags {
-		out[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return out
+	return ownership.TagMap(tags, func(t astypes.TagDescription) *string { return t.Key }, func(t astypes.TagDescription) *string { return t.Value })
 }
 
 // groupExists reports whether an Auto Scaling group called name exists

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -243,10 +244,7 @@ func (c *Collector) list(ctx context.Context) ([]found, error) {
 			if awssdk.ToString(g.Status) == "Delete in progress" {
 				continue
 			}
-			tags := map[string]string{}
-			for _, t := range g.Tags {
-				tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-			}
+			tags := ownership.TagMap(g.Tags, func(t astypes.TagDescription) *string { return t.Key }, func(t astypes.TagDescription) *string { return t.Value })
 			if cluster := clusterOf(tags); cluster != "" {
 				out = append(out, found{kind: resourceASG, name: awssdk.ToString(g.AutoScalingGroupName), cluster: cluster, tags: tags})
 			}
@@ -263,10 +261,7 @@ func (c *Collector) list(ctx context.Context) ([]found, error) {
 			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
 		}
 		for _, lt := range page.LaunchTemplates {
-			tags := map[string]string{}
-			for _, t := range lt.Tags {
-				tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-			}
+			tags := ownership.TagMap(lt.Tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
 			if cluster := clusterOf(tags); cluster != "" {
 				out = append(out, found{kind: resourceLaunchTemplate, name: awssdk.ToString(lt.LaunchTemplateName), id: awssdk.ToString(lt.LaunchTemplateId), cluster: cluster, tags: tags})
 			}
@@ -384,11 +379,7 @@ func (c *Collector) deleteRoles(ctx context.Context, o ownership.Owner) []string
 }
 
 func roleTags(out *iam.GetRoleOutput) map[string]string {
-	tags := map[string]string{}
-	for _, t := range out.Role.Tags {
-		tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return tags
+	return ownership.TagMap(out.Role.Tags, func(t iamtypes.Tag) *string { return t.Key }, func(t iamtypes.Tag) *string { return t.Value })
 }
 
 func splitOwner(s string) (string, string, bool) {

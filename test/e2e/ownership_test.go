@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os/exec"
 	"strings"
 	"testing"
@@ -219,10 +220,7 @@ func TestClusterNameChangeInDefaultsIsRefused(t *testing.T) {
 		_, _ = eks.NewFromConfig(environment.AWS).DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String("e2e-other-cluster")})
 	})
 	for _, target := range []string{"no-such-cluster", "e2e-other-cluster"} {
-		changed := map[string]string{}
-		for k, v := range data {
-			changed[k] = v
-		}
+		changed := maps.Clone(data)
 		changed["defaults"] = strings.Replace(data["defaults"], "clusterName: "+cloud.cluster, "clusterName: "+target, 1)
 		err := harness.WriteBoundaries(ctx, admin, changed)
 		g.Expect(err).To(HaveOccurred(), "clusterName %s is refused", target)
@@ -261,10 +259,7 @@ func TestConfigMapWithMissingCloudReferencesIsRefused(t *testing.T) {
 		{"image: " + cloud.amis[0], "image: ami-windows", `spec.eks.configuration.image "ami-windows" is not an image`},
 		{"subnets: [" + cloud.subnetNames[0], "subnets: [subnet-0doesnotexist", `spec.eks.configuration.subnets "subnet-0doesnotexist" is not a subnet`},
 	} {
-		changed := map[string]string{}
-		for k, v := range data {
-			changed[k] = v
-		}
+		changed := maps.Clone(data)
 		changed["defaults"] = strings.Replace(data["defaults"], c.from, c.to, 1)
 		g.Expect(changed["defaults"]).NotTo(Equal(data["defaults"]))
 		err := harness.WriteBoundaries(ctx, admin, changed)

@@ -173,3 +173,19 @@ func Reserved(key string) bool {
 	k := strings.ToLower(key)
 	return strings.HasPrefix(k, "instancemgr.keikoproj.io/") || strings.HasPrefix(k, "kubernetes.io/cluster/") || strings.HasPrefix(k, "aws:")
 }
+
+// TagMap turns an AWS SDK tag list (any service's tag type) into a map,
+// with key and value reading a tag's fields.
+func TagMap[T any](tags []T, key, value func(T) *string) map[string]string {
+	out := make(map[string]string, len(tags))
+	for _, t := range tags {
+		k, v := key(t), value(t)
+		if k != nil {
+			out[*k] = ""
+			if v != nil {
+				out[*k] = *v
+			}
+		}
+	}
+	return out
+}

@@ -114,7 +114,9 @@ type clusterInfo struct{ status, vpc string }
 // "could not check", never accepts unchecked).
 func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 	var out []Problem
-	add := func(field, ref, detail string) { out = append(out, Problem{Field: refs.Field + "." + field, Ref: ref, Detail: detail}) }
+	add := func(field, ref, detail string) {
+		out = append(out, Problem{Field: refs.Field + "." + field, Ref: ref, Detail: detail})
+	}
 	vpc := ""
 	if refs.Cluster != "" {
 		v, err := c.lookup(ctx, "cluster/"+refs.Cluster, func(ctx context.Context) (any, error) {
