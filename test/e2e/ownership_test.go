@@ -338,13 +338,20 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 	_, err = iamc.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String("e2e-admin-nodes"), RoleName: aws.String("e2e-admin-nodes")})
 	g.Expect(err).NotTo(HaveOccurred())
 	arn := aws.ToString(role.Role.Arn)
-	entry := "- rolearn: " + arn + "\n  username: admin-nodes\n  groups:\n  - system:masters\n"
-	editAuth := func(edit func(string) string) {
+	// editAuth rewrites the mapRoles list of aws-auth (created if missing).
+	editAuth := func(edit func([]map[string]any) []map[string]any) {
+		edited := func(s string) string {
+			var roles []map[string]any
+			g.Expect(yaml.Unmarshal([]byte(s), &roles)).To(Succeed())
+			out, err := yaml.Marshal(edit(roles))
+			g.Expect(err).NotTo(HaveOccurred())
+			return string(out)
+		}
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cm := &corev1.ConfigMap{}
 			err := admin.Get(ctx, eksprov.AuthConfigMap, cm)
 			if apierrors.IsNotFound(err) {
-				cm.Namespace, cm.Name, cm.Data = eksprov.AuthConfigMap.Namespace, eksprov.AuthConfigMap.Name, map[string]string{"mapRoles": edit("")}
+				cm.Namespace, cm.Name, cm.Data = eksprov.AuthConfigMap.Namespace, eksprov.AuthConfigMap.Name, map[string]string{"mapRoles": edited("")}
 				return admin.Create(ctx, cm)
 			}
 			if err != nil {
@@ -353,23 +360,22 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 			if cm.Data == nil {
 				cm.Data = map[string]string{}
 			}
-			cm.Data["mapRoles"] = edit(cm.Data["mapRoles"])
+			cm.Data["mapRoles"] = edited(cm.Data["mapRoles"])
 			return admin.Update(ctx, cm)
 		})).To(Succeed())
 	}
-	editAuth(func(s string) string { return s + entry })
+	editAuth(func(roles []map[string]any) []map[string]any {
+		return append(roles, map[string]any{"rolearn": arn, "username": "admin-nodes", "groups": []any{"system:masters"}})
+	})
 	t.Cleanup(func() {
-		editAuth(func(s string) string { // the controller may have re-serialised it
-			var roles []map[string]any
-			_ = yaml.Unmarshal([]byte(s), &roles)
+		editAuth(func(roles []map[string]any) []map[string]any {
 			kept := roles[:0]
 			for _, r := range roles {
 				if r["rolearn"] != arn {
 					kept = append(kept, r)
 				}
 			}
-			out, _ := yaml.Marshal(kept)
-			return string(out)
+			return kept
 		})
 		_, _ = iamc.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: aws.String("e2e-admin-nodes"), RoleName: aws.String("e2e-admin-nodes")})
 		_, _ = iamc.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String("e2e-admin-nodes")})
