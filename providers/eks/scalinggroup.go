@@ -59,14 +59,15 @@ func spotPercent(m *v1alpha1.MixedInstancesPolicySpec) int {
 	return min(max(n, 0), 100)
 }
 
-// groupTags are the tags of the group, propagated to its instances: the
-// spec's, Name, and with the cluster-autoscaler-enabled annotation the
+// groupTags are the tags of the group, propagated to its instances: Name
+// (unless the spec sets it), the spec's, and with the
+// cluster-autoscaler-enabled annotation the
 // auto-discovery and node template tags; then the cluster's and the
 // ownership tags, last, so no spec tag can replace them (admission refuses
 // such keys too, see ownership.Reserved).
 func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 	c := ig.Spec.EKS.Configuration
-	tags := map[string]string{}
+	tags := map[string]string{"Name": name} // a spec may name its instances
 	for _, t := range c.Tags {
 		if t["key"] != "" {
 			tags[t["key"]] = t["value"]
@@ -82,7 +83,6 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 			tags["k8s.io/cluster-autoscaler/node-template/taint/"+t.Key] = t.Value + ":" + string(t.Effect)
 		}
 	}
-	tags["Name"] = name
 	tags["kubernetes.io/cluster/"+c.ClusterName] = "owned"
 	maps.Copy(tags, ownerOf(ig).Tags())
 	return tags
