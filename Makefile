@@ -78,6 +78,10 @@ GO_TEST_FLAGS ?= -count=1 -timeout 45m
 test: tools vet ## Run every test tier: unit, integration and end-to-end.
 	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
 
+.PHONY: test-stress
+test-stress: tools ## Integration and end-to-end tiers STRESS_ROUNDS times (default 5) beside a second copy of them; prints N passed, M failed per package.
+	$(TEST_ENV) test/stress/stress.sh
+
 .PHONY: test-unit
 test-unit: ## Unit tier only: no control plane, no emulator.
 	go test -count=1 ./...

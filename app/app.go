@@ -84,6 +84,9 @@ type Options struct {
 	// PollInterval and ResyncInterval: how often converging and Ready
 	// groups are re-checked.
 	PollInterval, ResyncInterval time.Duration
+	// FailureBackoffMax caps the wait between retries of an InstanceGroup
+	// whose reconcile keeps failing (1s, 2s, 4s … up to it; default 5m).
+	FailureBackoffMax time.Duration
 	// InProcessRestarts allows a second manager in the same process after
 	// the first stopped (tests that restart the controller): controller
 	// names are otherwise required to be unique per process.
@@ -130,6 +133,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
+	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
 	fs.DurationVar(&o.GCPeriod, "gc-period", 10*time.Minute, "How often the garbage collector sweeps for cloud resources whose InstanceGroup is gone or no longer uses them.")
 	fs.DurationVar(&o.GCGrace, "gc-grace", 30*time.Minute, "How long a resource must stay orphaned before the garbage collector deletes it.")
@@ -231,7 +235,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
 	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {

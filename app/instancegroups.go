@@ -61,6 +61,8 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
+
+		FailureBackoffMax: opts.FailureBackoffMax,
 	}
 	workers := opts.Workers
 	if workers <= 0 {

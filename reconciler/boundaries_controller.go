@@ -79,7 +79,7 @@ func (r *BoundariesReconciler) load(ctx context.Context) error {
 	boundariesValid.Set(1)
 	logger.Info("boundaries loaded", "resourceVersion", cm.ResourceVersion, "hash", cfg.Hash(false))
 	r.event(cm, corev1.EventTypeNormal, ReasonBoundariesLoaded,
-		"Boundaries loaded (hash %s); stale InstanceGroups are re-admitted", cfg.Hash(false))
+		"Boundaries loaded (hash %s, resourceVersion %s); stale InstanceGroups are re-admitted", cfg.Hash(false), cm.ResourceVersion)
 	return nil
 }
 

@@ -15,11 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -64,6 +67,12 @@ type InstanceGroupReconciler struct {
 	// ResyncInterval how often a Ready group is (new AMIs, outside changes).
 	PollInterval   time.Duration
 	ResyncInterval time.Duration
+	// FailureBackoffBase and FailureBackoffMax space the retries of a
+	// group whose reconcile keeps failing (defaults 1s and 5m); see
+	// failureBackoff.
+	FailureBackoffBase, FailureBackoffMax time.Duration
+
+	backoff *failureBackoff
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -115,7 +124,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
 			return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 		}
-		return ctrl.Result{}, err // retried with backoff
+		return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
 	}
 
 	nodes, err := r.groupNodes(ctx, obs)
@@ -162,8 +171,10 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			progress, err = r.Rolling.Step(ctx, ig, obs, nodes, rot)
 		}
 		if err != nil {
-			_ = r.fail(ctx, ig, "UpgradeFailed", err.Error())
-			return ctrl.Result{}, err
+			if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
+				return ctrl.Result{}, ferr
+			}
+			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
 		}
 		if progress.Done {
 			r.Slots.Release(key)
@@ -244,6 +255,7 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.backoff.succeeded(client.ObjectKeyFromObject(ig))
 	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)
 	}
@@ -285,7 +297,10 @@ func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.Instanc
 	before := ig.DeepCopy()
 	ig.Status.CurrentState = v1alpha1.StateError
 	ig.Status.ObservedGeneration = ig.Generation
-	setCondition(ig, v1alpha1.ConditionReady, false, reason, msg)
+	// The condition holds the message without per-call noise (request
+	// ids), so a persistent error is written once; the Event and the log
+	// keep the full text.
+	setCondition(ig, v1alpha1.ConditionReady, false, reason, stableMessage(msg))
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	log.FromContext(ctx).Info("reconcile failed", "reason", reason, "message", msg)
 	return r.patchStatus(ctx, before, ig)
@@ -341,19 +356,60 @@ func setCondition(ig *v1alpha1.InstanceGroup, typ string, status bool, reason, m
 	})
 }
 
-// SetupWithManager registers the controller; Node changes of a group (by
-// the labels its nodes register with) requeue that group.
+// SetupWithManager registers the controller. An InstanceGroup is
+// reconciled when its spec, labels, annotations, finalizers or deletion
+// change, never for a status write (its own would loop); a Node enqueues
+// the group named by its labels when something the group judges changes
+// (see nodeChanged), not on every heartbeat.
 func (r *InstanceGroupReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.backoff = newFailureBackoff(orDefault(r.FailureBackoffBase, time.Second), orDefault(r.FailureBackoffMax, 5*time.Minute))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("instancegroup").
-		For(&v1alpha1.InstanceGroup{}).
+		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(instanceGroupChanged)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			name, ns := o.GetLabels()[v1alpha1.LabelInstanceGroup], o.GetLabels()[v1alpha1.LabelInstanceGroupNamespace]
 			if name == "" || ns == "" {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
-		})).
+		}), builder.WithPredicates(nodeChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// instanceGroupChanged passes every InstanceGroup event but a status-only
+// update.
+var instanceGroupChanged = predicate.Or(
+	predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+	predicate.LabelChangedPredicate{}, lifecycleChanged)
+
+// lifecycleChanged passes updates that set the deletion timestamp or change
+// the finalizers (neither bumps the generation of every kind).
+var lifecycleChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) ||
+		!slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers())
+}}
+
+// nodeChanged passes Node creates and deletes, and the updates a group
+// judges: readiness, cordon, taints, labels, provider id, deletion.
+// Heartbeats and image lists do not wake every group.
+var nodeChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	before, okOld := e.ObjectOld.(*corev1.Node)
+	after, okNew := e.ObjectNew.(*corev1.Node)
+	if !okOld || !okNew {
+		return true
+	}
+	return upgrade.NodeReady(before) != upgrade.NodeReady(after) ||
+		before.Spec.Unschedulable != after.Spec.Unschedulable ||
+		before.Spec.ProviderID != after.Spec.ProviderID ||
+		!slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }) ||
+		!maps.Equal(before.Labels, after.Labels) ||
+		!before.DeletionTimestamp.Equal(after.DeletionTimestamp)
+}}

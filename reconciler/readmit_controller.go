@@ -41,10 +41,21 @@ const (
 // every valid boundary change (through the Store), and by Namespace changes.
 // It writes the BoundariesApplied condition.
 type ReadmitReconciler struct {
-	Client   client.Client
+	// Client reads InstanceGroups and Namespaces from the cache and writes
+	// the re-admission updates and the condition.
+	Client client.Client
+	// Live, when set, is asked for a Namespace the cache has not seen yet
+	// (a namespace created a moment before the InstanceGroup in it).
+	Live     client.Reader
 	Store    *store.Store
 	Recorder events.EventRecorder
 }
+
+// conflictRetry is how soon a group whose condition write lost a race is
+// reconciled again. The write that won (a finalizer, the InstanceGroup
+// controller's status) does not change annotations, so the watch predicate
+// would never bring the group back by itself.
+const conflictRetry = 100 * time.Millisecond
 
 // Reconcile re-admits one InstanceGroup if its boundaries are stale.
 // Errors other than a webhook rejection are returned for a retry.
@@ -60,26 +71,38 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if ig.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: ig.Namespace}, ns); err != nil {
+	ns, err := r.namespace(ctx, ig.Namespace)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	want := st.Config.Hash(ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true")
 	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == want {
-		return ctrl.Result{}, r.setCondition(ctx, ig, metav1.ConditionTrue, "Current",
-			"The spec was computed from the current boundary ConfigMap")
+		// The group runs the current boundaries. Whoever's update carried
+		// it there (this fan-out, the InstanceGroup controller adding its
+		// finalizer, the tenant's own edit: every update is re-admitted),
+		// a group that was marked for other boundaries before gets the
+		// BoundariesApplied Event once, when its condition moves.
+		prev := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
+		msg := fmt.Sprintf("The spec was computed from the current boundary ConfigMap (boundaries hash %s)", want)
+		moved := prev != nil && prev.Message != msg
+		written, res, err := r.setCondition(ctx, ig, metav1.ConditionTrue, "Current", msg)
+		if written && moved {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
+				"Spec recomputed from the changed boundary ConfigMap (boundaries hash %s)", want)
+		}
+		return res, err
 	}
 
 	logger := log.FromContext(ctx).WithValues("instanceGroup", req.NamespacedName)
 	// An update by the controller makes the mutating webhook recompute the
 	// effective spec from the submitted-spec annotation.
-	err := r.Client.Update(ctx, ig)
+	err = r.Client.Update(ctx, ig)
 	switch {
 	case err == nil:
 		readmissions.WithLabelValues("applied").Inc()
+		// The annotation change brings the group back here, where its
+		// condition moves and the Event is sent.
 		logger.Info("re-admitted after a boundary change", "hash", ig.Annotations[v1alpha1.AnnotationBoundariesHash])
-		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
-			"Spec recomputed from the changed boundary ConfigMap")
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
@@ -89,17 +112,36 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		readmissions.WithLabelValues("rejected").Inc()
 		msg := fmt.Sprintf("The changed boundary ConfigMap was not applied: %v", err)
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonBoundariesRejected, "Readmit", "%s", msg)
-		return ctrl.Result{}, r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+		_, res, err := r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+		return res, err
 	default:
 		readmissions.WithLabelValues("error").Inc()
 		return ctrl.Result{}, fmt.Errorf("re-admitting InstanceGroup %s: %w", req.NamespacedName, err)
 	}
 }
 
-func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.InstanceGroup, status metav1.ConditionStatus, reason, msg string) error {
+// namespace reads the group's Namespace from the cache, or live when the
+// cache has not seen it yet.
+func (r *ReadmitReconciler) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	err := r.Client.Get(ctx, types.NamespacedName{Name: name}, ns)
+	if apierrors.IsNotFound(err) && r.Live != nil {
+		err = r.Live.Get(ctx, types.NamespacedName{Name: name}, ns)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading namespace %s of InstanceGroup: %w", name, err)
+	}
+	return ns, nil
+}
+
+// setCondition writes the BoundariesApplied condition, with an optimistic
+// lock so that conditions other controllers wrote meanwhile are kept, and
+// reports whether it wrote. A lost race is retried (conflictRetry), never
+// dropped.
+func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.InstanceGroup, status metav1.ConditionStatus, reason, msg string) (bool, ctrl.Result, error) {
 	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil &&
 		c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == ig.Generation {
-		return nil
+		return false, ctrl.Result{}, nil
 	}
 	patch := client.MergeFromWithOptions(ig.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	meta.SetStatusCondition(&ig.Status.Conditions, metav1.Condition{
@@ -107,10 +149,13 @@ func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.Insta
 		ObservedGeneration: ig.Generation,
 	})
 	err := r.Client.Status().Patch(ctx, ig, patch)
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil // a newer version is reconciled next
+	switch {
+	case apierrors.IsConflict(err):
+		return false, ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case apierrors.IsNotFound(err):
+		return false, ctrl.Result{}, nil // deleted meanwhile
 	}
-	return err
+	return err == nil, ctrl.Result{}, err
 }
 
 // SetupWithManager registers the fan-out with the manager.

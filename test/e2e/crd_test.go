@@ -18,6 +18,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 var rollingUpgradeGVK = schema.GroupVersionKind{Group: "upgrademgr.keikoproj.io", Version: "v1alpha1", Kind: "RollingUpgrade"}
@@ -51,7 +52,7 @@ func installRollingUpgradeCRD(t *testing.T) {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(rollingUpgradeGVK.GroupVersion().WithKind("RollingUpgradeList"))
 		return admin.List(context.Background(), list)
-	}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(Succeed())
 }
 
 const rollingUpgradeTemplate = `apiVersion: upgrademgr.keikoproj.io/v1alpha1
@@ -111,7 +112,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		Spec: rollingUpgradeTemplate,
 	}}
 	create(t, ig)
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 	g.Expect(rollingUpgrades(t, "e2e-crd")).To(BeEmpty(), "nothing to rotate yet")
 
 	patch := client.MergeFrom(ready.DeepCopy())
@@ -126,11 +127,11 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 			first = items[0]
 		}
 		return len(items)
-	}, 30*time.Second, 200*time.Millisecond).Should(Equal(1))
+	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(1))
 	asgName, _, _ := unstructured.NestedString(first.Object, "spec", "asgName")
 	g.Expect(asgName).To(Equal(ready.Status.ActiveScalingGroupName))
 	g.Expect(first.GetLabels()).To(HaveKeyWithValue(upgrade.LabelTemplateVersion, "2"))
-	g.Eventually(func() string { return get(t, ig).Status.CurrentState }, 30*time.Second, 200*time.Millisecond).Should(Equal(v1alpha1.StateUpgrading))
+	g.Eventually(func() string { return get(t, ig).Status.CurrentState }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(v1alpha1.StateUpgrading))
 
 	// It fails once: the controller deletes it and submits it again.
 	setStatus(t, &first, "error")
@@ -142,8 +143,8 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 			return true
 		}
 		return false
-	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "resubmitted after a failure")
-	g.Eventually(func() int { return get(t, ig).Status.StrategyRetryCount }, 30*time.Second, 200*time.Millisecond).Should(Equal(1))
+	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(BeTrue(), "resubmitted after a failure")
+	g.Eventually(func() int { return get(t, ig).Status.StrategyRetryCount }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(1))
 
 	// Playing upgrade-manager: replace the old instances, then report success.
 	asg := autoscaling.NewFromConfig(environment.AWS)
@@ -159,7 +160,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		cur := get(t, ig)
 		return cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse &&
 			cur.Status.NodesUpdated == 2
-	}, 60*time.Second, 500*time.Millisecond).Should(BeTrue())
-	g.Eventually(func() string { return get(t, ig).Status.StrategyResourceName }, 30*time.Second, 200*time.Millisecond).Should(Equal("rollup-nodes"))
+	}, 2*time.Minute, 500*time.Millisecond).Should(BeTrue())
+	g.Eventually(func() string { return get(t, ig).Status.StrategyResourceName }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal("rollup-nodes"))
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }

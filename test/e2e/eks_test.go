@@ -37,7 +37,7 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	ig := shortGroup("e2e-create", "web", 2, 4)
 	create(t, ig)
 
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 	name := ownership.Name(ownership.LimitLaunchTemplate, cloud.cluster, "e2e-create", "web")
 	roleName := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-create", "web")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
@@ -70,8 +70,8 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.MinSize, ready.Spec.EKS.MaxSize = 3, 5
 	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 60*time.Second, 500*time.Millisecond).Should(Equal(3))
-	scaled := waitReady(t, ig, 60*time.Second)
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(3))
+	scaled := waitReady(t, ig, 2*time.Minute)
 	g.Expect(scaled.Status.CurrentMin).To(Equal(3))
 	g.Expect(scaled.Status.CurrentMax).To(Equal(5))
 
@@ -81,7 +81,7 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	g.Eventually(func() bool {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{})
 		return apierrors.IsNotFound(err)
-	}, 90*time.Second, 500*time.Millisecond).Should(BeTrue())
+	}, 3*time.Minute, 500*time.Millisecond).Should(BeTrue())
 	out, err = asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.AutoScalingGroups).To(BeEmpty())
@@ -93,7 +93,7 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
 	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
 	g.Expect(auth.Data["mapRoles"]).NotTo(ContainSubstring(role))
-	g.Eventually(func() []corev1.Node { return groupNodes(t, ig) }, 30*time.Second, 500*time.Millisecond).Should(BeEmpty())
+	g.Eventually(func() []corev1.Node { return groupNodes(t, ig) }, harness.ConvergeTimeout, 500*time.Millisecond).Should(BeEmpty())
 }
 
 // workload runs replicas pods on the group's nodes behind a PDB that
@@ -130,7 +130,7 @@ func workload(t *testing.T, ig *v1alpha1.InstanceGroup, replicas int32) *appsv1.
 		cur := &appsv1.Deployment{}
 		_ = admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
 		return cur.Status.AvailableReplicas
-	}, 60*time.Second, 500*time.Millisecond).Should(Equal(replicas))
+	}, 2*time.Minute, 500*time.Millisecond).Should(Equal(replicas))
 	return d
 }
 
@@ -171,7 +171,7 @@ func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
 	namespace(t, "e2e-rotate")
 	ig := shortGroup("e2e-rotate", "workers", 3, 4)
 	create(t, ig)
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 	d := workload(t, ig, 3)
 
 	watch := watchRotation(t, ig, d)
@@ -183,8 +183,8 @@ func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
 		cur := get(t, ig)
 		return cur.Status.LatestTemplateVersion == "2" && cur.Status.NodesUpdated == 3 && cur.Status.NodesTotal == 3 &&
 			condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse
-	}, 4*time.Minute, time.Second).Should(BeTrue(), "all three instances rotated")
-	waitReady(t, ig, 60*time.Second)
+	}, 8*time.Minute, time.Second).Should(BeTrue(), "all three instances rotated")
+	waitReady(t, ig, 2*time.Minute)
 	minNodes, minPods := watch()
 	g.Expect(minNodes).To(BeNumerically(">=", 2), "never more than maxUnavailable (1) of 3 nodes down")
 	g.Expect(minPods).To(BeNumerically(">=", 2), "the PodDisruptionBudget (maxUnavailable 1 of 3) is honoured")
@@ -216,7 +216,7 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 		groups = append(groups, ig)
 	}
 	for _, ig := range groups {
-		waitReady(t, ig, 90*time.Second)
+		waitReady(t, ig, 3*time.Minute)
 	}
 
 	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
@@ -235,7 +235,7 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 		}
 		maxRotating = max(maxRotating, rotating)
 		return done == len(groups)
-	}, 5*time.Minute, 200*time.Millisecond).Should(BeTrue(), "every group rolls to the new image")
+	}, 8*time.Minute, 200*time.Millisecond).Should(BeTrue(), "every group rolls to the new image")
 	g.Expect(maxRotating).To(Equal(1), "rollout.maxConcurrentUpgrades: 1")
 	for _, ig := range groups {
 		g.Expect(admin.Delete(ctx, ig)).To(Succeed())
@@ -250,7 +250,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 	namespace(t, "e2e-restart")
 	ig := shortGroup("e2e-restart", "nodes", 3, 4)
 	create(t, ig)
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "c5.large"
@@ -263,14 +263,14 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 			}
 		}
 		return false
-	}, 2*time.Minute, 100*time.Millisecond).Should(BeTrue())
+	}, 4*time.Minute, 100*time.Millisecond).Should(BeTrue())
 	g.Expect(manager.Stop()).To(Succeed())
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).NotTo(BeZero(), "stopped mid-rotation")
 
 	restarted, err := startManager()
 	g.Expect(err).NotTo(HaveOccurred())
 	manager = restarted
-	g.Eventually(func() string { return describe(get(t, ig)) }, 3*time.Minute, time.Second).Should(Equal("Ready v2 3/3 surge 0"))
+	g.Eventually(func() string { return describe(get(t, ig)) }, 6*time.Minute, time.Second).Should(Equal("Ready v2 3/3 surge 0"))
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
 	g.Expect(get(t, ig).Status.LatestTemplateVersion).To(Equal("2"))
 	for _, n := range groupNodes(t, ig) {
@@ -344,7 +344,7 @@ func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
 		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
 	create(t, ig)
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 	d := workload(t, ig, 2)
 
 	watch := watchRotation(t, ig, d)
@@ -354,7 +354,7 @@ func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
 	g.Eventually(func() string {
 		cur := get(t, ig)
 		return describe(cur)
-	}, 4*time.Minute, time.Second).Should(Equal("Ready v2 2/2 surge 0"), "both instances rotated and the surge given back")
+	}, 8*time.Minute, time.Second).Should(Equal("Ready v2 2/2 surge 0"), "both instances rotated and the surge given back")
 	minNodes, minPods := watch()
 	g.Expect(minNodes).To(BeNumerically(">=", 2), "with maxSurge a node is drained only once its surge replacement is Ready")
 	g.Expect(minPods).To(BeNumerically(">=", 1))
@@ -373,7 +373,7 @@ func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
 	namespace(t, "e2e-blocked")
 	ig := shortGroup("e2e-blocked", "single", 1, 1)
 	create(t, ig)
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 	d := workload(t, ig, 1)
 	// The only replica may not be disrupted at all.
 	pdb := &policyv1.PodDisruptionBudget{}
@@ -387,13 +387,13 @@ func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
 
 	// The drain times out (--drain-timeout 15s in this suite): reported, the
 	// node uncordoned and skipped, the pod never evicted.
-	event, err := harness.WaitForEvent(ctx, admin, "e2e-blocked", "single", upgrade.ReasonDrainBlocked, "could not be drained", 90*time.Second)
+	event, err := harness.WaitForEvent(ctx, admin, "e2e-blocked", "single", upgrade.ReasonDrainBlocked, "could not be drained", 3*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Note).To(ContainSubstring("e2e-blocked/single-app-"))
 	g.Eventually(func() bool {
 		nodes := groupNodes(t, ig)
 		return len(nodes) == 1 && !nodes[0].Spec.Unschedulable && nodes[0].Annotations[upgrade.AnnotationDrainSkippedUntil] != ""
-	}, 30*time.Second, 200*time.Millisecond).Should(BeTrue(), "the blocked node is uncordoned and skipped")
+	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(BeTrue(), "the blocked node is uncordoned and skipped")
 	cur := &appsv1.Deployment{}
 	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
 	g.Expect(cur.Status.AvailableReplicas).To(BeEquivalentTo(1), "the protected pod was not evicted")
@@ -403,6 +403,6 @@ func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
 	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
 	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
-	g.Eventually(func() string { return describe(get(t, ig)) }, 2*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
+	g.Eventually(func() string { return describe(get(t, ig)) }, 4*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }

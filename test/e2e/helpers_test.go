@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,12 +66,18 @@ func condition(ig *v1alpha1.InstanceGroup, typ string) metav1.ConditionStatus {
 	return ""
 }
 
-// waitReady waits until the group is Ready and not upgrading.
+// waitReady waits until the group is Ready and not upgrading, as judged
+// for its current spec: a Ready status written before the latest spec
+// change (status.observedGeneration behind metadata.generation) does not
+// count.
 func waitReady(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) *v1alpha1.InstanceGroup {
 	t.Helper()
 	var cur *v1alpha1.InstanceGroup
 	NewWithT(t).Eventually(func() string {
 		cur = get(t, ig)
+		if cur.Status.ObservedGeneration != cur.Generation {
+			return fmt.Sprintf("status observed generation %d, spec generation %d", cur.Status.ObservedGeneration, cur.Generation)
+		}
 		if cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionReady) == metav1.ConditionTrue {
 			return "Ready"
 		}

@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 		level = -1
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a loaded machine starts the environment slowly
 	opts := env.AllComponents()
 	opts.CRDDirectoryPaths = []string{harness.CRDPath()}
 	opts.WebhookInstallOptions = harness.WebhookOptions()

@@ -124,7 +124,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(stored.Spec.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
 	g.Expect(stored.Spec.Strategy.Type).To(Equal(v1alpha1.StrategyManaged))
 
-	ready := waitReady(t, ig, 60*time.Second)
+	ready := waitReady(t, ig, 2*time.Minute)
 	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, "e2e-managed", "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
@@ -164,9 +164,9 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 			return nil
 		}
 		return ng.Labels
-	}, 30*time.Second, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold",
+	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold",
 		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
-	scaled := waitReady(t, ig, 30*time.Second)
+	scaled := waitReady(t, ig, 2*time.Minute)
 	g.Expect(scaled.Status.CurrentMin).To(Equal(2))
 	g.Expect(scaled.Status.CurrentMax).To(Equal(4))
 	ng, err = describeNodegroup(t, cloud.cluster, name)
@@ -184,34 +184,34 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Eventually(func() string {
 		c := readyCondition(t, ig)
 		return string(c.Status) + " " + c.Reason + ": " + c.Message
-	}, 30*time.Second, 250*time.Millisecond).Should(And(HavePrefix("False CloudError: "),
+	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HavePrefix("False CloudError: "),
 		ContainSubstring("eks UpdateNodegroupVersion "+name), ContainSubstring("version 1.19 -> 1.20")))
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, "CloudError", "UpdateNodegroupVersion", 10*time.Second)
+	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, "CloudError", "UpdateNodegroupVersion", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.Version = "" })
-	waitReady(t, ig, 60*time.Second)
+	waitReady(t, ig, 2*time.Minute)
 
 	// An immutable field: a clear spec error, nothing sent.
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.xlarge" })
 	g.Eventually(func() string {
 		c := readyCondition(t, ig)
 		return string(c.Status) + " " + c.Reason + ": " + c.Message
-	}, 30*time.Second, 250*time.Millisecond).Should(And(HavePrefix("False InvalidSpec: spec.eks-managed.configuration.instanceType: "),
+	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HavePrefix("False InvalidSpec: spec.eks-managed.configuration.instanceType: "),
 		ContainSubstring("[m5.large]"), ContainSubstring("delete the InstanceGroup and create it again")))
 	g.Expect(get(t, ig).Status.CurrentState).To(Equal(v1alpha1.StateError))
 	ng, err = describeNodegroup(t, cloud.cluster, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.large" })
-	waitReady(t, ig, 60*time.Second)
+	waitReady(t, ig, 2*time.Minute)
 
 	// Delete: the node group and the created role are gone.
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 60*time.Second)
+	waitGone(t, ig, 2*time.Minute)
 	_, err = describeNodegroup(t, cloud.cluster, name)
 	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
 	roleGone(t, name)
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", 10*time.Second)
+	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
@@ -301,7 +301,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 		},
 	}
 	g.Expect(admin.Create(ctx, ig)).To(Succeed(), "an eks-fargate group with strategy managed is admitted under eks defaults")
-	ready := waitReady(t, ig, 60*time.Second)
+	ready := waitReady(t, ig, 2*time.Minute)
 	prefix := ownership.Name(ownership.LimitFargateProfile-9, cloud.cluster, "e2e-fargate", "batch") + "-"
 	role := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-fargate", "batch")
 	const owner = "e2e-fargate/batch"
@@ -331,8 +331,8 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 		cur := get(t, ig)
 		second = cur.Status.ActiveScalingGroupName
 		return second != first && cur.Status.CurrentState == v1alpha1.StateReady
-	}, 60*time.Second, 250*time.Millisecond).Should(BeTrue(), "the group moves to a new profile")
-	g.Eventually(func() int { return len(ownedProfiles(t, cloud.cluster, owner)) }, 20*time.Second, 250*time.Millisecond).Should(Equal(1))
+	}, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the group moves to a new profile")
+	g.Eventually(func() int { return len(ownedProfiles(t, cloud.cluster, owner)) }, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(1))
 	time.Sleep(100 * time.Millisecond)
 	samples, errs := sampler.finish()
 	g.Expect(errs).To(BeEmpty())
@@ -358,7 +358,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 
 	// Delete: no profile of the group, no role.
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 60*time.Second)
+	waitGone(t, ig, 2*time.Minute)
 	g.Expect(ownedProfiles(t, cloud.cluster, owner)).To(BeEmpty())
 	roleGone(t, role)
 }
@@ -415,8 +415,8 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 
 	g.Expect(admin.Create(ctx, managed)).To(Succeed())
 	g.Expect(admin.Create(ctx, fargate)).To(Succeed())
-	readyManaged := waitReady(t, managed, 60*time.Second)
-	readyFargate := waitReady(t, fargate, 60*time.Second)
+	readyManaged := waitReady(t, managed, 2*time.Minute)
+	readyFargate := waitReady(t, fargate, 2*time.Minute)
 
 	ng, err := describeNodegroup(t, "my-eks-cluster", readyManaged.Status.ActiveScalingGroupName)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -440,8 +440,8 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 	// Deleting removes what the groups built and leaves the roles they were given.
 	g.Expect(admin.Delete(ctx, managed)).To(Succeed())
 	g.Expect(admin.Delete(ctx, fargate)).To(Succeed())
-	waitGone(t, managed, 60*time.Second)
-	waitGone(t, fargate, 60*time.Second)
+	waitGone(t, managed, 2*time.Minute)
+	waitGone(t, fargate, 2*time.Minute)
 	_, err = describeNodegroup(t, "my-eks-cluster", readyManaged.Status.ActiveScalingGroupName)
 	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
 	g.Expect(ownedProfiles(t, "the-cluster-for-my-pods", "instance-manager/fargate-group")).To(BeEmpty())

@@ -54,12 +54,12 @@ func TestSpotRecommendationsSwitchBetweenSpotAndOnDemand(t *testing.T) {
 	namespace(t, "e2e-spot")
 	ig := shortGroup("e2e-spot", "spot", 1, 2)
 	create(t, ig)
-	ready := waitReady(t, ig, 90*time.Second)
+	ready := waitReady(t, ig, 3*time.Minute)
 	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
 
 	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":true}`)
 	g.Eventually(func() string { return describe(get(t, ig)) + " " + get(t, ig).Status.Lifecycle },
-		90*time.Second, time.Second).Should(Equal("Ready v2 1/1 surge 0 spot"))
+		3*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0 spot"))
 	cur := get(t, ig)
 	g.Expect(cur.Status.UsingSpotRecommendation).To(BeTrue())
 	g.Expect(cur.Spec.EKS.Configuration.SpotPrice).To(BeEmpty(), "the stored spec is not changed")
@@ -68,7 +68,7 @@ func TestSpotRecommendationsSwitchBetweenSpotAndOnDemand(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // Event timestamps have second precision
 	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":false}`)
 	g.Eventually(func() string { return describe(get(t, ig)) + " " + get(t, ig).Status.Lifecycle },
-		90*time.Second, time.Second).Should(Equal("Ready v3 1/1 surge 0 normal"))
+		3*time.Minute, time.Second).Should(Equal("Ready v3 1/1 surge 0 normal"))
 	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(BeEmpty())
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }

@@ -85,7 +85,7 @@ func TestControlPlaneOnlyAuthorizesWithRBAC(t *testing.T) {
 	g.Eventually(func() error {
 		_, err := alice.CoreV1().ConfigMaps("team-a").List(ctx, metav1.ListOptions{})
 		return err
-	}).WithTimeout(10 * time.Second).Should(Succeed())
+	}).WithTimeout(60*time.Second).Should(Succeed(), "RBAC for alice in team-a takes effect")
 	_, err = alice.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the binding is for team-a only, got %v", err)
 	_, err = alice.CoreV1().ConfigMaps("team-a").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})

@@ -7,7 +7,7 @@ package harness
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -99,14 +99,15 @@ func StartManager(adminConfig *rest.Config, wio envtest.WebhookInstallOptions, o
 		m.err = mgr.Start(ctx)
 		close(m.done)
 	}()
-	deadline := time.After(60 * time.Second)
+	const startTimeout = 3 * time.Minute // a loaded 2-core machine starts slowly
+	deadline := time.After(startTimeout)
 	for {
 		select {
 		case <-m.done:
 			return nil, fmt.Errorf("manager stopped: %v", m.err)
 		case <-deadline:
 			cancel()
-			return nil, errors.New("the webhook server did not start within 60s")
+			return nil, fmt.Errorf("the webhook server did not start within %s", startTimeout)
 		case <-time.After(200 * time.Millisecond):
 		}
 		if mgr.GetWebhookServer().StartedChecker()(nil) == nil {

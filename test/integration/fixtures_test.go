@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -66,7 +65,7 @@ func mustSetConfigMap(t *testing.T, data map[string]string) {
 // note containing text.
 func waitForEvent(t *testing.T, namespace, name, reason, text string) eventsv1.Event {
 	t.Helper()
-	e, err := harness.WaitForEvent(context.Background(), admin, namespace, name, reason, text, 20*time.Second)
+	e, err := harness.WaitForEvent(context.Background(), admin, namespace, name, reason, text, harness.ConvergeTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,4 +207,21 @@ func getIG(t *testing.T, namespace, name string) *v1alpha1.InstanceGroup {
 		t.Fatalf("getting InstanceGroup %s/%s: %v", namespace, name, err)
 	}
 	return ig
+}
+
+// deleteAllGroups deletes every InstanceGroup in the cluster, for a test
+// whose assertions cover all groups. Groups being deleted are ignored by
+// admission's dry runs, so the finalizers need not have run.
+func deleteAllGroups(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	list := &v1alpha1.InstanceGroupList{}
+	if err := admin.List(ctx, list); err != nil {
+		t.Fatalf("listing InstanceGroups: %v", err)
+	}
+	for i := range list.Items {
+		if err := admin.Delete(ctx, &list.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("deleting InstanceGroup %s/%s: %v", list.Items[i].Namespace, list.Items[i].Name, err)
+		}
+	}
 }

@@ -36,7 +36,7 @@ func run(m *testing.M) int {
 	repoRoot = harness.RepoRoot()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a loaded machine starts the environment slowly
 	e, err := env.New(ctx, env.Options{
 		CRDDirectoryPaths:     []string{harness.CRDPath()},
 		WebhookInstallOptions: harness.WebhookOptions(),

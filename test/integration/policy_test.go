@@ -16,6 +16,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/test/harness"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
 
@@ -90,7 +91,8 @@ eks:
 			return ""
 		}
 		return c.Status
-	}, 10*time.Second, 100*time.Millisecond).Should(Equal(metav1.ConditionTrue))
+	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal(metav1.ConditionTrue),
+		"the fan-out marks team-a/my-instance-group BoundariesApplied=True")
 }
 
 func TestRestrictedFieldIsOverriddenWithAWarning(t *testing.T) {
@@ -226,7 +228,7 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	for _, key := range [][2]string{{"team-fan-a", "one"}, {"team-fan-a", "two"}, {"team-fan-b", "three"}} {
 		g.Eventually(func() string {
 			return getIG(t, key[0], key[1]).Spec.EKS.Configuration.Image
-		}, 10*time.Second, 100*time.Millisecond).Should(Equal("ami-5678"), "%s/%s", key[0], key[1])
+		}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal("ami-5678"), "the fan-out re-admits %s/%s with the new image", key[0], key[1])
 		ig := getIG(t, key[0], key[1])
 		g.Expect(ig.Spec.EKS.Configuration.InstanceType).To(Equal("m5.large"), "the tenant's own values stay")
 	}
@@ -239,7 +241,7 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	ensureNamespace(t, "team-fan-x", nil)
 	g.Eventually(func() string {
 		return getIG(t, "team-fan-x", "system-group").Spec.EKS.Configuration.Image
-	}, 10*time.Second, 100*time.Millisecond).Should(Equal("ami-5678"))
+	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal("ami-5678"), "opting team-fan-x back in re-admits its group under the boundaries")
 
 	// Opting team-fan-b out leaves its short group without defaults, which
 	// cannot work: the re-admission is refused, the stored spec is kept
@@ -251,7 +253,8 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 			return ""
 		}
 		return c.Message
-	}, 10*time.Second, 100*time.Millisecond).Should(ContainSubstring("spec.eks.configuration.clusterName"))
+	}, harness.ConvergeTimeout, harness.PollInterval).Should(ContainSubstring("spec.eks.configuration.clusterName"),
+		"team-fan-b/three reports BoundariesApplied=False naming the missing clusterName")
 	g.Expect(getIG(t, "team-fan-b", "three").Spec.EKS.Configuration.Image).To(Equal("ami-5678"))
 	waitForEvent(t, "team-fan-b", "three", reconciler.ReasonBoundariesRejected, "clusterName")
 	ensureNamespace(t, "team-fan-b", nil)
@@ -262,6 +265,9 @@ func TestInvalidConfigMapIsRejectedAndChangesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	mustSetConfigMap(t, exampleConfigMapData(t))
+	// The ConfigMap webhook names at most 10 broken groups; start from none
+	// so that this test's group is among them whatever ran before.
+	deleteAllGroups(t)
 	tn := newTenant(t, "heidi", "team-invalid")
 	g.Expect(tn.client.Create(ctx, shortIG("team-invalid", "keep-me"))).To(Succeed())
 	before := getIG(t, "team-invalid", "keep-me")
@@ -339,7 +345,7 @@ func TestInvalidConfigMapPastTheWebhookKeepsTheLastValidBoundaries(t *testing.T)
 	}()
 	g.Eventually(func() error {
 		return setConfigMap(ctx, map[string]string{"boundaries": "restricted: [spec.nope]", "defaults": "spec: {provisioner: eks}"})
-	}, 10*time.Second, 200*time.Millisecond).Should(Succeed())
+	}, harness.ConvergeTimeout, harness.PollInterval).Should(Succeed(), "the API server stops calling the removed ConfigMap webhook")
 
 	waitForEvent(t, configNamespace, app.ConfigMapName, reconciler.ReasonBoundariesInvalid, "spec.nope")
 	g.Consistently(func() []any {

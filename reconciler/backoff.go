@@ -1,0 +1,77 @@
+package reconciler
+
+import (
+	"regexp"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// failureBackoff spaces the retries of an InstanceGroup whose reconcile
+// keeps failing (a cloud error, a failed upgrade step): base, 2×base, 4×base
+// … up to max, per group. A persistent error in one tenant's group then
+// costs a handful of AWS calls an hour instead of throttling the account.
+// The count starts again when the group's generation changes (the tenant or
+// the fan-out changed its spec: worth trying at once) or a reconcile
+// succeeds. Safe for concurrent use; the zero value is not usable.
+type failureBackoff struct {
+	base, max time.Duration
+	mu        sync.Mutex
+	groups    map[types.NamespacedName]failureCount
+}
+
+type failureCount struct {
+	generation int64
+	failures   int
+}
+
+func newFailureBackoff(base, max time.Duration) *failureBackoff {
+	if base <= 0 {
+		base = time.Second
+	}
+	if max < base {
+		max = base
+	}
+	return &failureBackoff{base: base, max: max, groups: map[types.NamespacedName]failureCount{}}
+}
+
+// failed records one more failure of key at generation and returns how long
+// to wait before the next attempt.
+func (b *failureBackoff) failed(key types.NamespacedName, generation int64) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.groups[key]
+	if c.generation != generation {
+		c = failureCount{generation: generation}
+	}
+	delay := b.base
+	for i := 0; i < c.failures && delay < b.max; i++ {
+		delay *= 2
+	}
+	c.failures++
+	b.groups[key] = c
+	return min(delay, b.max)
+}
+
+// succeeded forgets key's failures.
+func (b *failureBackoff) succeeded(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.groups, key)
+}
+
+// Per-call noise in error texts: AWS request ids (a new one on every call)
+// and the ephemeral local port of a failed connection.
+var (
+	requestIDPattern     = regexp.MustCompile(`(RequestID|HostID|request id): ?[^,\s]*,?\s*`)
+	ephemeralPortPattern = regexp.MustCompile(`(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]):\d+->`)
+)
+
+// stableMessage returns msg without per-call noise, for condition
+// messages: a condition whose text changes on every failed call would be
+// rewritten on every retry. The full text stays in the log and the Event.
+func stableMessage(msg string) string {
+	msg = requestIDPattern.ReplaceAllString(msg, "")
+	return ephemeralPortPattern.ReplaceAllString(msg, "$1->")
+}
