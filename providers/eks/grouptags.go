@@ -87,8 +87,8 @@ func removableTags(have, want map[string]string) []string {
 	rec := recorded(have)
 	var out []string
 	for k := range have {
-		if _, ok := want[k]; ok || k == tagHooksHash || k == ownership.TagUID && want[ownership.TagUID] == "" {
-			continue
+		if _, ok := want[k]; ok || k == tagHooksHash || ownershipTag(k) {
+			continue // ownership tags are only ever added
 		}
 		if rec[k] || ownedPrefix(k) {
 			out = append(out, k)
@@ -96,4 +96,8 @@ func removableTags(have, want map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func ownershipTag(k string) bool {
+	return k == ownership.TagInstanceGroup || k == ownership.TagUID || k == ownership.TagInstallation || strings.HasPrefix(k, ownership.TagClusterPrefix)
 }

@@ -28,7 +28,6 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -386,5 +385,3 @@ func splitOwner(s string) (string, string, bool) {
 	ns, name, ok := strings.Cut(s, "/")
 	return ns, name, ok && ns != "" && name != ""
 }
-
-func typesUID(s string) types.UID { return types.UID(s) }

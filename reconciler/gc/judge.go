@@ -3,6 +3,8 @@ package gc
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
@@ -31,7 +33,7 @@ func (f found) owner() (ownership.Owner, bool) {
 	if !ok {
 		return ownership.Owner{}, false
 	}
-	return ownership.Owner{Cluster: f.cluster, Namespace: ns, Name: name, UID: typesUID(f.tags[ownership.TagUID])}, true
+	return ownership.Owner{Cluster: f.cluster, Namespace: ns, Name: name, UID: types.UID(f.tags[ownership.TagUID])}, true
 }
 
 // orphaned returns why f is an orphan given live, the InstanceGroup its
