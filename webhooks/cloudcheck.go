@@ -69,7 +69,12 @@ func only(r refcheck.Refs, keep func(field, value string) bool) refcheck.Refs {
 			out.SecurityGroups = append(out.SecurityGroups, s)
 		}
 	}
-	if keep("image", r.Image) {
+	// The image is checked against every instance type when either is new.
+	newType := false
+	for _, t := range r.InstanceTypes {
+		newType = keep("instanceType", t) || newType
+	}
+	if keep("image", r.Image) || newType && r.Image != "" {
 		out.Image, out.InstanceTypes = r.Image, r.InstanceTypes
 	}
 	if keep("roleName", r.Role) {
@@ -247,13 +252,9 @@ func tenantRefProblems(ctx context.Context, cloud CloudChecker, ig, old *v1alpha
 	mine, before := set(ig), set(old)
 	var lines []string
 	for _, r := range refsOf(&ig.Spec) {
-		typesSet := false
-		for _, t := range r.InstanceTypes {
-			typesSet = typesSet || mine[r.Field+".instanceType="+t] && !before[r.Field+".instanceType="+t]
-		}
 		refs := only(r, func(field, value string) bool {
 			key := r.Field + "." + field + "=" + value
-			return value != "" && (mine[key] && !before[key] || field == "image" && typesSet)
+			return value != "" && mine[key] && !before[key]
 		})
 		if refs.Cluster == "" && (len(refs.Subnets) > 0 || len(refs.SecurityGroups) > 0) {
 			refs.Cluster = r.Cluster

@@ -89,4 +89,13 @@ func TestTenantReferencesCheckedWhenNew(t *testing.T) {
 	if lines, _ := tenantRefProblems(context.Background(), cloud, created, created); len(lines) != 0 {
 		t.Fatalf("an unchanged reference was judged again: %v", lines)
 	}
+	// A tenant's instance type is judged against the image it runs.
+	typed := ig(`{"eks":{"configuration":{"instanceType":"m5.large"}}}`, "subnet-a")
+	lines, err = tenantRefProblems(context.Background(), cloud, typed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `image "ami-admin"`) {
+		t.Fatalf("problems %v, want the image checked against the tenant's instance type", lines)
+	}
 }

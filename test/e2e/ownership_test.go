@@ -268,6 +268,14 @@ func TestConfigMapWithMissingCloudReferencesIsRefused(t *testing.T) {
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: harness.ConfigNamespace, Name: "instance-manager"}, cm)).To(Succeed())
 		g.Expect(cm.Data["defaults"]).To(Equal(data["defaults"]), "the ConfigMap is unchanged")
 	}
+	// The same checks on what a tenant sets: an arm64 instance type for the
+	// admin's x86_64 image.
+	namespace(t, "e2e-refs")
+	ig := shortGroup("e2e-refs", "arm", 1, 2)
+	ig.Spec.EKS.Configuration.InstanceType = "m6g.large"
+	err := admin.Create(ctx, ig)
+	g.Expect(err).To(MatchError(And(ContainSubstring(`spec.eks.configuration.image "`+cloud.amis[0]+`" is a x86_64 image; instance type m6g.large runs arm64`),
+		ContainSubstring("InstanceGroup e2e-refs/arm"))))
 }
 
 // Resources left by a controller killed before its finalizer ran (the
