@@ -50,13 +50,19 @@ func nodeEntry(ig *v1alpha1.InstanceGroup, roleARN string) map[string]any {
 	return map[string]any{"rolearn": roleARN, "username": "system:node:{{EC2PrivateDNSName}}", "groups": groups}
 }
 
-// grant lets the nodes of ig (role roleARN) join: in API authentication
-// mode an EKS access entry (CreateAccessEntry, tagged with the cluster's
-// ownership tag; an existing entry is left as it is), otherwise an aws-auth
-// mapRoles entry, added and recorded unless the role already has one that
-// instance-manager did not add.
+// grant lets the nodes of ig (role roleARN) join: with an EKS access
+// entry where the cluster's authentication mode allows it
+// (CreateAccessEntry, tagged with the cluster's ownership tag; an existing
+// entry is left as it is), otherwise an aws-auth mapRoles entry, added and
+// recorded unless the role already has one that instance-manager did not
+// add. In API_AND_CONFIG_MAP mode a role aws-auth already maps keeps that
+// mapping (an access entry would override it).
 func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster ClusterInfo, roleARN string) error {
-	if cluster.AuthenticationMode == "API" {
+	entry, err := n.useAccessEntry(ctx, cluster, roleARN)
+	if err != nil {
+		return err
+	}
+	if entry {
 		typ := "EC2_LINUX"
 		if osFamily(ig) == v1alpha1.OSFamilyWindows {
 			typ = "EC2_WINDOWS"
@@ -85,9 +91,10 @@ func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 	})
 }
 
-// revoke removes ig's use of the role: in API mode the access entry when
-// it carries the cluster's ownership tag (EKS DescribeAccessEntry,
-// DeleteAccessEntry) and no other InstanceGroup uses the role; in aws-auth
+// revoke removes ig's use of the role: in API and API_AND_CONFIG_MAP mode
+// the access entry when it carries the cluster's ownership tag (EKS
+// DescribeAccessEntry, DeleteAccessEntry) and no other InstanceGroup uses
+// the role; in CONFIG_MAP and API_AND_CONFIG_MAP mode, in aws-auth
 // the recorded entry once no InstanceGroup that still exists is recorded
 // as using it, and only while it is still the entry that was added (an
 // entry someone edited is left).
@@ -99,30 +106,10 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 	if err := n.kube.List(ctx, igs); err != nil {
 		return fmt.Errorf("listing InstanceGroups sharing role %s: %w", roleARN, err)
 	}
-	if cluster.AuthenticationMode == "API" {
-		for _, other := range igs.Items {
-			// Groups being deleted no longer count: groups sharing a role and
-			// deleted together would otherwise each keep it for the other.
-			if other.UID != ig.UID && other.DeletionTimestamp == nil && other.Status.NodesInstanceRoleArn == roleARN {
-				return nil
-			}
+	if cluster.AuthenticationMode == modeAPI || cluster.AuthenticationMode == modeBoth {
+		if err := n.revokeAccessEntry(ctx, ig, igs, cluster, roleARN); err != nil || cluster.AuthenticationMode == modeAPI {
+			return err
 		}
-		got, err := n.eks.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
-		var nf *ekstypes.ResourceNotFoundException
-		if errors.As(err, &nf) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("eks DescribeAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
-		}
-		if got.AccessEntry == nil || got.AccessEntry.Tags[awsp.ClusterTagKey(cluster.Name)] != "owned" {
-			return nil // an entry instance-manager did not create
-		}
-		_, err = n.eks.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
-		if err != nil && !errors.As(err, &nf) {
-			return fmt.Errorf("eks DeleteAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
-		}
-		return nil
 	}
 	live := map[string]bool{}
 	for _, other := range igs.Items {
@@ -211,8 +198,8 @@ func (n nodeAccess) updateMapRoles(ctx context.Context, edit func([]map[string]a
 			return err
 		}
 		recAfter, _ := json.Marshal(rec)
-		if string(before) == string(after) && string(recBefore) == string(recAfter) && !create {
-			return nil
+		if string(before) == string(after) && string(recBefore) == string(recAfter) {
+			return nil // nothing to add or remove (an absent aws-auth is not created for nothing)
 		}
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
@@ -261,4 +248,64 @@ func ForgetRole(ctx context.Context, kube client.Client, roleARN string) error {
 		}
 		return out
 	})
+}
+
+// EKS authentication modes (DescribeCluster accessConfig).
+const (
+	modeAPI  = "API"
+	modeBoth = "API_AND_CONFIG_MAP"
+)
+
+// useAccessEntry: access entries in API mode; in API_AND_CONFIG_MAP mode
+// too, unless aws-auth already maps the role (an access entry for it would
+// take precedence over that mapping, which may be an admin's).
+func (n nodeAccess) useAccessEntry(ctx context.Context, cluster ClusterInfo, roleARN string) (bool, error) {
+	switch cluster.AuthenticationMode {
+	case modeAPI:
+		return true, nil
+	case modeBoth:
+		cm := &corev1.ConfigMap{}
+		err := n.kube.Get(ctx, AuthConfigMap, cm)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading ConfigMap %s: %w", AuthConfigMap, err)
+		}
+		var roles []map[string]any
+		if err := yaml.Unmarshal([]byte(cm.Data["mapRoles"]), &roles); err != nil {
+			return false, fmt.Errorf("ConfigMap %s: data.mapRoles is not a YAML list: %w", AuthConfigMap, err)
+		}
+		return !slices.ContainsFunc(roles, func(r map[string]any) bool { return r["rolearn"] == roleARN }), nil
+	}
+	return false, nil
+}
+
+// revokeAccessEntry deletes the role's access entry when instance-manager
+// created it (its cluster ownership tag; EKS DescribeAccessEntry,
+// DeleteAccessEntry) and no other InstanceGroup in igs still uses the role.
+func (n nodeAccess) revokeAccessEntry(ctx context.Context, ig *v1alpha1.InstanceGroup, igs *v1alpha1.InstanceGroupList, cluster ClusterInfo, roleARN string) error {
+	for _, other := range igs.Items {
+		// Groups being deleted no longer count: groups sharing a role and
+		// deleted together would otherwise each keep it for the other.
+		if other.UID != ig.UID && other.DeletionTimestamp == nil && other.Status.NodesInstanceRoleArn == roleARN {
+			return nil
+		}
+	}
+	got, err := n.eks.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
+	var nf *ekstypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("eks DescribeAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
+	}
+	if got.AccessEntry == nil || got.AccessEntry.Tags[awsp.ClusterTagKey(cluster.Name)] != "owned" {
+		return nil // an entry instance-manager did not create
+	}
+	_, err = n.eks.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("eks DeleteAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
+	}
+	return nil
 }

@@ -206,3 +206,41 @@ func TestAWSAuthEntryGoesWhenGroupsSharingTheRoleAreDeletedTogether(t *testing.T
 		t.Fatalf("a role only groups being deleted use was kept:\n%s", cm.Data["mapRoles"])
 	}
 }
+
+func TestAPIAndConfigMapModePrefersAccessEntries(t *testing.T) {
+	ctx := context.Background()
+	cluster := ClusterInfo{Name: "prod", AuthenticationMode: "API_AND_CONFIG_MAP"}
+	admins := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "aws-auth"},
+		Data: map[string]string{"mapRoles": "- rolearn: arn:aws:iam::1:role/mapped\n  username: admin\n  groups: [system:masters]\n"}}
+	ig := eksGroup(v1alpha1.EKSConfiguration{})
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(admins, ig).Build()
+	entries := &fakeAccessEntries{entries: map[string]string{}}
+	na := nodeAccess{kube: kube, eks: entries}
+	for _, step := range []func(context.Context, *v1alpha1.InstanceGroup, ClusterInfo, string) error{na.grant, na.revoke} {
+		for _, role := range []string{"arn:aws:iam::1:role/mapped", "arn:aws:iam::1:role/new"} {
+			if err := step(ctx, ig, cluster, role); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	if err := kube.Get(ctx, AuthConfigMap, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["mapRoles"] != admins.Data["mapRoles"] || cm.Annotations[AnnotationMapRoles] != "" {
+		t.Errorf("aws-auth changed:\n%s\n%v", cm.Data["mapRoles"], cm.Annotations)
+	}
+	if len(entries.entries) != 0 {
+		t.Errorf("access entries left after revoke: %v", entries.entries)
+	}
+	// After grant only: the new role has an access entry, the mapped one none.
+	if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/mapped"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := entries.entries["arn:aws:iam::1:role/new"]; !ok || len(entries.entries) != 1 {
+		t.Errorf("access entries %v, want one for the role aws-auth does not map", entries.entries)
+	}
+}
