@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -91,6 +93,13 @@ type Options struct {
 	// the first stopped (tests that restart the controller): controller
 	// names are otherwise required to be unique per process.
 	InProcessRestarts bool
+	// SpotRecommender is the Event source whose SpotRecommendationGiven
+	// Events are honoured ("" ignores them all).
+	SpotRecommender string
+	// AllowNoBoundaries admits InstanceGroups as submitted while the
+	// boundary ConfigMap does not exist (open mode). Off (the default),
+	// tenants' creates and spec changes are refused until it exists.
+	AllowNoBoundaries bool
 	// LeaderElectionNamespace is the namespace of the leader election
 	// Lease. Empty: $POD_NAMESPACE, and when that is unset too,
 	// controller-runtime's in-cluster default (the pod's namespace), which
@@ -117,7 +126,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", "instance-manager", "Namespace of the boundary ConfigMap \"instance-manager\".")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader among replicas; only the leader reconciles (all replicas serve webhooks).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "instance-manager.instancemgr.keikoproj.io", "Name of the leader election Lease.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint (HTTPS; callers are authenticated with a TokenReview and authorized with a SubjectAccessReview for GET /metrics); \"0\" disables it.")
+	fs.StringVar(&o.SpotRecommender, "spot-recommendation-source", "minion-manager", "Event source (source.component or reportingController) whose SpotRecommendationGiven Events are honoured; empty ignores them.")
+	fs.BoolVar(&o.AllowNoBoundaries, "allow-no-boundaries", false, "Admit InstanceGroups as submitted while the boundary ConfigMap does not exist (open mode). Off: they are refused until the admin creates it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
@@ -186,7 +197,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	configMap := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: ConfigMapName}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                       MetricsOptions(opts.MetricsBindAddress),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
@@ -195,6 +206,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(opts.InProcessRestarts)},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
+			TLSOpts: []func(*tls.Config){http1Only},
 		}),
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			// Only the boundary ConfigMap and aws-auth are cached, not
@@ -226,8 +238,8 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		cloud = &refcheck.Checker{AWS: clients, TTL: time.Minute}
 	}
 	webhooks.Register(mgr.GetWebhookServer(),
-		&webhooks.InstanceGroupMutator{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Boundaries: st, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{Cloud: cloud},
+		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
+		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(), Cloud: cloud},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
 	if err := (&reconciler.BoundariesReconciler{
@@ -235,7 +247,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Store: st, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
 	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
@@ -263,6 +275,23 @@ func setInstallation(r client.Reader, id string) error {
 	ownership.SetInstallation(id)
 	return nil
 }
+
+// MetricsOptions serves the metrics at addr ("0": off) over HTTPS with a
+// self-signed certificate, HTTP/1.1 only, and only to callers the API
+// server authenticates (TokenReview) and authorizes for GET /metrics
+// (SubjectAccessReview; the chart's metrics-reader ClusterRole grants it).
+func MetricsOptions(addr string) metricsserver.Options {
+	return metricsserver.Options{
+		BindAddress:    addr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){http1Only},
+	}
+}
+
+// http1Only turns HTTP/2 off on a TLS server: its stream handling has
+// been the target of denial-of-service attacks (HTTP/2 rapid reset).
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
 
 // orString returns s, or def when s is empty.
 func orString(s, def string) string {

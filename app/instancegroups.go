@@ -34,6 +34,11 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			return c.MaxConcurrentUpgrades
 		}
 		return opts.MaxConcurrentUpgrades
+	}, PerNamespace: func(namespace string) int {
+		if q, _ := st.Get().Config.QuotasFor(namespace); q != nil && q.MaxConcurrentUpgrades != nil {
+			return int(*q.MaxConcurrentUpgrades)
+		}
+		return 0
 	}}
 	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
 	drainer := &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
@@ -44,8 +49,9 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
 	r := &reconciler.InstanceGroupReconciler{
-		Client: mgr.GetClient(),
-		Reader: mgr.GetAPIReader(),
+		Client:          mgr.GetClient(),
+		Reader:          mgr.GetAPIReader(),
+		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
 			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients),
@@ -56,7 +62,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			Recorder: recorder,
 			Client:   mgr.GetClient(),
 		},
-		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder},
+		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder, Boundaries: st},
 		Slots:          slots,
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),

@@ -2,6 +2,7 @@ package boundaries
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -14,9 +15,15 @@ type Input struct {
 	Spec map[string]any
 	// Annotations are the InstanceGroup's annotations, matched by conditionals.
 	Annotations map[string]string
-	// NamespaceExcluded is true when the namespace carries
-	// instancemgr.keikoproj.io/config-excluded: "true".
+	// NamespaceExcluded is true when the namespace is in the ConfigMap's
+	// excludedNamespaces (Config.Excluded).
 	NamespaceExcluded bool
+	// AdminNamespace is true for the namespace of the boundary ConfigMap:
+	// the admin's own groups get the ConfigMap's rules as written, without
+	// what protects against tenants (sensitive paths, rules following the
+	// provisioner), so that the seed manifests applied there by the admin
+	// behave as they always did.
+	AdminNamespace bool
 }
 
 // Result is the effective spec and what was enforced to get it.
@@ -40,12 +47,22 @@ type Result struct {
 type Override struct {
 	Path      string
 	Submitted any
-	Enforced  any
+	// Enforced is the admin's value; nil when the path has no default and
+	// the tenant's value was removed (see Removed).
+	Enforced any
 }
 
+// Removed reports whether the path has no default: the tenant's value is
+// dropped and the path left unset.
+func (o Override) Removed() bool { return o.Enforced == nil }
+
 // String renders the override for an admission warning or an Event, e.g.
-// `spec.eks.configuration.image: "ami-0bad" replaced by "ami-1234" (restricted)`.
+// `spec.eks.configuration.image: "ami-0bad" replaced by "ami-1234" (restricted)`
+// or `spec.eks.configuration.userData: [...] removed (restricted, no default)`.
 func (o Override) String() string {
+	if o.Removed() {
+		return fmt.Sprintf("%s: %s removed (restricted, no default)", o.Path, compactJSON(o.Submitted))
+	}
 	return fmt.Sprintf("%s: %s replaced by %s (restricted)", o.Path, compactJSON(o.Submitted), compactJSON(o.Enforced))
 }
 
@@ -55,19 +72,44 @@ type rule struct {
 	segs  []string // below spec
 	kind  ruleKind
 	inner [][]string // segs of the other rules strictly below this one, relative to it
+	// section, for a rule derived for another provisioner, is the section
+	// (below spec) the rule applies in only when the group has it, so that
+	// a derived default never creates a section of its own.
+	section string
+	// defaultSegs is where D holds this rule's default (below spec):
+	// segs, or for a derived rule the named path it follows; nil for
+	// none.
+	defaultSegs []string
+}
+
+// Names reports whether the ConfigMap names path in a rule (otherwise a
+// restriction on it comes from SensitivePaths or from the rule of an
+// equivalent path).
+func (c *Config) Names(path string) bool {
+	return c != nil && (slices.Contains(c.Restricted, path) || slices.Contains(c.Merge, path) ||
+		slices.Contains(c.MergeOverride, path) || slices.Contains(c.Replace, path))
 }
 
 // rules lists the Config's paths outer before inner (by depth, then path),
-// so that an inner rule governs its own subtree.
-func (c *Config) rules() ([]rule, error) {
+// so that an inner rule governs its own subtree: the named rules, the
+// rules they imply for the other provisioners' sections (see equivalents),
+// and a restricted rule for every sensitive path no rule covers.
+func (c *Config) rules() ([]rule, error) { return c.rulesFor(false) }
+
+// rulesFor is rules; for an admin namespace, the named rules only.
+func (c *Config) rulesFor(admin bool) ([]rule, error) {
 	var out []rule
+	named := map[string]ruleKind{}
+	var order []string
 	add := func(paths []string, k ruleKind) error {
 		for _, p := range paths {
 			segs := splitPath(p)
 			if len(segs) < 2 || segs[0] != "spec" {
 				return fmt.Errorf("boundary path %q (%s): paths start with \"spec.\"", p, k)
 			}
-			out = append(out, rule{path: p, segs: segs[1:], kind: k})
+			out = append(out, rule{path: p, segs: segs[1:], kind: k, defaultSegs: segs[1:]})
+			named[p] = k
+			order = append(order, p)
 		}
 		return nil
 	}
@@ -77,6 +119,27 @@ func (c *Config) rules() ([]rule, error) {
 	}{{c.Restricted, ruleRestricted}, {c.Merge, ruleMerge}, {c.MergeOverride, ruleMergeOverride}, {c.Replace, ruleReplace}} {
 		if err := add(l.paths, l.kind); err != nil {
 			return nil, err
+		}
+	}
+	if admin {
+		order = nil // no derived rules, and no sensitive paths below
+	}
+	for _, d := range deriveRules(named, order) {
+		segs := splitPath(d.path)[1:]
+		r := rule{path: d.path, segs: segs, kind: d.kind, section: segs[0]}
+		if d.defaultFrom != "" {
+			r.defaultSegs = splitPath(d.defaultFrom)[1:]
+		}
+		out = append(out, r)
+	}
+	covered := map[string]ruleKind{}
+	for _, r := range out {
+		covered[r.path] = r.kind
+	}
+	for _, p := range c.Sensitive {
+		if !admin && !coveredBy(p, covered) {
+			segs := splitPath(p)[1:]
+			out = append(out, rule{path: p, segs: segs, kind: ruleRestricted, defaultSegs: segs})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -104,9 +167,14 @@ func (c *Config) rules() ([]rule, error) {
 //  2. Fields named in no boundary: the tenant's value, D's where the tenant
 //     has none (objects merged recursively, lists atomic).
 //  3. Boundary paths, outer before inner: restricted (D's value if D has
-//     one, recording an Override when the tenant's differs; else the
-//     tenant's), replace (the tenant's if present, else D's), merge and
-//     mergeOverride (see mergeShared).
+//     one, recording an Override when the tenant's differs; else the path
+//     is left unset, recording an Override with Removed when the tenant
+//     set it), replace (the tenant's if present, else D's), merge and
+//     mergeOverride (see mergeShared). The boundary paths are the named
+//     ones, the rules they imply for the equivalent paths of the other
+//     provisioners' sections (applied only in a section the group has,
+//     with the named path's default where the value means the same), and
+//     c.Sensitive paths no rule covers, which are restricted.
 //
 // A path may reach below what exists: absent intermediates mean no value.
 // JSON null counts as absent. A nil Config (no ConfigMap) and
@@ -130,28 +198,38 @@ func (c *Config) Effective(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	rules, err := c.rules()
+	rules, err := c.rulesFor(in.AdminNamespace)
 	if err != nil {
 		return Result{}, err
 	}
 	out := overlay(d, t).(map[string]any)
 	for _, r := range rules {
-		dv, dok := getPath(d, r.segs)
+		if r.section != "" {
+			if _, ok := out[r.section].(map[string]any); !ok {
+				continue
+			}
+		}
+		var dv any
+		dok := false
+		if r.defaultSegs != nil {
+			dv, dok = getPath(d, r.defaultSegs)
+		}
 		tv, tok := getPath(t, r.segs)
 		var v any
 		vok := false
 		switch r.kind {
 		case ruleRestricted:
-			switch {
-			case dok:
-				v, vok = dv, true
-				if tok {
-					if o, differs := r.override(tv, dv); differs {
-						res.Overrides = append(res.Overrides, o)
-					}
+			if tok {
+				if o, differs := r.override(tv, dv, dok); differs {
+					res.Overrides = append(res.Overrides, o)
 				}
-			case tok:
-				v, vok = tv, true
+			}
+			if dok {
+				v, vok = dv, true
+			} else {
+				// Restricted without a default: admin-only and unset.
+				// Inner rules that follow put back what they share.
+				deletePath(out, r.segs)
 			}
 		case ruleReplace:
 			switch {
@@ -191,21 +269,29 @@ func (c *Config) Effective(in Input) (Result, error) {
 }
 
 // override compares the tenant's and the default's values of a restricted
-// path, leaving out the subtrees of the boundary paths below it. It reports
-// a difference only where the tenant said something that is not kept.
-func (r rule) override(tv, dv any) (Override, bool) {
+// path (dok false: there is no default, the value is removed), leaving out
+// the subtrees of the boundary paths below it. It reports a difference only
+// where the tenant said something that is not kept.
+func (r rule) override(tv, dv any, dok bool) (Override, bool) {
 	if len(r.inner) > 0 {
-		tv, dv = mask(tv, r.inner), mask(dv, r.inner)
+		tv = mask(tv, r.inner)
+		if dok {
+			dv = mask(dv, r.inner)
+		}
 	}
 	// An empty object says nothing that could be lost (the usual case: the
 	// tenant's object holds only fields that inner rules govern).
 	if m, ok := tv.(map[string]any); ok && len(m) == 0 {
 		return Override{}, false
 	}
-	if equalValues(tv, dv) {
+	if dok && equalValues(tv, dv) {
 		return Override{}, false
 	}
-	return Override{Path: r.path, Submitted: deepCopy(tv), Enforced: deepCopy(dv)}, true
+	o := Override{Path: r.path, Submitted: deepCopy(tv)}
+	if dok {
+		o.Enforced = deepCopy(dv)
+	}
+	return o, true
 }
 
 // mask returns a copy of v without the values at the given relative paths.

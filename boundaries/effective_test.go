@@ -210,10 +210,11 @@ func TestEffectiveRules(t *testing.T) {
 			overrides: []Override{{"spec.eks.configuration.labels", map[string]any{"a": "b", "c": "d"}, map[string]any{"a": "b"}}},
 		},
 		{
-			name:   "restricted without default: the tenant value stands",
-			data:   restricted,
-			tenant: "eks: {configuration: {keyPairName: mine}}",
-			want:   "eks: {configuration: {keyPairName: mine, image: ami-1234, subnets: [subnet-1, subnet-2]}}",
+			name:      "restricted without default: the tenant value is removed and reported",
+			data:      restricted,
+			tenant:    "eks: {configuration: {keyPairName: mine}}",
+			want:      "eks: {configuration: {image: ami-1234, subnets: [subnet-1, subnet-2]}}",
+			overrides: []Override{{"spec.eks.configuration.keyPairName", "mine", nil}},
 		},
 		{
 			name:   "tenant null counts as absent",
@@ -223,9 +224,9 @@ func TestEffectiveRules(t *testing.T) {
 		},
 		{
 			name:   "unnamed: tenant wins at leaves, lists atomic, defaults fill in",
-			data:   map[string]string{"defaults": "spec: {provisioner: eks, eks: {minSize: 1, maxSize: 3, configuration: {managedPolicies: [a, b], volSize: 20}}}"},
-			tenant: "eks: {maxSize: 5, configuration: {managedPolicies: [c]}}",
-			want:   "provisioner: eks\neks: {minSize: 1, maxSize: 5, configuration: {managedPolicies: [c], volSize: 20}}",
+			data:   map[string]string{"defaults": "spec: {provisioner: eks, eks: {minSize: 1, maxSize: 3, configuration: {suspendProcesses: [a, b], volSize: 20}}}"},
+			tenant: "eks: {maxSize: 5, configuration: {suspendProcesses: [c]}}",
+			want:   "provisioner: eks\neks: {minSize: 1, maxSize: 5, configuration: {suspendProcesses: [c], volSize: 20}}",
 		},
 		{
 			name:   "unnamed: tenant value of another shape wins",
@@ -337,13 +338,14 @@ func TestEffectiveNestedPaths(t *testing.T) {
 			overrides: []Override{{"spec.eks.configuration", map[string]any{"image": "ami-evil"}, map[string]any{"image": "ami-1234"}}},
 		},
 		{
-			name: "restricted outside and inside: inner default absent, tenant's inner value stands",
+			name: "restricted outside and inside: inner default absent, tenant's inner value removed",
 			data: map[string]string{
 				"boundaries": "restricted: [spec.eks.configuration, spec.eks.configuration.keyPairName]",
 				"defaults":   "spec: {eks: {configuration: {image: ami-1234}}}",
 			},
-			tenant: "eks: {configuration: {keyPairName: mine}}",
-			want:   "eks: {configuration: {image: ami-1234, keyPairName: mine}}",
+			tenant:    "eks: {configuration: {keyPairName: mine}}",
+			want:      "eks: {configuration: {image: ami-1234}}",
+			overrides: []Override{{"spec.eks.configuration.keyPairName", "mine", nil}},
 		},
 		{
 			name: "three levels: each rule reads the tenant's and the default's own values",
@@ -662,6 +664,15 @@ func FuzzEffective(f *testing.F) {
 			t.Fatal(err)
 		}
 		restricted := map[string]bool{}
+		rules, err := c.rules()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rules {
+			if r.kind == ruleRestricted {
+				restricted[r.path] = true
+			}
+		}
 		for _, p := range c.Restricted {
 			restricted[p] = true
 			dv, ok := getPath(d, splitPath(p)[1:])

@@ -15,7 +15,7 @@ import (
 // hashVersion starts every hashed document, so that a change of the
 // canonical form below changes every hash (and re-admits every group) on
 // purpose rather than by accident.
-const hashVersion = "instancemgr.keikoproj.io/boundaries-hash/v1"
+const hashVersion = "instancemgr.keikoproj.io/boundaries-hash/v2"
 
 // canonicalConfig is what Hash encodes: everything that can change an
 // effective spec, in a form independent of how the ConfigMap was written.
@@ -30,6 +30,7 @@ type canonicalConfig struct {
 	Conditionals  []canonicalConditional `json:"conditionals"`
 	Enforcement   Enforcement            `json:"enforcement"`
 	Excluded      bool                   `json:"namespaceExcluded"`
+	Sensitive     []string               `json:"sensitive"`
 }
 
 type canonicalConditional struct {
@@ -61,6 +62,7 @@ func (c *Config) Hash(namespaceExcluded bool) string {
 		Conditionals:  make([]canonicalConditional, len(c.Conditionals)),
 		Enforcement:   c.Enforcement,
 		Excluded:      namespaceExcluded,
+		Sensitive:     sortedCopy(c.Sensitive),
 	}
 	if cc.Enforcement == "" {
 		cc.Enforcement = EnforcementWarn

@@ -106,14 +106,15 @@ shared: {replace: [spec.strategy], mergeOverride: [spec.eks.configuration.tags],
 
 // The hashes are pinned: a change of the canonical form changes every
 // group's boundaries-hash and re-admits every InstanceGroup in every
-// cluster on upgrade. Change these only on purpose, with hashVersion.
+// cluster on upgrade. Change these only on purpose, with hashVersion
+// (v2: restricted-without-default removes, sensitive paths, issue 11).
 func TestHashPinned(t *testing.T) {
 	for name, tc := range map[string]struct {
 		c    *Config
 		want string
 	}{
-		"no config": {nil, "7c776190505cb8ffb15e8a600f27a1cdc26a1137fc977046038203cf5438ae29"},
-		"example":   {mustParse(t, exampleData), "6fd256326742a860ecaa205fecad407e474416b0b35e8eb0dcd382e778cb27c0"},
+		"no config": {nil, "9434fc5ad0004b5cf0a3ef9874dd9c8de0d913d09db7b27ce89c1688fce7bf1f"},
+		"example":   {mustParse(t, exampleData), "ff2db8e158547de472796737e84c7a39bc01d7852da433120815e28be73a3a2f"},
 	} {
 		if got := tc.c.Hash(false); got != tc.want {
 			t.Errorf("%s: hash = %s, want %s", name, got, tc.want)

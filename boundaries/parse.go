@@ -31,10 +31,15 @@ const (
 	KeyConditionals = "conditionals"
 	KeyEnforcement  = "enforcement"
 	KeyRollout      = "rollout"
+	// Keys of issue 11 (tenant confinement), all ours.
+	KeyExcludedNamespaces = "excludedNamespaces"
+	KeySharedAnnotations  = "sharedAnnotations"
+	KeyCRDStrategy        = "crdStrategy"
+	KeyQuotas             = "quotas"
 )
 
 // dataKeys lists the allowed data keys, sorted, for messages.
-var dataKeys = []string{KeyBoundaries, KeyConditionals, KeyDefaults, KeyEnforcement, KeyRollout}
+var dataKeys = []string{KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyEnforcement, KeyExcludedNamespaces, KeyQuotas, KeyRollout, KeySharedAnnotations}
 
 // Config is a parsed boundary ConfigMap. Parse returns it validated; a
 // hand-built Config is accepted by Effective and Hash as well.
@@ -59,6 +64,20 @@ type Config struct {
 	// MaxConcurrentUpgrades is the cluster-wide cap on groups rotating
 	// nodes at once because of a boundary change; 0 = not set.
 	MaxConcurrentUpgrades int
+	// Sensitive are paths restricted unless a rule names them or an
+	// ancestor; Parse sets SensitivePaths.
+	Sensitive []string
+	// ExcludedNamespaces are namespaces whose groups are admitted as
+	// submitted (the admin's opt-out list, data key excludedNamespaces).
+	ExcludedNamespaces []string
+	// SharedAnnotations are the BehaviourAnnotations tenants may set
+	// (data key sharedAnnotations).
+	SharedAnnotations []string
+	// CRDKinds are the kinds the crd upgrade strategy may create (data
+	// key crdStrategy.allowedKinds); Parse defaults it to DefaultCRDKinds.
+	CRDKinds []GroupKind
+	// Quotas are the bounds of data key quotas; nil when there are none.
+	Quotas *Quotas
 }
 
 // Conditional is one entry of `conditionals`.
@@ -93,13 +112,18 @@ func (e *ConfigError) Error() string {
 // ValidatePath), a path listed twice or under two rules, defaults that do
 // not decode strictly into a partial InstanceGroup with only a spec,
 // invalid annotation selectors, an enforcement other than warn or deny, and
-// a rollout other than {maxConcurrentUpgrades: N} with N >= 1.
+// a rollout other than {maxConcurrentUpgrades: N} with N >= 1, and the
+// tenancy keys of parse_tenancy.go (excludedNamespaces, sharedAnnotations,
+// crdStrategy, quotas). The Config restricts SensitivePaths not named in
+// a rule and allows the crd strategy DefaultCRDKinds unless crdStrategy
+// says otherwise.
 func Parse(data map[string]string) (*Config, error) {
 	p := &parser{}
-	c := &Config{Enforcement: EnforcementWarn}
+	c := &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds}
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
-		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout:
+		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout,
+			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas:
 		default:
 			p.addf("data.%s: unknown key (valid: %s)", k, strings.Join(dataKeys, ", "))
 		}
@@ -119,6 +143,7 @@ func Parse(data map[string]string) (*Config, error) {
 	if v, ok := p.yaml(data, KeyRollout); ok {
 		c.MaxConcurrentUpgrades = p.rollout(v)
 	}
+	p.tenancy(c, data)
 	if len(p.problems) > 0 {
 		return nil, &ConfigError{Problems: p.problems}
 	}

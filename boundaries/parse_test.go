@@ -29,6 +29,8 @@ func TestParseExampleConfigMap(t *testing.T) {
 		// The defaults YAML without its "spec:" line: the same document, one level down.
 		Defaults:    canon(t, map[string]any{"spec": specOf(t, strings.TrimPrefix(exampleData["defaults"], "spec:\n"))}).(map[string]any),
 		Enforcement: EnforcementWarn,
+		Sensitive:   SensitivePaths,
+		CRDKinds:    DefaultCRDKinds,
 	}
 	if mu, _ := getPath(c.Defaults, []string{"spec", "strategy", "rollingUpdate", "maxUnavailable"}); mu != int64(1) {
 		t.Errorf("maxUnavailable = %#v, want int64(1)", mu)
@@ -114,9 +116,13 @@ func TestParseAccepts(t *testing.T) {
 		data  map[string]string
 		check func(*Config) bool
 	}{
-		{"nil data", nil, func(c *Config) bool { return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn}) }},
+		{"nil data", nil, func(c *Config) bool {
+			return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds})
+		}},
 		{"blank values are absent", map[string]string{"boundaries": "", "defaults": "  \n", "conditionals": "# none yet\n", "enforcement": "", "rollout": "~"},
-			func(c *Config) bool { return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn}) }},
+			func(c *Config) bool {
+				return reflect.DeepEqual(c, &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds})
+			}},
 		{"one explicit YAML document", map[string]string{"enforcement": "---\ndeny\n...\n"}, func(c *Config) bool { return c.Enforcement == EnforcementDeny }},
 		{"deny", map[string]string{"enforcement": "deny\n"}, func(c *Config) bool { return c.Enforcement == EnforcementDeny }},
 		{"warn", map[string]string{"enforcement": "'warn'"}, func(c *Config) bool { return c.Enforcement == EnforcementWarn }},
@@ -151,7 +157,7 @@ func TestParseRejects(t *testing.T) {
 		want []string // one per problem, in order, each a substring
 	}{
 		{"unknown key", map[string]string{"boundary": "x", "defaults": "spec: {provisioner: eks}"},
-			[]string{"data.boundary: unknown key (valid: boundaries, conditionals, defaults, enforcement, rollout)"}},
+			[]string{"data.boundary: unknown key (valid: boundaries, conditionals, crdStrategy, defaults, enforcement, excludedNamespaces, quotas, rollout, sharedAnnotations)"}},
 		{"malformed YAML", map[string]string{"boundaries": "restricted: [spec.eks", "defaults": "spec:\n\tprovisioner: eks"},
 			[]string{"data.boundaries: malformed YAML: yaml: line 1", "data.defaults: malformed YAML: yaml: line 2"}},
 		{"duplicate YAML key", map[string]string{"boundaries": "restricted: [spec.strategy]\nrestricted: [spec.eks]"},

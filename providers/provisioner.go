@@ -85,6 +85,9 @@ type Instance struct {
 	// UpToDate is false when the instance was launched from another launch
 	// template version than the latest one: it has drifted.
 	UpToDate bool
+	// PrivateDNSName is the instance's private DNS name from EC2, the name
+	// its Node registers with; "" when unknown.
+	PrivateDNSName string
 }
 
 // InService reports whether the instance serves traffic for its group.

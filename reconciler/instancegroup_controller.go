@@ -57,6 +57,10 @@ type InstanceGroupReconciler struct {
 	Client client.Client
 	// Reader reads what is not cached (spot recommendation Events).
 	Reader client.Reader
+	// SpotRecommender is the Event source (source.component or
+	// reportingController) whose spot recommendations are honoured; empty
+	// honours none.
+	SpotRecommender string
 	// Provisioners by spec.provisioner value ("eks-cf" is served by "eks").
 	Provisioners map[string]providers.Provisioner
 	Rolling      *upgrade.RollingUpdate
@@ -324,26 +328,38 @@ func (r *InstanceGroupReconciler) writeStatus(ctx context.Context, before, ig *v
 	return err == nil, err
 }
 
-// groupNodes returns the group's Nodes by providerID.
+// groupNodes returns the group's Nodes by providerID (see matchNodes).
 func (r *InstanceGroupReconciler) groupNodes(ctx context.Context, obs *providers.Observation) (map[string]*corev1.Node, error) {
-	out := map[string]*corev1.Node{}
 	if len(obs.Instances) == 0 {
-		return out, nil
-	}
-	want := map[string]bool{}
-	for _, in := range obs.Instances {
-		want[in.ProviderID] = true
+		return map[string]*corev1.Node{}, nil
 	}
 	list := &corev1.NodeList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	for i := range list.Items {
-		if n := &list.Items[i]; want[n.Spec.ProviderID] {
-			out[n.Spec.ProviderID] = n
-		}
+	return matchNodes(obs.Instances, list.Items), nil
+}
+
+// matchNodes maps each instance's providerID to its Node. A kubelet chooses
+// its providerID, so where EC2 gave the instance's private DNS name the
+// Node must also carry that name (what the node's credentials are bound
+// to); an impostor claiming another instance's providerID is never taken
+// for it.
+func matchNodes(instances []providers.Instance, nodes []corev1.Node) map[string]*corev1.Node {
+	want := map[string]providers.Instance{}
+	for _, in := range instances {
+		want[in.ProviderID] = in
 	}
-	return out, nil
+	out := map[string]*corev1.Node{}
+	for i := range nodes {
+		n := &nodes[i]
+		in, ok := want[n.Spec.ProviderID]
+		if !ok || (in.PrivateDNSName != "" && n.Name != in.PrivateDNSName) {
+			continue
+		}
+		out[n.Spec.ProviderID] = n
+	}
+	return out
 }
 
 func setCondition(ig *v1alpha1.InstanceGroup, typ string, status bool, reason, msg string) {

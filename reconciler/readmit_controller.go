@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -38,17 +36,18 @@ const (
 // boundaries (for its namespace's opt-out) is re-admitted by an update from
 // the controller, and the mutating webhook recomputes its effective spec
 // from the kept submission. It is triggered by InstanceGroup changes, by
-// every valid boundary change (through the Store), and by Namespace changes.
+// every valid boundary change (through the Store; the excludedNamespaces
+// list is part of it).
 // It writes the BoundariesApplied condition.
 type ReadmitReconciler struct {
-	// Client reads InstanceGroups and Namespaces from the cache and writes
-	// the re-admission updates and the condition.
-	Client client.Client
-	// Live, when set, is asked for a Namespace the cache has not seen yet
-	// (a namespace created a moment before the InstanceGroup in it).
-	Live     client.Reader
+	// Client reads InstanceGroups from the cache and writes the
+	// re-admission updates and the condition.
+	Client   client.Client
 	Store    *store.Store
 	Recorder events.EventRecorder
+	// AllowNoBoundaries: without a boundary ConfigMap, groups are
+	// re-admitted as submitted. Off, their stored spec is kept.
+	AllowNoBoundaries bool
 }
 
 // conflictRetry is how soon a group whose condition write lost a race is
@@ -71,11 +70,13 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if ig.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	ns, err := r.namespace(ctx, ig.Namespace)
-	if err != nil {
-		return ctrl.Result{}, err
+	if st.Config == nil && !r.AllowNoBoundaries {
+		// Fail closed: no boundaries never loosens a stored spec.
+		_, res, err := r.setCondition(ctx, ig, metav1.ConditionFalse, "NoBoundaries",
+			"The boundary ConfigMap does not exist; the spec computed from the last boundaries is kept")
+		return res, err
 	}
-	want := st.Config.Hash(ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true")
+	want := st.Config.Hash(st.Config.Excluded(ig.Namespace))
 	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == want {
 		// The group runs the current boundaries. Whoever's update carried
 		// it there (this fan-out, the InstanceGroup controller adding its
@@ -96,7 +97,7 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	logger := log.FromContext(ctx).WithValues("instanceGroup", req.NamespacedName)
 	// An update by the controller makes the mutating webhook recompute the
 	// effective spec from the submitted-spec annotation.
-	err = r.Client.Update(ctx, ig)
+	err := r.Client.Update(ctx, ig)
 	switch {
 	case err == nil:
 		readmissions.WithLabelValues("applied").Inc()
@@ -118,20 +119,6 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		readmissions.WithLabelValues("error").Inc()
 		return ctrl.Result{}, fmt.Errorf("re-admitting InstanceGroup %s: %w", req.NamespacedName, err)
 	}
-}
-
-// namespace reads the group's Namespace from the cache, or live when the
-// cache has not seen it yet.
-func (r *ReadmitReconciler) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	ns := &corev1.Namespace{}
-	err := r.Client.Get(ctx, types.NamespacedName{Name: name}, ns)
-	if apierrors.IsNotFound(err) && r.Live != nil {
-		err = r.Live.Get(ctx, types.NamespacedName{Name: name}, ns)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading namespace %s of InstanceGroup: %w", name, err)
-	}
-	return ns, nil
 }
 
 // setCondition writes the BoundariesApplied condition, with an optimistic
@@ -172,23 +159,8 @@ func (r *ReadmitReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Creates (including the initial list at start) and annotation
 		// changes; spec changes go through admission and are current.
 		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.groupsInNamespace),
-			builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WatchesRawSource(source.Channel(events, &handler.TypedEnqueueRequestForObject[*v1alpha1.InstanceGroup]{})).
 		Complete(r)
-}
-
-func (r *ReadmitReconciler) groupsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	igs := &v1alpha1.InstanceGroupList{}
-	if err := r.Client.List(ctx, igs, client.InNamespace(ns.GetName())); err != nil {
-		log.FromContext(ctx).Error(err, "listing InstanceGroups of namespace", "namespace", ns.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(igs.Items))
-	for _, ig := range igs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ig)})
-	}
-	return reqs
 }
 
 var listBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}

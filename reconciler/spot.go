@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"time"
 
@@ -29,8 +30,10 @@ type spotRecommendation struct {
 	UseSpot    bool   `json:"useSpot"`
 }
 
-// applySpotRecommendation follows the newest spot recommendation Event for
-// the group's Auto Scaling group (in the group's namespace) when the spec
+// applySpotRecommendation follows the newest spot recommendation Event from
+// the configured recommender (SpotRecommender; a past or present timestamp,
+// a decimal price) for the group's Auto Scaling group (in the group's
+// namespace) when the spec
 // sets no spotPrice of its own: useSpot true runs spot at the recommended
 // price, false runs on-demand. The recommendation in force is kept in
 // status (usingSpotRecommendation, spotRecommendationPrice) and applied to
@@ -55,11 +58,16 @@ func (r *InstanceGroupReconciler) applySpotRecommendation(ctx context.Context, i
 		}
 		sort.Slice(list.Items, func(i, j int) bool { return eventTime(&list.Items[i]).After(eventTime(&list.Items[j])) })
 		for _, e := range list.Items {
-			if time.Since(eventTime(&e)) > recommendationTTL {
+			if !r.fromSpotRecommender(&e) {
+				continue // only the configured recommender is honoured
+			}
+			if age := time.Since(eventTime(&e)); age > recommendationTTL {
 				break
+			} else if age < -time.Minute {
+				continue // future-dated: would never go stale
 			}
 			var rec spotRecommendation
-			if err := json.Unmarshal([]byte(e.Message), &rec); err != nil {
+			if err := json.Unmarshal([]byte(e.Message), &rec); err != nil || (rec.UseSpot && !validSpotPrice.MatchString(rec.SpotPrice)) {
 				continue // not a recommendation we understand
 			}
 			ig.Status.UsingSpotRecommendation = true
@@ -74,6 +82,15 @@ func (r *InstanceGroupReconciler) applySpotRecommendation(ctx context.Context, i
 		eks.Configuration.SpotPrice = ig.Status.SpotRecommendationPrice
 	}
 	return nil
+}
+
+var validSpotPrice = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,8})?$`)
+
+// fromSpotRecommender reports whether e was reported by the configured
+// recommender (SpotRecommender, matched against source.component and
+// reportingComponent); with none configured, no Event is honoured.
+func (r *InstanceGroupReconciler) fromSpotRecommender(e *corev1.Event) bool {
+	return r.SpotRecommender != "" && (e.Source.Component == r.SpotRecommender || e.ReportingController == r.SpotRecommender)
 }
 
 func eventTime(e *corev1.Event) time.Time {

@@ -22,8 +22,10 @@ const maxReportedGroups = 10
 
 // ConfigMapValidator is the validating admission webhook for the boundary
 // ConfigMap (BOUNDARIES.md "Bad input gets a clear error"). It rejects a
-// ConfigMap that does not parse strictly, and a change that would make any
-// existing InstanceGroup's effective spec invalid, naming up to 10 of them.
+// ConfigMap that does not parse strictly, a change that would make any
+// existing InstanceGroup's effective spec invalid, naming up to 10 of them,
+// and its deletion while InstanceGroups exist (the boundaries would go with
+// it).
 type ConfigMapValidator struct {
 	// Client lists InstanceGroups and Namespaces for the dry run.
 	Client client.Reader
@@ -38,6 +40,9 @@ type ConfigMapValidator struct {
 func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Namespace != v.ConfigMap.Namespace || req.Name != v.ConfigMap.Name {
 		return admission.Allowed("not the boundary ConfigMap")
+	}
+	if req.Operation == admissionv1.Delete {
+		return v.deny(ctx)
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
@@ -59,7 +64,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 			current, _ = boundaries.Parse(old.Data)
 		}
 	}
-	broken, total, err := DryRun(ctx, v.Client, cfg, current)
+	broken, total, err := DryRun(ctx, v.Client, cfg, current, v.ConfigMap.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
 	}
@@ -86,24 +91,38 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	return admission.Allowed("")
 }
 
+// deny answers a DELETE: refused while any InstanceGroup exists.
+func (v *ConfigMapValidator) deny(ctx context.Context) admission.Response {
+	igs := &v1alpha1.InstanceGroupList{}
+	if err := v.Client.List(ctx, igs); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: listing InstanceGroups: %w", v.ConfigMap, err))
+	}
+	if len(igs.Items) == 0 {
+		return admission.Allowed("")
+	}
+	var names []string
+	for i := range igs.Items {
+		if len(names) == maxReportedGroups {
+			names = append(names, fmt.Sprintf("and %d more", len(igs.Items)-maxReportedGroups))
+			break
+		}
+		names = append(names, igs.Items[i].Namespace+"/"+igs.Items[i].Name)
+	}
+	return admission.Denied(fmt.Sprintf("ConfigMap %s holds the boundaries of %d InstanceGroup(s) (%s) and cannot be deleted while they exist; "+
+		"delete them first, or edit the ConfigMap instead", v.ConfigMap, len(igs.Items), strings.Join(names, ", ")))
+}
+
 // DryRun computes every existing InstanceGroup's effective spec under cfg
 // and validates it. It returns "namespace/name: reasons" for at most 10
 // groups that cfg makes invalid while current (the boundaries in force; nil
 // for none) leaves them valid, and the total number of such groups. Groups
-// being deleted are skipped. Errors come from listing InstanceGroups or
-// Namespaces.
-func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config) ([]string, int, error) {
+// being deleted are skipped; each Config's excludedNamespaces apply, and
+// groups in adminNamespace (the ConfigMap's) get its rules as written. Errors
+// come from listing InstanceGroups.
+func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config, adminNamespace string) ([]string, int, error) {
 	igs := &v1alpha1.InstanceGroupList{}
 	if err := c.List(ctx, igs); err != nil {
 		return nil, 0, err
-	}
-	nss := &corev1.NamespaceList{}
-	if err := c.List(ctx, nss); err != nil {
-		return nil, 0, err
-	}
-	excluded := map[string]bool{}
-	for _, ns := range nss.Items {
-		excluded[ns.Name] = ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true"
 	}
 	var broken []string
 	total := 0
@@ -112,8 +131,9 @@ func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Confi
 		if ig.DeletionTimestamp != nil {
 			continue
 		}
-		reason := dryRunOne(cfg, ig, excluded[ig.Namespace])
-		if reason != "" && dryRunOne(current, ig, excluded[ig.Namespace]) == "" {
+		admin := ig.Namespace == adminNamespace
+		reason := dryRunOne(cfg, ig, cfg.Excluded(ig.Namespace), admin)
+		if reason != "" && dryRunOne(current, ig, current.Excluded(ig.Namespace), admin) == "" {
 			total++
 			if len(broken) < maxReportedGroups {
 				broken = append(broken, fmt.Sprintf("%s/%s: %s", ig.Namespace, ig.Name, reason))
@@ -124,12 +144,12 @@ func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Confi
 }
 
 // dryRunOne returns why ig's effective spec under cfg is invalid, or "".
-func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded bool) string {
+func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded, admin bool) string {
 	submitted, err := SubmittedSpec(ig)
 	if err != nil {
 		return err.Error()
 	}
-	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded})
+	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded, AdminNamespace: admin})
 	if err != nil {
 		return err.Error()
 	}

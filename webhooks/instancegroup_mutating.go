@@ -11,10 +11,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -34,13 +32,12 @@ const (
 // tenant's submission in the submitted-spec annotation and the boundaries
 // hash in the boundaries-hash annotation, and answers with a JSON patch.
 type InstanceGroupMutator struct {
-	// Client reads Namespaces (for the config-excluded annotation), from
-	// the cache; Live, when set, is asked when the cache has not seen a
-	// namespace yet (created a moment before the InstanceGroup in it).
-	Client client.Reader
-	Live   client.Reader
 	// Boundaries is the last valid boundary ConfigMap.
 	Boundaries *store.Store
+	// AllowNoBoundaries admits groups as submitted when the boundary
+	// ConfigMap does not exist (--allow-no-boundaries). Off, tenants'
+	// creates and spec changes are refused until the admin creates it.
+	AllowNoBoundaries bool
 	// ControllerUser is the username of the controller's service account,
 	// the only user allowed to change the provenance annotations.
 	ControllerUser string
@@ -65,29 +62,53 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		return admission.Errored(http.StatusServiceUnavailable,
 			fmt.Errorf("%s: the boundary ConfigMap %s has not been loaded yet; retry in a few seconds", ref, m.ConfigMap))
 	}
-	excluded, err := namespaceExcluded(ctx, m.Client, req.Namespace)
-	if apierrors.IsNotFound(err) && m.Live != nil {
-		excluded, err = namespaceExcluded(ctx, m.Live, req.Namespace)
-	}
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("%s: reading namespace %s: %w", ref, req.Namespace, err))
-	}
 	isController := req.UserInfo.Username == m.ControllerUser
+	var old object
+	if req.Operation == admissionv1.Update {
+		if old, err = decodeObject(req.OldObject.Raw); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if old.deleting() {
+			// Nothing is recomputed for a group being deleted: the
+			// validating webhook lets metadata changes (finalizers) through
+			// and refuses spec changes.
+			return admission.Allowed("")
+		}
+	}
+	if state.Config == nil && !m.AllowNoBoundaries {
+		var nilConfig *boundaries.Config
+		if req.Operation == admissionv1.Update && reflect.DeepEqual(normalize(old.spec()), normalize(obj.spec())) &&
+			(isController || len(nilConfig.RestrictedAnnotations(old.annotations(), obj.annotations())) == 0) {
+			// Metadata only (finalizers, labels): nothing is recomputed,
+			// so no boundary is lost.
+			return admission.Allowed("")
+		}
+		return admission.Denied(fmt.Sprintf("%s: the boundary ConfigMap %s does not exist, so InstanceGroups are refused (boundaries fail closed); "+
+			"the cluster admin creates it, or runs instance-manager with --allow-no-boundaries (chart value allowNoBoundaries: true) to admit groups as submitted", ref, m.ConfigMap))
+	}
+	excluded := state.Config.Excluded(req.Namespace)
 
 	submitted, oldSubmitted, err := m.submittedSpec(req, obj, isController)
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
 	}
 	NormalizeSpellings(submitted) // keikoproj spellings (rollingupdate, Launch, ...) compare and merge as canonical
+	var warnings []string
+	if !isController && !excluded && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
+		w, deny := m.behaviourAnnotations(state.Config, old, obj)
+		if deny != "" {
+			return admission.Denied(ref + ": " + deny)
+		}
+		warnings = append(warnings, w...)
+	}
 	res, err := state.Config.Effective(boundaries.Input{
-		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded,
+		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded, AdminNamespace: req.Namespace == m.ConfigMap.Namespace,
 	})
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))
 	}
 	NormalizeSpellings(res.Spec)
 
-	var warnings []string
 	overrides := res.Overrides
 	if req.Operation == admissionv1.Update {
 		// Only what the tenant sets now is enforced: an override already
@@ -96,11 +117,15 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	}
 	if len(overrides) > 0 && !isController {
 		if state.Config.Enforcement == boundaries.EnforcementDeny {
-			return admission.Denied(m.denyMessage(ref, overrides))
+			return admission.Denied(m.denyMessage(ref, state.Config, overrides))
 		}
 		for _, o := range overrides {
 			msg := fmt.Sprintf("%s is restricted by ConfigMap %s: the submitted value %s was replaced by %s",
 				o.Path, m.ConfigMap, compact(o.Submitted), compact(o.Enforced))
+			if o.Removed() {
+				msg = fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default: the submitted value %s was removed",
+					o.Path, m.ConfigMap, sensitiveNote(state.Config, o.Path), compact(o.Submitted))
+			}
 			warnings = append(warnings, msg)
 			if m.Recorder != nil && !isDryRun(req) {
 				m.Recorder.Eventf(obj.reference(req.Namespace), nil, corev1.EventTypeWarning, ReasonRestrictedOverride, "Admission", "%s", msg)
@@ -181,9 +206,14 @@ func (m *InstanceGroupMutator) submittedSpec(req admission.Request, obj object, 
 	return submitted, oldSubmitted, nil
 }
 
-func (m *InstanceGroupMutator) denyMessage(ref string, overrides []boundaries.Override) string {
+func (m *InstanceGroupMutator) denyMessage(ref string, cfg *boundaries.Config, overrides []boundaries.Override) string {
 	parts := make([]string, 0, len(overrides))
 	for _, o := range overrides {
+		if o.Removed() {
+			parts = append(parts, fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default (allowed: leave it unset; submitted: %s)",
+				o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), compact(o.Submitted)))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s is restricted by ConfigMap %s (allowed value: %s; submitted: %s)",
 			o.Path, m.ConfigMap, compact(o.Enforced), compact(o.Submitted)))
 	}
@@ -205,12 +235,42 @@ func newOverrides(overrides []boundaries.Override, oldSubmitted map[string]any) 
 	return out
 }
 
-func namespaceExcluded(ctx context.Context, c client.Reader, name string) (bool, error) {
-	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		return false, err
+// sensitiveNote explains a restriction the ConfigMap does not write
+// itself: a sensitive path, admin-only unless shared.
+func sensitiveNote(cfg *boundaries.Config, path string) string {
+	if cfg.Names(path) {
+		return ""
 	}
-	return ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true", nil
+	return " (a security-sensitive path, admin-only unless the ConfigMap shares it)"
+}
+
+// behaviourAnnotations enforces the ConfigMap's sharedAnnotations on the
+// behaviour annotations the request adds, changes or removes: in deny mode
+// it returns the refusal; in warn mode it puts the stored values back on
+// obj and returns the warnings.
+func (m *InstanceGroupMutator) behaviourAnnotations(cfg *boundaries.Config, old, obj object) ([]string, string) {
+	var oldAnn map[string]string
+	if old != nil {
+		oldAnn = old.annotations()
+	}
+	keys := cfg.RestrictedAnnotations(oldAnn, obj.annotations())
+	if len(keys) == 0 {
+		return nil, ""
+	}
+	if cfg.Enforcement == boundaries.EnforcementDeny {
+		return nil, fmt.Sprintf("metadata.annotations %s are restricted by ConfigMap %s (list them in its sharedAnnotations to let tenants set them); remove the change or ask the cluster admin",
+			strings.Join(keys, ", "), m.ConfigMap)
+	}
+	var warnings []string
+	for _, k := range keys {
+		if v, ok := oldAnn[k]; ok {
+			obj.setAnnotation(k, v)
+		} else {
+			obj.deleteAnnotation(k)
+		}
+		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is restricted by ConfigMap %s (not in its sharedAnnotations): the change was dropped", k, m.ConfigMap))
+	}
+	return warnings, ""
 }
 
 func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }

@@ -5,21 +5,42 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/store"
 )
 
 // InstanceGroupValidator is the validating admission webhook for
 // InstanceGroups: it rejects an effective spec that cannot be built (see
-// ValidateInstanceGroup) and provenance annotations that are missing or not
-// what the mutating webhook wrote.
+// ValidateInstanceGroup), provenance annotations that are missing or not
+// what the mutating webhook wrote, and, with Boundaries set, what breaks
+// tenant confinement (tenancy.go): a final spec that differs from the
+// boundaries on a restricted path, a crd template outside the group's
+// namespace or kinds, Fargate selectors naming other namespaces, a quota
+// exceeded, and spec changes to a group being deleted.
 type InstanceGroupValidator struct {
+	// Boundaries is the last valid boundary ConfigMap; nil skips the
+	// boundary, crd, Fargate and quota checks (unit tests of the rest).
+	Boundaries *store.Store
+	// Reader lists InstanceGroups for the quotas, live (not from a cache
+	// that may lag behind a create a moment ago).
+	Reader client.Reader
+	// ConfigMap names the boundary ConfigMap; its namespace is the
+	// admin's, like the ConfigMap's excludedNamespaces.
+	ConfigMap types.NamespacedName
+	// Mapper, when set, tells whether the crd strategy's kind is
+	// namespaced.
+	Mapper meta.RESTMapper
 	// Cloud, when set, checks the cloud references the tenant sets
 	// (cluster, subnets, security groups, image and its architecture
 	// against the instance types, role, profile) when they are new.
@@ -39,9 +60,19 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s: %v", req.Namespace, obj.name(), err))
 	}
-	if req.Operation == admissionv1.Update && ig.DeletionTimestamp != nil {
-		// Let finalizer removal through whatever the spec says.
-		return admission.Allowed("")
+	if req.Operation == admissionv1.Update {
+		old, err := decodeObject(req.OldObject.Raw)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if old.deleting() || ig.DeletionTimestamp != nil {
+			// Metadata (finalizer removal) goes through; the spec of a
+			// group being deleted is what its deletion cleans up after.
+			if !reflect.DeepEqual(normalize(old.spec()), normalize(obj.spec())) {
+				return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is being deleted: spec changes are refused (only metadata such as finalizers may change)", req.Namespace, obj.name()))
+			}
+			return admission.Allowed("")
+		}
 	}
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
@@ -54,6 +85,13 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 				errs = append(errs, field.Forbidden(field.NewPath("spec"), why))
 			}
 		}
+	}
+	if v.Boundaries != nil && len(errs) == 0 {
+		more, err := v.tenancy(ctx, obj, ig)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("InstanceGroup %s/%s: %w", req.Namespace, ig.Name, err))
+		}
+		errs = append(errs, more...)
 	}
 	if len(errs) == 0 && v.Cloud != nil {
 		problems, err := tenantRefProblems(ctx, v.Cloud, ig, old)

@@ -66,6 +66,18 @@ func (o object) setAnnotation(key, value string) {
 	a[key] = value
 }
 
+func (o object) deleteAnnotation(key string) {
+	if a, _ := o.metadata()["annotations"].(map[string]any); a != nil {
+		delete(a, key)
+	}
+}
+
+// deleting reports whether metadata.deletionTimestamp is set.
+func (o object) deleting() bool {
+	ts, _ := o.metadata()["deletionTimestamp"].(string)
+	return ts != ""
+}
+
 func (o object) spec() map[string]any {
 	s, _ := o["spec"].(map[string]any)
 	return s

@@ -89,7 +89,9 @@ func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admission
 		}, {
 			Name: validateCMWebhook, ClientConfig: cc.forPath(PathValidateConfigMap),
 			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				// DELETE too: removing the boundaries is refused while
+				// InstanceGroups exist.
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
 				Rule: admissionregistrationv1.Rule{
 					APIGroups: []string{""}, APIVersions: []string{"v1"},
 					Resources: []string{"configmaps"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
@@ -98,7 +100,8 @@ func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admission
 			// Only the boundary ConfigMap: its namespace, then its name.
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": configMap.Namespace}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name: "boundary-configmap-only", Expression: `object.metadata.name == "` + configMap.Name + `"`,
+				// request.name, not object: a DELETE has no object.
+				Name: "boundary-configmap-only", Expression: `request.name == "` + configMap.Name + `"`,
 			}},
 			FailurePolicy: fail, SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](15),

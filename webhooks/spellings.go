@@ -1,11 +1,14 @@
 package webhooks
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/instancemgr/instance-manager/boundaries"
 )
 
 // enumField is a spec field with a fixed set of values, by its path from
@@ -118,3 +121,42 @@ func validateSpellings(spec map[string]any) field.ErrorList {
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
+
+// canonicalConfig returns a copy of cfg whose defaults (and conditionals'
+// defaults) spell enumerated values canonically, so that recomputing an
+// effective spec from it (boundaries.Config.Verify) matches the canonical
+// spec the mutating webhook stored even when the admin wrote the
+// ConfigMap in keikoproj's spellings. cfg is not changed.
+func canonicalConfig(cfg *boundaries.Config) *boundaries.Config {
+	if cfg == nil {
+		return nil
+	}
+	out := *cfg
+	out.Defaults = canonicalDefaults(cfg.Defaults)
+	out.Conditionals = make([]boundaries.Conditional, len(cfg.Conditionals))
+	for i, c := range cfg.Conditionals {
+		c.Defaults = canonicalDefaults(c.Defaults)
+		out.Conditionals[i] = c
+	}
+	return &out
+}
+
+// canonicalDefaults deep-copies defaults ({"spec": {...}}) and normalises
+// the spellings of its spec.
+func canonicalDefaults(defaults map[string]any) map[string]any {
+	if defaults == nil {
+		return nil
+	}
+	raw, err := json.Marshal(defaults)
+	if err != nil {
+		return defaults
+	}
+	var out map[string]any
+	if json.Unmarshal(raw, &out) != nil {
+		return defaults
+	}
+	if spec, ok := out["spec"].(map[string]any); ok {
+		NormalizeSpellings(spec)
+	}
+	return out
+}

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/instancemgr/instance-manager/boundaries"
 )
 
 func TestNormalizeSpellings(t *testing.T) {
@@ -49,5 +51,26 @@ func TestValidateSpellings(t *testing.T) {
 	if len(errs) != 2 || errs[0].Field != "spec.strategy.type" || errs[1].Field != "spec.eks.configuration.lifecycleHooks[1].lifecycle" ||
 		!strings.Contains(errs[0].Error(), "rollingUpdate") {
 		t.Fatalf("errors %v, want strategy.type and lifecycleHooks[1].lifecycle refused naming the allowed values", errs)
+	}
+}
+
+func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
+	cfg, err := boundaries.Parse(map[string]string{
+		"boundaries": "restricted:\n- spec.strategy\n",
+		"defaults":   "spec:\n  strategy:\n    type: rollingupdate\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := map[string]any{"strategy": map[string]any{"type": "rollingUpdate"}}
+	in := boundaries.Input{Spec: map[string]any{}}
+	if probs, _ := cfg.Verify(in, final); len(probs) == 0 {
+		t.Fatal("the raw ConfigMap should differ from the canonical spec (else this test proves nothing)")
+	}
+	if probs, err := canonicalConfig(cfg).Verify(in, final); err != nil || len(probs) != 0 {
+		t.Fatalf("Verify with canonical defaults: %v %v", probs, err)
+	}
+	if cfg.Defaults["spec"].(map[string]any)["strategy"].(map[string]any)["type"] != "rollingupdate" {
+		t.Error("canonicalConfig changed the stored ConfigMap")
 	}
 }

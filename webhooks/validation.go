@@ -132,9 +132,11 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 	errs = append(errs, requiredList(c.Subnets, cp.Child("subnets"), "subnet ids or Name tag values")...)
 	errs = append(errs, requiredList(c.SecurityGroups, cp.Child("securityGroups"), "security group ids or Name tag values")...)
 	errs = append(errs, validateLabels(c.Labels, cp.Child("labels"))...)
+	errs = append(errs, validateNodeLabels(c.Labels, cp.Child("labels"))...)
 	errs = append(errs, validateTaints(c.Taints, cp.Child("taints"))...)
 	errs = append(errs, validateTags(c.Tags, cp.Child("tags"))...)
 	errs = append(errs, validateVolumes(c.Volumes, cp.Child("volumes"))...)
+	errs = append(errs, validateNodeStrings(c, cp)...)
 	if c.SpotPrice != "" {
 		if p, err := strconv.ParseFloat(c.SpotPrice, 64); err != nil || p <= 0 || !spotPrice.MatchString(c.SpotPrice) {
 			errs = append(errs, field.Invalid(cp.Child("spotPrice"), c.SpotPrice, `must be a positive decimal hourly price in USD, e.g. "0.67"`))
@@ -227,6 +229,8 @@ func validateEKSManaged(m *v1alpha1.EKSManagedSpec, path *field.Path) field.Erro
 	errs = append(errs, requiredList(c.Subnets, cp.Child("subnets"), "subnet ids or Name tag values")...)
 	errs = append(errs, validateLabels(c.Labels, cp.Child("labels"))...)
 	errs = append(errs, validateLabels(c.NodeLabels, cp.Child("nodeLabels"))...)
+	errs = append(errs, validateNodeLabels(c.Labels, cp.Child("labels"))...)
+	errs = append(errs, validateNodeLabels(c.NodeLabels, cp.Child("nodeLabels"))...)
 	errs = append(errs, validateTaints(c.Taints, cp.Child("taints"))...)
 	errs = append(errs, validateTags(c.Tags, cp.Child("tags"))...)
 	if c.InstanceType != "" && len(c.InstanceTypes) > 0 {
@@ -255,6 +259,7 @@ func validateEKSFargate(f *v1alpha1.EKSFargateSpec, path *field.Path) field.Erro
 		errs = append(errs, requiredString(s.Namespace, sp.Index(i).Child("namespace"))...)
 		errs = append(errs, validateLabels(s.Labels, sp.Index(i).Child("labels"))...)
 	}
+	errs = append(errs, validateTagKeys(slices.Sorted(maps.Keys(f.Tags)), func(k string) *field.Path { return path.Child("tags").Key(k) })...)
 	if f.PodExecutionRoleArn != "" && !strings.HasPrefix(f.PodExecutionRoleArn, "arn:") {
 		errs = append(errs, field.Invalid(path.Child("podExecutionRoleArn"), f.PodExecutionRoleArn, "must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)"))
 	}
@@ -394,6 +399,9 @@ func validateTags(tags []map[string]string, path *field.Path) field.ErrorList {
 		}
 		if strings.HasPrefix(strings.ToLower(key), "aws:") {
 			errs = append(errs, field.Invalid(tp.Child("key"), key, "keys starting with aws: are reserved by AWS"))
+		}
+		if why := reservedTag(key); why != "" {
+			errs = append(errs, field.Forbidden(tp.Child("key"), why))
 		}
 		if seen[key] {
 			errs = append(errs, field.Duplicate(tp.Child("key"), key))

@@ -43,8 +43,10 @@ const (
 	// AnnotationBoundariesHash holds the hash of the boundary inputs the
 	// stored effective spec was computed from. Written only by the controller.
 	AnnotationBoundariesHash = "instancemgr.keikoproj.io/boundaries-hash"
-	// AnnotationConfigExcluded on a Namespace, value "true", opts every
-	// InstanceGroup in it out of the boundaries: effective = submitted.
+	// AnnotationConfigExcluded on a Namespace opted its InstanceGroups out
+	// of the boundaries in earlier versions. It is no longer read (whoever
+	// may annotate a namespace could switch boundaries off): the boundary
+	// ConfigMap's excludedNamespaces list replaces it.
 	AnnotationConfigExcluded = "instancemgr.keikoproj.io/config-excluded"
 	// AnnotationOSFamily selects the bootstrap format of the user data:
 	// "amazonlinux2" (default), "amazonlinux2023", "bottlerocket" or "windows".

@@ -113,6 +113,8 @@ func TestValuesSchemaRejects(t *testing.T) {
 		{"defaults not rooted at spec", map[string]any{"boundaryConfigMap": map[string]any{"defaults": map[string]any{"eks": map[string]any{}}}}, "eks"},
 		{"rollout below 1", map[string]any{"boundaryConfigMap": map[string]any{"rollout": map[string]any{"maxConcurrentUpgrades": 0}}}, "maxConcurrentUpgrades"},
 		{"crd strategy resource without resources", map[string]any{"rbac": map[string]any{"crdStrategyResources": []any{map[string]any{"apiGroup": "argoproj.io"}}}}, "resources"},
+		{"crd strategy resources for every API group", map[string]any{"rbac": map[string]any{"crdStrategyResources": []any{map[string]any{"apiGroup": "*", "resources": []any{"workflows"}}}}}, "apiGroup"},
+		{"every crd strategy resource of a group", map[string]any{"rbac": map[string]any{"crdStrategyResources": []any{map[string]any{"apiGroup": "argoproj.io", "resources": []any{"*"}}}}}, "resources"},
 		{"webhook port out of range", map[string]any{"webhook": map[string]any{"port": 70000}}, "port"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

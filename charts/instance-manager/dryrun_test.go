@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -190,6 +191,10 @@ func renderingCases(t *testing.T) []renderingCase {
 			"extraArgs":                 []any{"--zap-devel"},
 			"extraEnv":                  []any{map[string]any{"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"}},
 			"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/instance": "platform"}}}},
+			"allowNoBoundaries":         true,
+			"networkPolicy": map[string]any{"enabled": true, "metricsFrom": []any{
+				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
+			}},
 		}},
 		check: func(t *testing.T, r rendering) {
 			if len(r.all("ServiceAccount")) > 0 {
@@ -214,6 +219,13 @@ func renderingCases(t *testing.T) []renderingCase {
 			}
 			if !strings.HasPrefix(d.Name, "platform") {
 				t.Errorf("Deployment %s is not named after the release", d.Name)
+			}
+			if !slices.Contains(c.Args, "--allow-no-boundaries") {
+				t.Errorf("allowNoBoundaries: no --allow-no-boundaries in %v", c.Args)
+			}
+			np := typed[networkingv1.NetworkPolicy](t, r.one(t, "NetworkPolicy"))
+			if len(np.Spec.Ingress) != 3 || np.Spec.Ingress[1].Ports[0].Port.IntValue() != 8080 || len(np.Spec.Ingress[1].From) != 1 {
+				t.Errorf("NetworkPolicy ingress %+v: want the webhook port, the metrics port from monitoring, the probes", np.Spec.Ingress)
 			}
 		},
 	}}

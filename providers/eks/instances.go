@@ -16,8 +16,9 @@ import (
 const tagLaunchVersion = "aws:ec2launchtemplate:version"
 
 // launchedVersions remembers which launch template version each instance
-// was launched from (EC2 DescribeInstances, tag aws:ec2launchtemplate:version).
-// The answer never changes for an instance, so each is looked up once.
+// was launched from (EC2 DescribeInstances, tag aws:ec2launchtemplate:version)
+// and its private DNS name (the name its Node must have).
+// The answers never change for an instance, so each is looked up once.
 // Drift is judged from it rather than from the Auto Scaling group's view of
 // the instance, which an emulator may report as the template's current
 // default version.
@@ -26,6 +27,21 @@ type launchedVersions struct {
 
 	mu   sync.Mutex
 	byID map[string]string
+	dns  map[string]string
+}
+
+// dnsNames returns the private DNS name of each instance id looked up so
+// far (lookup fills it).
+func (l *launchedVersions) dnsNames(ids []string) map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		if n, ok := l.dns[id]; ok {
+			out[id] = n
+		}
+	}
+	return out
 }
 
 // lookup returns the launch version of each instance id (ids it cannot
@@ -46,7 +62,7 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 		return out, nil
 	}
 	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: missing})
-	found := map[string]string{}
+	found, dns := map[string]string{}, map[string]string{}
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -54,6 +70,9 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 		}
 		for _, r := range page.Reservations {
 			for _, in := range r.Instances {
+				if n := awssdk.ToString(in.PrivateDnsName); n != "" {
+					dns[awssdk.ToString(in.InstanceId)] = n
+				}
 				for _, t := range in.Tags {
 					if awssdk.ToString(t.Key) == tagLaunchVersion {
 						found[awssdk.ToString(in.InstanceId)] = awssdk.ToString(t.Value)
@@ -64,11 +83,14 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 	}
 	l.mu.Lock()
 	if l.byID == nil {
-		l.byID = map[string]string{}
+		l.byID, l.dns = map[string]string{}, map[string]string{}
 	}
 	for id, v := range found {
 		l.byID[id] = v
 		out[id] = v
+	}
+	for id, n := range dns {
+		l.dns[id] = n
 	}
 	l.mu.Unlock()
 	return out, nil
@@ -81,6 +103,7 @@ func (l *launchedVersions) forget(keep map[string]bool) {
 	for id := range l.byID {
 		if !keep[id] {
 			delete(l.byID, id)
+			delete(l.dns, id)
 		}
 	}
 }

@@ -136,16 +136,22 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.latestImageID != "" {
 		image = tmpl.latestImageID // a newly published AMI is not drift while locked
 	}
-	labels := map[string]string{v1alpha1.LabelInstanceGroup: ig.Name, v1alpha1.LabelInstanceGroupNamespace: ig.Namespace}
+	labels := map[string]string{}
 	for k, v := range c.Labels {
 		labels[k] = v
 	}
+	// The group's own labels last: a tenant label cannot claim another group.
+	labels[v1alpha1.LabelInstanceGroup], labels[v1alpha1.LabelInstanceGroupNamespace] = ig.Name, ig.Namespace
 	var maxPods int64
 	if c.BootstrapOptions != nil {
 		maxPods = c.BootstrapOptions.MaxPods
 	}
-	ud := bootstrap{cluster: cluster, osFamily: osFamily(ig), labels: labels, taints: c.Taints, maxPods: maxPods,
-		extraArgs: c.BootstrapArguments, stages: c.UserData, volumes: c.Volumes}.UserData()
+	b := bootstrap{cluster: cluster, osFamily: osFamily(ig), labels: labels, taints: c.Taints, maxPods: maxPods,
+		extraArgs: c.BootstrapArguments, stages: c.UserData, volumes: c.Volumes}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	ud := b.UserData()
 	data := launchTemplateData(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
 	version, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data)
 	if err != nil {
@@ -199,6 +205,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
+	dnsNames := p.launched.dnsNames(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
 		if !ok && in.LaunchTemplate != nil {
@@ -211,6 +218,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			LifecycleState: string(in.LifecycleState),
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			UpToDate:       v == obs.LatestTemplateVersion,
+			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {

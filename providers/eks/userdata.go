@@ -3,14 +3,17 @@ package eks
 import (
 	"encoding/base64"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/nodeargs"
 )
+
+// psQuote quotes s for PowerShell: single quotes, each inside doubled.
+func psQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // ClusterInfo is what nodes need to know about their EKS cluster to join it
 // (from EKS DescribeCluster).
@@ -87,18 +90,40 @@ func (b bootstrap) kubeletFlags() []string {
 	return flags
 }
 
-var kubeletExtraArgs = regexp.MustCompile(`--kubelet-extra-args(?:=|\s+)('([^']*)'|"([^"]*)"|(\S+))`)
-
-// splitExtraArgs takes the --kubelet-extra-args out of the bootstrap
-// arguments so they join ours: bootstrap.sh honours only one.
-func splitExtraArgs(args string) (rest, kubelet string) {
-	m := kubeletExtraArgs.FindStringSubmatch(args)
-	if m == nil {
-		return strings.TrimSpace(args), ""
+// Validate checks what the user data interpolates into shell and TOML:
+// bootstrapArguments (nodeargs.Parse), volume device names, mount paths and
+// file system types. Admission refuses the same; this guards groups
+// stored before it did. The error names the field.
+func (b bootstrap) Validate() error {
+	if _, err := nodeargs.Parse(b.extraArgs); err != nil {
+		return fmt.Errorf("spec.eks.configuration.bootstrapArguments: %w", err)
 	}
-	kubelet = m[2] + m[3] + m[4]
-	rest = strings.TrimSpace(strings.Replace(args, m[0], "", 1))
-	return rest, kubelet
+	for i, v := range b.volumes {
+		if !nodeargs.DeviceName.MatchString(v.Name) {
+			return fmt.Errorf("spec.eks.configuration.volumes[%d].name: %q is not a device name like /dev/xvdb", i, v.Name)
+		}
+		if m := v.MountOptions; m != nil {
+			if m.Mount != "" && !nodeargs.MountPath.MatchString(m.Mount) {
+				return fmt.Errorf("spec.eks.configuration.volumes[%d].mountOptions.mount: %q is not a plain absolute path", i, m.Mount)
+			}
+			if m.FileSystem != "" && !nodeargs.FileSystem.MatchString(m.FileSystem) {
+				return fmt.Errorf("spec.eks.configuration.volumes[%d].mountOptions.fileSystem: %q is not a file system type", i, m.FileSystem)
+			}
+		}
+	}
+	return nil
+}
+
+// splitExtraArgs parses the bootstrap arguments into bootstrap-script
+// flags and kubelet flags (joined to ours: bootstrap.sh honours only one
+// --kubelet-extra-args). Arguments that do not parse give nothing; Validate
+// reports them.
+func splitExtraArgs(args string) (rest []string, kubelet []string) {
+	a, err := nodeargs.Parse(args)
+	if err != nil {
+		return nil, nil
+	}
+	return a.Bootstrap, a.Kubelet
 }
 
 func (b bootstrap) script(stage string) string {
@@ -124,9 +149,10 @@ func (b bootstrap) mounts() string {
 		if m == nil || m.Mount == "" || m.FileSystem == "" {
 			continue
 		}
-		fmt.Fprintf(&sb, "mkfs -t %s %s && mkdir -p %s && mount %s %s\n", m.FileSystem, v.Name, m.Mount, v.Name, m.Mount)
+		fs, dev, dir := nodeargs.ShellQuote(m.FileSystem), nodeargs.ShellQuote(v.Name), nodeargs.ShellQuote(m.Mount)
+		fmt.Fprintf(&sb, "mkfs -t %s %s && mkdir -p %s && mount %s %s\n", fs, dev, dir, dev, dir)
 		if m.Persistance == nil || *m.Persistance {
-			fmt.Fprintf(&sb, "echo '%s %s %s defaults,nofail 0 2' >> /etc/fstab\n", v.Name, m.Mount, m.FileSystem)
+			fmt.Fprintf(&sb, "echo %s >> /etc/fstab\n", nodeargs.ShellQuote(v.Name+" "+m.Mount+" "+m.FileSystem+" defaults,nofail 0 2"))
 		}
 	}
 	return sb.String()
@@ -134,17 +160,17 @@ func (b bootstrap) mounts() string {
 
 func (b bootstrap) al2() string {
 	rest, extra := splitExtraArgs(b.extraArgs)
-	kubelet := strings.Join(append(b.kubeletFlags(), strings.Fields(extra)...), " ")
+	kubelet := strings.Join(append(b.kubeletFlags(), extra...), " ")
 	var sb strings.Builder
 	sb.WriteString("#!/bin/bash\nset -o xtrace\n")
 	sb.WriteString(b.mounts())
 	sb.WriteString(b.script("PreBootstrap"))
-	fmt.Fprintf(&sb, "/etc/eks/bootstrap.sh '%s' --kubelet-extra-args '%s'", b.cluster.Name, kubelet)
+	fmt.Fprintf(&sb, "/etc/eks/bootstrap.sh %s --kubelet-extra-args %s", nodeargs.ShellQuote(b.cluster.Name), nodeargs.ShellQuote(kubelet))
 	if b.cluster.Endpoint != "" && b.cluster.CertificateAuthority != "" {
-		fmt.Fprintf(&sb, " --apiserver-endpoint '%s' --b64-cluster-ca '%s'", b.cluster.Endpoint, b.cluster.CertificateAuthority)
+		fmt.Fprintf(&sb, " --apiserver-endpoint %s --b64-cluster-ca %s", nodeargs.ShellQuote(b.cluster.Endpoint), nodeargs.ShellQuote(b.cluster.CertificateAuthority))
 	}
-	if rest != "" {
-		sb.WriteString(" " + rest)
+	for _, f := range rest {
+		sb.WriteString(" " + nodeargs.ShellQuote(f))
 	}
 	sb.WriteString("\n")
 	sb.WriteString(b.script("PostBootstrap"))
@@ -155,7 +181,7 @@ const mimeBoundary = "//instance-manager//"
 
 func (b bootstrap) al2023() string {
 	_, extra := splitExtraArgs(b.extraArgs)
-	flags := append(b.kubeletFlags(), strings.Fields(extra)...)
+	flags := append(b.kubeletFlags(), extra...)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"%s\"\n\n", mimeBoundary)
 	if pre := b.mounts() + b.script("PreBootstrap"); pre != "" {
@@ -225,16 +251,18 @@ func (b bootstrap) windows() string {
 		args += " --register-with-taints=" + b.nodeTaints()
 	}
 	rest, extra := splitExtraArgs(b.extraArgs)
-	if extra != "" {
-		args += " " + extra
+	if len(extra) > 0 {
+		args += " " + strings.Join(extra, " ")
 	}
 	var sb strings.Builder
 	sb.WriteString("<powershell>\n")
 	sb.WriteString(b.script("PreBootstrap"))
 	sb.WriteString("[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n")
-	fmt.Fprintf(&sb, "& $EKSBootstrapScriptFile -EKSClusterName '%s' -KubeletExtraArgs '%s'", b.cluster.Name, args)
-	if rest != "" {
-		sb.WriteString(" " + rest)
+	fmt.Fprintf(&sb, "& $EKSBootstrapScriptFile -EKSClusterName %s -KubeletExtraArgs %s", psQuote(b.cluster.Name), psQuote(args))
+	if len(rest) > 0 {
+		// bootstrap.sh flags have no Start-EKSBootstrap.ps1 equivalent;
+		// admission accepts them for Linux only.
+		sb.WriteString(" # bootstrap flags ignored on Windows")
 	}
 	sb.WriteString(" 3>&1 4>&1 5>&1 6>&1\n")
 	sb.WriteString(b.script("PostBootstrap"))

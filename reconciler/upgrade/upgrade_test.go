@@ -57,6 +57,23 @@ func TestSlotsCapGroupsRotatingAtOnce(t *testing.T) {
 	}
 }
 
+func TestSlotsShareOfANamespace(t *testing.T) {
+	s := &Slots{Max: func() int { return 3 }, PerNamespace: func(ns string) int {
+		if ns == "greedy" {
+			return 1
+		}
+		return 0
+	}}
+	g1, g2 := types.NamespacedName{Namespace: "greedy", Name: "1"}, types.NamespacedName{Namespace: "greedy", Name: "2"}
+	o1, o2 := types.NamespacedName{Namespace: "other", Name: "1"}, types.NamespacedName{Namespace: "other", Name: "2"}
+	if !s.Acquire(g1) || s.Acquire(g2) {
+		t.Fatal("greedy may hold one slot only")
+	}
+	if !s.Acquire(o1) || !s.Acquire(o2) {
+		t.Fatal("the other namespaces keep the remaining slots")
+	}
+}
+
 func TestCRDStatusAndRender(t *testing.T) {
 	c := &v1alpha1.CRDUpgradeStrategy{StatusJSONPath: ".status.currentStatus", StatusSuccessString: "completed", StatusFailureString: "error"}
 	for status, want := range map[string]string{"": "", "running": "", "Completed": "success", "ERROR": "failure"} {

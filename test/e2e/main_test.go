@@ -39,6 +39,7 @@ func managerOptions() app.Options {
 		// Ownership: references are cloud-checked at admission; the sweep
 		// runs every few seconds with a short grace so its test is fast.
 		CloudChecks: true, GCPeriod: 3 * time.Second, GCGrace: 5 * time.Second,
+		SpotRecommender: "minion-manager", // the --spot-recommendation-source default
 	}
 }
 

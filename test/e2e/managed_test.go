@@ -139,7 +139,9 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.Subnets).To(ConsistOf(cloud.subnets[0], cloud.subnets[1]), "Name tags resolved to ids")
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
 	g.Expect(aws.ToString(ng.NodeRole)).To(Equal(ready.Status.NodesInstanceRoleArn))
-	g.Expect(ng.Labels).To(Equal(map[string]string{"team": "managed", "legacy": "yes",
+	// The admin's label rule and default (written for spec.eks) follow the
+	// group into spec.eks-managed.
+	g.Expect(ng.Labels).To(Equal(map[string]string{"team": "managed", "legacy": "yes", "a-default-label": "true",
 		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
 	g.Expect(ng.Taints).To(HaveLen(1))
 	g.Expect(ng.Taints[0].Effect).To(Equal(ekstypes.TaintEffectNoSchedule))
@@ -164,7 +166,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 			return nil
 		}
 		return ng.Labels
-	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold",
+	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold", "a-default-label": "true",
 		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
 	scaled := waitReady(t, ig, 2*time.Minute)
 	g.Expect(scaled.Status.CurrentMin).To(Equal(2))
@@ -295,7 +297,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSFargate: &v1alpha1.EKSFargateSpec{
 				ClusterName: cloud.cluster, Subnets: cloud.subnets,
-				Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "jobs", Labels: map[string]string{"tier": "batch"}}},
+				Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "e2e-fargate", Labels: map[string]string{"tier": "batch"}}}, // its own namespace only
 				Tags:      map[string]string{"team": "fargate"},
 			},
 		},
@@ -324,7 +326,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 	sampler := sampleProfiles(cloud.cluster, prefix)
 	time.Sleep(100 * time.Millisecond)
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
-		cur.Spec.EKSFargate.Selectors = []v1alpha1.EKSFargateSelector{{Namespace: "jobs", Labels: map[string]string{"tier": "batch-v2"}}, {Namespace: "cron"}}
+		cur.Spec.EKSFargate.Selectors = []v1alpha1.EKSFargateSelector{{Namespace: "e2e-fargate", Labels: map[string]string{"tier": "batch-v2"}}, {Namespace: "e2e-fargate", Labels: map[string]string{"tier": "cron"}}}
 	})
 	var second string
 	g.Eventually(func() bool {

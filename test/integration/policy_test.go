@@ -208,11 +208,20 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	requireEnv(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	mustSetConfigMap(t, exampleConfigMapData(t))
+	// The admin's opt-out list is in the ConfigMap (excludedNamespaces).
+	excluding := func(image string, namespaces ...string) map[string]string {
+		data := exampleConfigMapData(t)
+		data["defaults"] = strings.Replace(data["defaults"], "image: ami-1234", "image: "+image, 1)
+		if len(namespaces) > 0 {
+			data["excludedNamespaces"] = "[" + strings.Join(namespaces, ", ") + "]"
+		}
+		return data
+	}
+	mustSetConfigMap(t, excluding("ami-1234", "team-fan-x"))
+	defer mustSetConfigMap(t, exampleConfigMapData(t))
 	a := newTenant(t, "erin", "team-fan-a")
 	b := newTenant(t, "frank", "team-fan-b")
 	x := newTenant(t, "grace", "team-fan-x")
-	ensureNamespace(t, "team-fan-x", map[string]string{v1alpha1.AnnotationConfigExcluded: "true"})
 
 	g.Expect(a.client.Create(ctx, shortIG("team-fan-a", "one"))).To(Succeed())
 	g.Expect(a.client.Create(ctx, shortIG("team-fan-a", "two"))).To(Succeed())
@@ -222,9 +231,7 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	g.Expect(getIG(t, "team-fan-x", "system-group").Spec.EKS.Configuration.Image).To(Equal("ami-0aaaaaaaaaaaaaaaa"))
 
 	// The admin rolls out a new AMI.
-	data := exampleConfigMapData(t)
-	data["defaults"] = strings.Replace(data["defaults"], "image: ami-1234", "image: ami-5678", 1)
-	g.Expect(setConfigMap(ctx, data)).To(Succeed())
+	g.Expect(setConfigMap(ctx, excluding("ami-5678", "team-fan-x"))).To(Succeed())
 	for _, key := range [][2]string{{"team-fan-a", "one"}, {"team-fan-a", "two"}, {"team-fan-b", "three"}} {
 		g.Eventually(func() string {
 			return getIG(t, key[0], key[1]).Spec.EKS.Configuration.Image
@@ -238,26 +245,17 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	}, 2*time.Second, 200*time.Millisecond).Should(Equal("ami-0aaaaaaaaaaaaaaaa"), "an excluded namespace is left alone")
 
 	// Opting the namespace back in re-admits its groups under the boundaries.
-	ensureNamespace(t, "team-fan-x", nil)
+	g.Expect(setConfigMap(ctx, excluding("ami-5678"))).To(Succeed())
 	g.Eventually(func() string {
 		return getIG(t, "team-fan-x", "system-group").Spec.EKS.Configuration.Image
 	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal("ami-5678"), "opting team-fan-x back in re-admits its group under the boundaries")
 
-	// Opting team-fan-b out leaves its short group without defaults, which
-	// cannot work: the re-admission is refused, the stored spec is kept
-	// and the group says why.
-	ensureNamespace(t, "team-fan-b", map[string]string{v1alpha1.AnnotationConfigExcluded: "true"})
-	g.Eventually(func() string {
-		c := findCondition(getIG(t, "team-fan-b", "three"), v1alpha1.ConditionBoundariesApplied)
-		if c == nil || c.Status != metav1.ConditionFalse {
-			return ""
-		}
-		return c.Message
-	}, harness.ConvergeTimeout, harness.PollInterval).Should(ContainSubstring("spec.eks.configuration.clusterName"),
-		"team-fan-b/three reports BoundariesApplied=False naming the missing clusterName")
+	// Opting team-fan-b out would leave its short group without defaults,
+	// which cannot work: the ConfigMap webhook refuses the change, naming
+	// the group, and the stored spec is kept.
+	err := setConfigMap(ctx, excluding("ami-5678", "team-fan-b"))
+	g.Expect(err).To(MatchError(And(ContainSubstring("team-fan-b/three"), ContainSubstring("spec.eks.configuration.clusterName"))))
 	g.Expect(getIG(t, "team-fan-b", "three").Spec.EKS.Configuration.Image).To(Equal("ami-5678"))
-	waitForEvent(t, "team-fan-b", "three", reconciler.ReasonBoundariesRejected, "clusterName")
-	ensureNamespace(t, "team-fan-b", nil)
 }
 
 func TestInvalidConfigMapIsRejectedAndChangesNothing(t *testing.T) {

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/app"
+	"github.com/instancemgr/instance-manager/test/env"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+var errNoEnvironment = env.ErrNoEnvironment
+
+// plainGroup is a copy of the InstanceGroup CRD under another API group,
+// not covered by instance-manager's webhooks: the API server's own cost for
+// the same object.
+var plainGroup = schema.GroupVersionKind{Group: "bench.instancemgr.example", Version: "v1alpha1", Kind: "PlainGroup"}
+
+// fanOutGroups is how many InstanceGroups the fan-out figure uses.
+var fanOutGroups = envInt("BENCH_FANOUT_GROUPS", 2000)
+
+// benchAPIServer measures, through the real API server with the manager in
+// process: the p99 create latency of InstanceGroups (through our webhooks)
+// over that of PlainGroups (no webhooks), interleaved, at 50 and 200
+// concurrent clients; and the fan-out of a ConfigMap image change to
+// fanOutGroups groups over fanOutGroups plain updates.
+func benchAPIServer(report func(string, float64, string)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	e, err := env.New(ctx, env.Options{
+		CRDDirectoryPaths: []string{harness.CRDPath()}, WebhookInstallOptions: harness.WebhookOptions(), AWS: true,
+	})
+	cancel()
+	if errors.Is(err, env.ErrNoEnvironment) {
+		return errNoEnvironment
+	}
+	if err != nil {
+		return fmt.Errorf("local environment: %w", err)
+	}
+	defer func() { _ = e.Stop() }()
+	admin, err := client.New(e.Config, client.Options{Scheme: app.Scheme()})
+	if err != nil {
+		return err
+	}
+	bg := context.Background()
+	if err := harness.EnsureConfigNamespace(bg, admin); err != nil {
+		return err
+	}
+	if err := installPlainCRD(bg, admin); err != nil {
+		return err
+	}
+	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	defer func() { _ = mgr.Stop() }()
+	data := exampleBoundaries()
+	if err := harness.SetBoundaries(bg, admin, data); err != nil {
+		return err
+	}
+
+	for _, c := range []int{50, 200} {
+		ns := fmt.Sprintf("bench-c%d", c)
+		if err := admin.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+		ours, plain, err := interleavedCreates(bg, admin, ns, c, 4*c)
+		if err != nil {
+			return err
+		}
+		report(fmt.Sprintf("create_latency_ratio_p99_c%d", c), ours.Seconds()/plain.Seconds(), "ratio")
+		report(fmt.Sprintf("create_latency_p99_ms_c%d", c), float64(ours.Microseconds())/1000, "ms")
+		report(fmt.Sprintf("create_latency_plain_p99_ms_c%d", c), float64(plain.Microseconds())/1000, "ms")
+	}
+
+	fan, plain, err := fanOut(bg, admin, data, fanOutGroups)
+	if err != nil {
+		return err
+	}
+	report(fmt.Sprintf("fanout_seconds_%d", fanOutGroups), fan.Seconds(), "s")
+	report("fanout_ratio", fan.Seconds()/plain.Seconds(), "ratio")
+	return nil
+}
+
+// installPlainCRD installs the InstanceGroup CRD renamed to plainGroup.
+func installPlainCRD(ctx context.Context, c client.Client) error {
+	raw, err := os.ReadFile(filepath.Join(harness.CRDPath(), "instancemgr.keikoproj.io_instancegroups.yaml"))
+	if err != nil {
+		return err
+	}
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &crd.Object); err != nil {
+		return err
+	}
+	plural := strings.ToLower(plainGroup.Kind) + "s"
+	crd.SetName(plural + "." + plainGroup.Group)
+	crd.SetAnnotations(nil)
+	spec := crd.Object["spec"].(map[string]any)
+	spec["group"] = plainGroup.Group
+	spec["names"] = map[string]any{"kind": plainGroup.Kind, "listKind": plainGroup.Kind + "List", "plural": plural, "singular": strings.ToLower(plainGroup.Kind)}
+	if err := c.Create(ctx, crd); err != nil {
+		return fmt.Errorf("installing the plain CRD: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(plainGroup.GroupVersion().WithKind(plainGroup.Kind + "List"))
+		return c.List(ctx, list) == nil, nil
+	})
+}
+
+// shortGroup is a tenant's short InstanceGroup (as unstructured, so that
+// the same body can be sent as a PlainGroup).
+func shortGroup(gvk schema.GroupVersionKind, ns, name, image string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"eks": map[string]any{"minSize": int64(1), "maxSize": int64(3), "configuration": map[string]any{
+			"instanceType": "m5.large", "labels": map[string]any{"team": ns},
+		}}},
+	}}
+	if image != "" {
+		_ = unstructured.SetNestedField(u.Object, image, "spec", "eks", "configuration", "image")
+	}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// interleavedCreates has `clients` workers create n objects in all, each
+// worker alternating an InstanceGroup and a PlainGroup of the same body,
+// and returns the p99 create latency of each kind.
+func interleavedCreates(ctx context.Context, c client.Client, ns string, clients, n int) (ours, plain time.Duration, err error) {
+	igKind := v1alpha1.GroupVersion.WithKind("InstanceGroup")
+	var mu sync.Mutex
+	var latOurs, latPlain []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += clients {
+				for k, gvk := range []schema.GroupVersionKind{igKind, plainGroup} {
+					if (i+k)%2 == 1 { // alternate which kind goes first
+						gvk = map[int]schema.GroupVersionKind{0: plainGroup, 1: igKind}[k]
+					}
+					obj := shortGroup(gvk, ns, fmt.Sprintf("g-%d", i), "")
+					t0 := time.Now()
+					err := c.Create(ctx, obj)
+					d := time.Since(t0)
+					mu.Lock()
+					if err != nil && firstErr == nil {
+						firstErr = fmt.Errorf("creating %s %s/%s: %w", gvk.Kind, ns, obj.GetName(), err)
+					}
+					if gvk == plainGroup {
+						latPlain = append(latPlain, d)
+					} else {
+						latOurs = append(latOurs, d)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, 0, firstErr
+	}
+	return percentile(latOurs, 0.99), percentile(latPlain, 0.99), nil
+}
+
+// fanOut creates n InstanceGroups and n PlainGroups, changes the
+// ConfigMap's default image and times how long until every group carries
+// it, then times n plain updates of the PlainGroups, one at a time as the
+// fan-out's single worker does.
+func fanOut(ctx context.Context, c client.Client, data map[string]string, n int) (fan, plain time.Duration, err error) {
+	const ns = "bench-fanout"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return 0, 0, err
+	}
+	if _, _, err := interleavedCreates(ctx, c, ns, 50, n); err != nil {
+		return 0, 0, err
+	}
+	newData := map[string]string{}
+	for k, v := range data {
+		newData[k] = v
+	}
+	newData["defaults"] = strings.Replace(data["defaults"], "image: ami-1234", "image: ami-5678", 1)
+	if newData["defaults"] == data["defaults"] {
+		return 0, 0, errors.New("the example ConfigMap no longer defaults image: ami-1234")
+	}
+	start := time.Now()
+	if err := harness.WriteBoundaries(ctx, c, newData); err != nil {
+		return 0, 0, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &v1alpha1.InstanceGroupList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		for _, ig := range list.Items {
+			if ig.Spec.EKS == nil || ig.Spec.EKS.Configuration == nil || ig.Spec.EKS.Configuration.Image != "ami-5678" {
+				return false, nil
+			}
+		}
+		return len(list.Items) == n, nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("fan-out to %d groups did not finish: %w", n, err)
+	}
+	fan = time.Since(start)
+
+	start = time.Now()
+	for i := range n {
+		obj := shortGroup(plainGroup, ns, fmt.Sprintf("g-%d", i), "")
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return 0, 0, err
+		}
+		_ = unstructured.SetNestedField(obj.Object, "ami-5678", "spec", "eks", "configuration", "image")
+		if err := c.Update(ctx, obj); err != nil {
+			return 0, 0, fmt.Errorf("plain update %d: %w", i, err)
+		}
+	}
+	return fan, time.Since(start), nil
+}
+
+// exampleBoundaries is the data of the repository's example boundary
+// ConfigMap.
+func exampleBoundaries() map[string]string {
+	raw, err := os.ReadFile(harness.ExamplesPath("boundaries-configmap.yaml"))
+	if err != nil {
+		fail("reading the example ConfigMap", err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := yaml.UnmarshalStrict(raw, cm); err != nil {
+		fail("decoding the example ConfigMap", err)
+	}
+	return cm.Data
+}
+
+func envInt(name string, def int) int {
+	var v int
+	if _, err := fmt.Sscan(os.Getenv(name), &v); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

