@@ -375,6 +375,12 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 	editAuth(func(roles []map[string]any) []map[string]any {
 		return append(roles, map[string]any{"rolearn": arn, "username": "admin-nodes", "groups": []any{"system:masters"}})
 	})
+	// Node roles are the admin's to choose: the defaults name the role.
+	data := cloud.boundaries(cloud.amis[0], 5)
+	data["defaults"] = strings.Replace(data["defaults"], "      securityGroups: [e2e-nodes]\n",
+		"      securityGroups: [e2e-nodes]\n      roleName: e2e-admin-nodes\n      instanceProfileName: e2e-admin-nodes\n", 1)
+	g.Expect(data["defaults"]).To(ContainSubstring("roleName: e2e-admin-nodes"))
+	setBoundaries(t, data)
 	t.Cleanup(func() {
 		editAuth(func(roles []map[string]any) []map[string]any {
 			kept := roles[:0]
@@ -410,7 +416,6 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 	}
 
 	ig := shortGroup("e2e-byo", "web", 1, 2)
-	ig.Spec.EKS.Configuration.RoleName, ig.Spec.EKS.Configuration.InstanceProfileName = "e2e-admin-nodes", "e2e-admin-nodes"
 	create(t, ig)
 	ready := waitReady(t, ig, 120*time.Second)
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(Equal(arn))
@@ -431,7 +436,13 @@ func TestUpstreamSpellingsAreNormalised(t *testing.T) {
 	requireEnv(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	// The admin opens the paths the manifest sets (they are admin-only
+	// otherwise).
+	data := cloud.boundaries(cloud.amis[0], 5)
+	data["boundaries"] = strings.Replace(data["boundaries"], "  replace:\n  - spec.strategy\n",
+		"  replace:\n  - spec.strategy\n  - spec.eks.configuration.volumes\n  - spec.eks.configuration.lifecycleHooks\n  - spec.eks.configuration.metadataOptions\n", 1)
+	g.Expect(data["boundaries"]).To(ContainSubstring("lifecycleHooks"))
+	setBoundaries(t, data)
 	namespace(t, "e2e-spelling")
 	manifest := `apiVersion: instancemgr.keikoproj.io/v1alpha1
 kind: InstanceGroup
