@@ -77,6 +77,17 @@ GO_TEST_FLAGS ?= -count=1 -timeout 45m
 .PHONY: test
 test: tools vet ## Run every test tier: unit, integration and end-to-end.
 	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
+	$(call timed,fuzz targets,$(MAKE) --no-print-directory fuzz)
+
+# Fuzz targets and their packages; make fuzz runs each for FUZZTIME.
+FUZZ_TARGETS := boundaries:FuzzParse boundaries:FuzzEffective webhooks:FuzzAdmission
+FUZZTIME ?= 15s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 15s; make test runs it).
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo ">> fuzzing $$fn ($$pkg) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; done
 
 .PHONY: test-stress
 test-stress: tools ## Integration and end-to-end tiers STRESS_ROUNDS times (default 5) beside a second copy of them; prints N passed, M failed per package.
@@ -87,8 +98,9 @@ test-unit: ## Unit tier only: no control plane, no emulator.
 	go test -count=1 ./...
 
 .PHONY: bench
-bench: tools ## Benchmarks (numbers, not pass/fail).
+bench: tools ## Benchmarks (numbers, not pass/fail): Go benchmarks, then test/bench's figures (BENCH lines, test/bench/results.json).
 	$(TEST_ENV) go test -run '^$$' -bench . -benchmem ./...
+	$(TEST_ENV) go run ./test/bench
 
 .PHONY: help
 help: ## List the targets.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
@@ -100,6 +101,9 @@ type Options struct {
 	// boundary ConfigMap does not exist (open mode). Off (the default),
 	// tenants' creates and spec changes are refused until it exists.
 	AllowNoBoundaries bool
+	// LeastPrivilege pins the controller to its cluster and limits the
+	// roles it creates (leastprivilege.go).
+	LeastPrivilege
 	// LeaderElectionNamespace is the namespace of the leader election
 	// Lease. Empty: $POD_NAMESPACE, and when that is unset too,
 	// controller-runtime's in-cluster default (the pod's namespace), which
@@ -145,6 +149,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
+	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
 	fs.DurationVar(&o.GCPeriod, "gc-period", 10*time.Minute, "How often the garbage collector sweeps for cloud resources whose InstanceGroup is gone or no longer uses them.")
 	fs.DurationVar(&o.GCGrace, "gc-grace", 30*time.Minute, "How long a resource must stay orphaned before the garbage collector deletes it.")
@@ -194,6 +199,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := opts.roleLimits(); err != nil {
+		return nil, err
+	}
 	configMap := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: ConfigMapName}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
@@ -229,7 +237,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
-	clients, err := awsClients(opts)
+	clients, err := awsClients(opts, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +247,8 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(), Cloud: cloud},
+		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
+			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st), Cloud: cloud},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
 	if err := (&reconciler.BoundariesReconciler{

@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +26,13 @@ import (
 // setupInstanceGroups registers the InstanceGroup state machine with the
 // provisioners and the upgrade strategies.
 func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients) error {
+	limits, err := opts.roleLimits()
+	if err != nil {
+		return err
+	}
+	limited := *clients
+	limited.IAM = awsp.WithRoleLimits(clients.IAM, limits)
+	clients = &limited
 	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -78,8 +87,9 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 }
 
 // awsClients returns the AWS clients: from opts.AWS (instrumented), or
-// from the default configuration chain.
-func awsClients(opts Options) (*awsp.Clients, error) {
+// from the default configuration chain, with apiOptions added to every
+// client's middleware.
+func awsClients(opts Options, apiOptions ...func(*middleware.Stack) error) (*awsp.Clients, error) {
 	cfg := opts.AWS
 	if cfg == nil {
 		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
@@ -92,6 +102,7 @@ func awsClients(opts Options) (*awsp.Clients, error) {
 		awsp.Instrument(&c)
 		cfg = &c
 	}
+	cfg.APIOptions = append(slices.Clip(cfg.APIOptions), apiOptions...)
 	return awsp.NewClients(*cfg), nil
 }
 

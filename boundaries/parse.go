@@ -39,7 +39,7 @@ const (
 )
 
 // dataKeys lists the allowed data keys, sorted, for messages.
-var dataKeys = []string{KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyEnforcement, KeyExcludedNamespaces, KeyQuotas, KeyRollout, KeySharedAnnotations}
+var dataKeys = []string{KeyAllowlists, KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyEnforcement, KeyExcludedNamespaces, KeyQuotas, KeyRollout, KeySharedAnnotations}
 
 // Config is a parsed boundary ConfigMap. Parse returns it validated; a
 // hand-built Config is accepted by Effective and Hash as well.
@@ -78,6 +78,9 @@ type Config struct {
 	CRDKinds []GroupKind
 	// Quotas are the bounds of data key quotas; nil when there are none.
 	Quotas *Quotas
+	// Allowlists is the parsed `allowlists` key (allowlist.go); nil when
+	// absent, which gives every list its default.
+	Allowlists *Allowlists
 }
 
 // Conditional is one entry of `conditionals`.
@@ -104,7 +107,8 @@ func (e *ConfigError) Error() string {
 
 // Parse parses the data of the boundary ConfigMap strictly (BOUNDARIES.md,
 // "The boundary ConfigMap" and "Bad input gets a clear error"). data holds
-// the keys boundaries, defaults, conditionals, enforcement and rollout, each
+// the keys boundaries, defaults, conditionals, enforcement, rollout and
+// allowlists (allowlist.go), each
 // a YAML document; a missing, empty or blank value means the key is absent,
 // and nil or empty data gives a Config with no rules (Enforcement warn).
 // On any problem it returns nil and a *ConfigError listing all of them:
@@ -123,7 +127,7 @@ func Parse(data map[string]string) (*Config, error) {
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
 		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout,
-			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas:
+			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas, KeyAllowlists:
 		default:
 			p.addf("data.%s: unknown key (valid: %s)", k, strings.Join(dataKeys, ", "))
 		}
@@ -144,6 +148,9 @@ func Parse(data map[string]string) (*Config, error) {
 		c.MaxConcurrentUpgrades = p.rollout(v)
 	}
 	p.tenancy(c, data)
+	if v, ok := p.yaml(data, KeyAllowlists); ok {
+		c.Allowlists = p.allowlists(v)
+	}
 	if len(p.problems) > 0 {
 		return nil, &ConfigError{Problems: p.problems}
 	}

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -30,6 +31,9 @@ const (
 	ReasonBoundariesApplied  = "BoundariesApplied"
 	ReasonBoundariesRejected = "BoundariesRejected"
 )
+
+// readmitWorkers is how many groups the fan-out re-admits at once.
+const readmitWorkers = 4
 
 // ReadmitReconciler is the fan-out (BOUNDARIES.md "Fan-out"): every
 // InstanceGroup whose boundaries-hash differs from the hash of the current
@@ -160,6 +164,10 @@ func (r *ReadmitReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// changes; spec changes go through admission and are current.
 		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(predicate.AnnotationChangedPredicate{})).
 		WatchesRawSource(source.Channel(events, &handler.TypedEnqueueRequestForObject[*v1alpha1.InstanceGroup]{})).
+		// Re-admissions are independent, and each waits on a round trip
+		// through the API server and both webhooks: a few at a time keep a
+		// fleet-wide change from queueing behind one worker.
+		WithOptions(controller.Options{MaxConcurrentReconciles: readmitWorkers}).
 		Complete(r)
 }
 

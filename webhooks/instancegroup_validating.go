@@ -27,7 +27,8 @@ import (
 // tenant confinement (tenancy.go): a final spec that differs from the
 // boundaries on a restricted path, a crd template outside the group's
 // namespace or kinds, Fargate selectors naming other namespaces, a quota
-// exceeded, and spec changes to a group being deleted.
+// exceeded, spec changes to a group being deleted, and, with Allowlists
+// set, AWS identities and data the admin has not allowed (allowlist.go).
 type InstanceGroupValidator struct {
 	// Boundaries is the last valid boundary ConfigMap; nil skips the
 	// boundary, crd, Fargate and quota checks (unit tests of the rest).
@@ -45,6 +46,9 @@ type InstanceGroupValidator struct {
 	// (cluster, subnets, security groups, image and its architecture
 	// against the instance types, role, profile) when they are new.
 	Cloud CloudChecker
+	// Allowlists, when set, refuses AWS identities and data the admin has
+	// not allowed, and clusters other than the controller's.
+	Allowlists *Allowlists
 }
 
 // Handle implements admission.Handler.
@@ -92,6 +96,9 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("InstanceGroup %s/%s: %w", req.Namespace, ig.Name, err))
 		}
 		errs = append(errs, more...)
+	}
+	if v.Allowlists != nil {
+		errs = append(errs, v.Allowlists.Check(ctx, ig)...)
 	}
 	if len(errs) == 0 && v.Cloud != nil {
 		problems, err := tenantRefProblems(ctx, v.Cloud, ig, old)

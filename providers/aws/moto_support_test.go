@@ -32,7 +32,6 @@ var motoUnimplemented = map[string]bool{
 	"EKSAPI.CreateAccessEntry":                true,
 	"EKSAPI.DescribeAccessEntry":              true,
 	"EKSAPI.DeleteAccessEntry":                true,
-	"EKSAPI.AssociateAccessPolicy":            true,
 	"EKSAPI.UpdateNodegroupVersion":           true,
 }
 
@@ -297,11 +296,6 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 		}},
 		{"EKSAPI.DescribeAccessEntry", func(ctx context.Context) error {
 			_, err := c.EKS.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: s(cluster), PrincipalArn: s(roleARN)})
-			return err
-		}},
-		{"EKSAPI.AssociateAccessPolicy", func(ctx context.Context) error {
-			_, err := c.EKS.AssociateAccessPolicy(ctx, &eks.AssociateAccessPolicyInput{ClusterName: s(cluster), PrincipalArn: s(roleARN),
-				PolicyArn: s("arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"), AccessScope: &ekstypes.AccessScope{Type: ekstypes.AccessScopeTypeCluster}})
 			return err
 		}},
 		{"EKSAPI.DeleteAccessEntry", func(ctx context.Context) error {

@@ -76,18 +76,7 @@ func launchTemplateData(ig *v1alpha1.InstanceGroup, in launchInput) *ec2types.Re
 			Ebs:        &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: awssdk.Int32(int32(c.VolSize)), VolumeType: ec2types.VolumeTypeGp3, DeleteOnTermination: awssdk.Bool(true)},
 		}}
 	}
-	if m := c.MetadataOptions; m != nil {
-		d.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{}
-		if m.HttpEndpoint != "" {
-			d.MetadataOptions.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(m.HttpEndpoint)
-		}
-		if m.HttpTokens != "" {
-			d.MetadataOptions.HttpTokens = ec2types.LaunchTemplateHttpTokensState(m.HttpTokens)
-		}
-		if m.HttpPutResponseHopLimit > 0 {
-			d.MetadataOptions.HttpPutResponseHopLimit = awssdk.Int32(int32(m.HttpPutResponseHopLimit))
-		}
-	}
+	d.MetadataOptions = metadataOptions(c.MetadataOptions)
 	if price := spotPrice(ig); price != "" && c.MixedInstancesPolicy == nil {
 		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{
 			MarketType:  ec2types.MarketTypeSpot,
@@ -161,7 +150,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 	if !st.exists {
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(ownerOf(ig).Tags())}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(templateTags(ig))}},
 		})
 		if err != nil {
 			return 0, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -293,4 +282,13 @@ func isLaunchTemplateNotFound(err error) bool {
 		}
 	}
 	return false
+}
+
+// templateTags are the tags a launch template is created with: the
+// ownership tags and the cluster's (kubernetes.io/cluster/<cluster>=owned,
+// which the controller's IAM policy requires on launch template writes).
+func templateTags(ig *v1alpha1.InstanceGroup) map[string]string {
+	t := ownerOf(ig).Tags()
+	t["kubernetes.io/cluster/"+ig.Spec.EKS.Configuration.ClusterName] = "owned"
+	return t
 }

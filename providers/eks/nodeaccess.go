@@ -68,7 +68,7 @@ func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 			typ = "EC2_WINDOWS"
 		}
 		_, err := n.eks.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN), Type: awssdk.String(typ),
-			Tags: map[string]string{awsp.ClusterTagKey(cluster.Name): "owned"}})
+			Tags: map[string]string{awsp.ClusterTagKey(cluster.Name): "owned", "kubernetes.io/cluster/" + cluster.Name: "owned"}})
 		var inUse *ekstypes.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) {
 			return fmt.Errorf("eks CreateAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
@@ -76,6 +76,7 @@ func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 		return nil
 	}
 	user := Owner(ig)
+	roleARN = authMapARN(roleARN) // aws-auth maps role ARNs without their path
 	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
 		users, ours := rec[roleARN]
 		for _, r := range roles {
@@ -117,6 +118,7 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 			live[Owner(&other)] = true
 		}
 	}
+	roleARN = authMapARN(roleARN)
 	added := nodeEntry(ig, roleARN)
 	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
 		users, ours := rec[roleARN]
@@ -234,6 +236,7 @@ func ForgetRole(ctx context.Context, kube client.Client, roleARN string) error {
 		live[Owner(&igs.Items[i])] = true
 	}
 	n := nodeAccess{kube: kube}
+	roleARN = authMapARN(roleARN)
 	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
 		users, ours := rec[roleARN]
 		if !ours || slices.ContainsFunc(users, func(u string) bool { return live[u] }) {
@@ -276,7 +279,7 @@ func (n nodeAccess) useAccessEntry(ctx context.Context, cluster ClusterInfo, rol
 		if err := yaml.Unmarshal([]byte(cm.Data["mapRoles"]), &roles); err != nil {
 			return false, fmt.Errorf("ConfigMap %s: data.mapRoles is not a YAML list: %w", AuthConfigMap, err)
 		}
-		return !slices.ContainsFunc(roles, func(r map[string]any) bool { return r["rolearn"] == roleARN }), nil
+		return !slices.ContainsFunc(roles, func(r map[string]any) bool { return r["rolearn"] == authMapARN(roleARN) }), nil
 	}
 	return false, nil
 }

@@ -153,10 +153,11 @@ func interleavedCreates(ctx context.Context, c client.Client, ns string, clients
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += clients {
-				for k, gvk := range []schema.GroupVersionKind{igKind, plainGroup} {
-					if (i+k)%2 == 1 { // alternate which kind goes first
-						gvk = map[int]schema.GroupVersionKind{0: plainGroup, 1: igKind}[k]
-					}
+				order := []schema.GroupVersionKind{igKind, plainGroup}
+				if i%2 == 1 { // alternate which kind goes first
+					order[0], order[1] = order[1], order[0]
+				}
+				for _, gvk := range order {
 					obj := shortGroup(gvk, ns, fmt.Sprintf("g-%d", i), "")
 					t0 := time.Now()
 					err := c.Create(ctx, obj)

@@ -11,6 +11,10 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // figure is one measured number.
@@ -32,6 +36,7 @@ func main() {
 	admissionFor := flag.Duration("admission-duration", 15*time.Second, "how long the admission load runs")
 	clients := flag.Int("clients", 50, "concurrent admission clients")
 	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 
 	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: fmt.Sprintf("%s/%s, %d CPU", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())}
 	report := func(name string, value float64, unit string) {

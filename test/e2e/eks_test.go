@@ -42,7 +42,8 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	roleName := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-create", "web")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.CurrentMin).To(Equal(2))
-	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix("role/" + roleName))
+	// Created roles sit under the controller's IAM path; aws-auth maps them without it.
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + roleName))
 	nodes := groupNodes(t, ig)
 	g.Expect(nodes).To(HaveLen(2))
 	for _, n := range nodes {
@@ -52,7 +53,7 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	}
 	auth := &corev1.ConfigMap{}
 	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
-	g.Expect(auth.Data["mapRoles"]).To(ContainSubstring(ready.Status.NodesInstanceRoleArn))
+	g.Expect(auth.Data["mapRoles"]).To(ContainSubstring(strings.Replace(ready.Status.NodesInstanceRoleArn, ":role/instance-manager/", ":role/", 1)))
 
 	// The Auto Scaling group carries the tenant's and the admin's tags.
 	asg := autoscaling.NewFromConfig(environment.AWS)
@@ -76,7 +77,7 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	g.Expect(scaled.Status.CurrentMax).To(Equal(5))
 
 	// Delete: nothing the group created remains.
-	role := scaled.Status.NodesInstanceRoleArn
+	role := strings.Replace(scaled.Status.NodesInstanceRoleArn, ":role/instance-manager/", ":role/", 1) // as aws-auth maps it
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 	g.Eventually(func() bool {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{})

@@ -128,7 +128,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, "e2e-managed", "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
-	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/" + name))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + name))
 	g.Expect(ready.Status.CurrentMin).To(Equal(1))
 	g.Expect(ready.Status.CurrentMax).To(Equal(3))
 	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
@@ -309,7 +309,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 	const owner = "e2e-fargate/batch"
 	first := ready.Status.ActiveScalingGroupName
 	g.Expect(first).To(HavePrefix(prefix))
-	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/" + role))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + role))
 	g.Expect(attachedPolicies(t, role)).To(Equal([]string{"arn:aws:iam::aws:policy/AmazonEKSFargatePodExecutionRolePolicy"}))
 	profiles := ownedProfiles(t, cloud.cluster, owner)
 	g.Expect(profiles).To(HaveLen(1))

@@ -85,6 +85,7 @@ func TestHelmInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	values["clusterName"] = cloud.Cluster // the installation manages the example's cluster only
 	rel, err := install.Install(ctx, e, values)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +108,9 @@ func TestHelmInstall(t *testing.T) {
 	})
 	if !m.Options.LeaderElect || !m.Options.CertRotation {
 		t.Errorf("the chart's arguments: --leader-elect=%v --cert-rotation=%v, want both", m.Options.LeaderElect, m.Options.CertRotation)
+	}
+	if m.Options.ClusterName != cloud.Cluster {
+		t.Errorf("the chart's --cluster-name = %q, want the chart value clusterName %q", m.Options.ClusterName, cloud.Cluster)
 	}
 	if want := fmt.Sprintf("system:serviceaccount:%s:%s", rel.Namespace, rel.ServiceAccount()); m.User != want {
 		t.Errorf("the replica runs as %s, want %s", m.User, want)

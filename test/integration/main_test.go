@@ -62,7 +62,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS})
+	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS, LeastPrivilege: app.LeastPrivilege{
+		ClusterName: lpHomeCluster, AdditionalClusterNames: lpAdditionalClusters, IAMPermissionsBoundary: lpBoundary, // leastprivilege_test.go
+	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
