@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -191,20 +190,13 @@ func checkIntroducedRefs(ctx context.Context, cloud CloudChecker, cfg, current *
 }
 
 // collectAffected computes every existing group's effective spec under cfg
-// (no cloud call) and indexes the references they use.
-func collectAffected(ctx context.Context, c client.Reader, cfg *boundaries.Config) (*affected, error) {
+// (no cloud call) and indexes the references they use; groups in
+// adminNamespace (the ConfigMap's) get its rules as written, as in DryRun.
+func collectAffected(ctx context.Context, c client.Reader, cfg *boundaries.Config, adminNamespace string) (*affected, error) {
 	a := &affected{groups: map[string][]string{}, types: map[string][]string{}}
 	igs := &v1alpha1.InstanceGroupList{}
 	if err := c.List(ctx, igs); err != nil {
 		return nil, err
-	}
-	nss := &corev1.NamespaceList{}
-	if err := c.List(ctx, nss); err != nil {
-		return nil, err
-	}
-	excluded := map[string]bool{}
-	for _, ns := range nss.Items {
-		excluded[ns.Name] = ns.Annotations[v1alpha1.AnnotationConfigExcluded] == "true"
 	}
 	for i := range igs.Items {
 		ig := &igs.Items[i]
@@ -215,7 +207,8 @@ func collectAffected(ctx context.Context, c client.Reader, cfg *boundaries.Confi
 		if err != nil {
 			continue
 		}
-		res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded[ig.Namespace]})
+		res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations,
+			NamespaceExcluded: cfg.Excluded(ig.Namespace), AdminNamespace: ig.Namespace == adminNamespace})
 		if err != nil {
 			continue
 		}

@@ -76,7 +76,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		return admission.Denied(msg)
 	}
 	if v.Cloud != nil {
-		groups, err := collectAffected(ctx, v.Client, cfg)
+		groups, err := collectAffected(ctx, v.Client, cfg, v.ConfigMap.Namespace)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: listing InstanceGroups: %w", v.ConfigMap, err))
 		}
