@@ -1,6 +1,7 @@
 package eks
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,7 +49,9 @@ func TestOnlyRecordedTagsAreRemoved(t *testing.T) {
 			for k, v := range c.outside {
 				have[k] = v
 			}
-			want := withRecord(mergeMaps(map[string]string{"Name": "g", TagInstanceGroup: "a/b"}, c.now))
+			now := map[string]string{"Name": "g", TagInstanceGroup: "a/b"}
+			maps.Copy(now, c.now)
+			want := withRecord(now)
 			for k, v := range want {
 				if len(v) > tagValueLimit {
 					t.Fatalf("tag %s has a %d-character value", k, len(v))
@@ -59,15 +62,4 @@ func TestOnlyRecordedTagsAreRemoved(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mergeMaps(a, b map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
 }
