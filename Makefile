@@ -18,6 +18,15 @@ KWOK_VERSION := v0.8.0
 HELM_VERSION := v3.22.0
 CONTROLLER_GEN_VERSION := v0.23.0
 
+# The release version: the chart's version and appVersion, the image's tag
+# and the binary's --version all come from the VERSION file.
+VERSION := $(shell cat $(CURDIR)/VERSION)
+# The OCI image layout `make image` writes, which the install test and the
+# demo unpack and run.
+IMAGE_LAYOUT ?= $(BIN)/image
+DIST := $(CURDIR)/dist
+IMAGEBUILD := go run ./build/image/cmd/imagebuild
+
 KUBE_BINS := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 \
@@ -57,7 +66,7 @@ manifests: $(BIN)/controller-gen ## Generate the CRD into config/crd and the cha
 	cp config/crd/*.yaml charts/instance-manager/crds/
 
 .PHONY: demo
-demo: tools ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, deletion (DEMO_KEEP=1 keeps it running).
+demo: tools image ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, deletion (DEMO_KEEP=1 keeps it running).
 	go build -o $(BIN)/demo ./test/demo
 	$(TEST_ENV) $(BIN)/demo -dir $(LOCAL)/demo
 
@@ -66,16 +75,43 @@ chart-lint: $(BIN)/helm ## helm lint the chart, with default values and with cer
 	$(BIN)/helm lint --strict charts/instance-manager
 	$(BIN)/helm lint --strict charts/instance-manager --set certManager.enabled=true
 
+##@ Release
+
+.PHONY: image
+image: ## Build the multi-arch OCI image (linux/amd64, linux/arm64) into bin/image without a container engine; prints its digest.
+	$(call timed,image $(VERSION),$(IMAGEBUILD) build -o $(IMAGE_LAYOUT))
+
+.PHONY: push
+push: image ## Push the image: make push IMAGE=<registry>/<repository>:<tag> (credentials from ~/.docker/config.json).
+	@if [ -z "$(IMAGE)" ]; then echo "IMAGE is required: make push IMAGE=<registry>/<repository>:<tag>"; exit 1; fi
+	$(IMAGEBUILD) push -layout $(IMAGE_LAYOUT) $(IMAGE)
+
+.PHONY: set-version
+set-version: ## Set the release version everywhere it is written: make set-version V=0.3.0 (VERSION, the chart's version and appVersion).
+	@if ! [[ "$(V)" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then echo "V must be a semantic version such as 0.3.0, got '$(V)'"; exit 1; fi
+	echo "$(V)" > VERSION
+	sed -i -e 's/^version: .*/version: $(V)/' -e 's/^appVersion: .*/appVersion: "$(V)"/' charts/instance-manager/Chart.yaml
+
+.PHONY: release
+release: image $(BIN)/helm ## Write the release into dist/: the image (OCI layout and tar), the packaged chart, the CRDs, SHA256SUMS.
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	cp -R $(IMAGE_LAYOUT) $(DIST)/instance-manager-image-$(VERSION)
+	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C $(DIST)/instance-manager-image-$(VERSION) -cf $(DIST)/instance-manager-image-$(VERSION).oci.tar .
+	$(BIN)/helm package charts/instance-manager --version $(VERSION) --app-version $(VERSION) --destination $(DIST)
+	cat config/crd/*.yaml > $(DIST)/instance-manager-crds-$(VERSION).yaml
+	cd $(DIST) && sha256sum *.tgz *.tar *.yaml > SHA256SUMS
+	@echo ">> release $(VERSION) in dist/: image $$($(IMAGEBUILD) digest $(IMAGE_LAYOUT))"; ls -l $(DIST)
+
 ##@ Tests
 
 # Tests that need the local environment (control plane, kwok, moto) find the
 # tools through these variables; without them they skip, so `go test ./...`
 # alone runs the unit tier.
-TEST_ENV := IM_ENV_BIN_DIR=$(BIN) IM_ENV_VENV=$(VENV)
+TEST_ENV := IM_ENV_BIN_DIR=$(BIN) IM_ENV_VENV=$(VENV) IM_IMAGE_LAYOUT=$(IMAGE_LAYOUT)
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
 
 .PHONY: test
-test: tools vet ## Run every test tier: unit, integration and end-to-end.
+test: tools image vet ## Run every test tier: unit, integration and end-to-end.
 	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
 	$(call timed,fuzz targets,$(MAKE) --no-print-directory fuzz)
 

@@ -134,6 +134,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SpotRecommender, "spot-recommendation-source", "minion-manager", "Event source (source.component or reportingController) whose SpotRecommendationGiven Events are honoured; empty ignores them.")
 	fs.BoolVar(&o.AllowNoBoundaries, "allow-no-boundaries", false, "Admit InstanceGroups as submitted while the boundary ConfigMap does not exist (open mode). Off: they are refused until the admin creates it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the admission webhook server listens on (default: every interface).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	fs.StringVar(&o.ControllerUsername, "controller-username", "", "Username of this controller as the API server authenticates it (default: from POD_NAMESPACE and SERVICE_ACCOUNT_NAME).")

@@ -8,7 +8,7 @@ import (
 )
 
 // The documented outcome of the seed's example: the admin's ConfigMap plus
-// the tenant's short InstanceGroup (shared/examples).
+// the tenant's short InstanceGroup (examples/).
 func TestEffectiveExampleConfigMapAndShortTenant(t *testing.T) {
 	c := mustParse(t, exampleData)
 	res, err := c.Effective(Input{Spec: specOf(t, tenantShortSpec)})

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// exampleData is the data of ../shared/examples/boundaries-configmap.yaml,
+// exampleData is the data of examples/boundaries-configmap.yaml,
 // copied so that the tests stand alone; TestExampleConfigMapFile checks that
 // the copy matches the file.
 var exampleData = map[string]string{
@@ -62,7 +62,7 @@ restricted:
 `,
 }
 
-// tenantShortSpec is the spec of ../shared/examples/tenant-short.yaml.
+// tenantShortSpec is the spec of examples/tenant-short.yaml.
 const tenantShortSpec = `eks:
   minSize: 2
   maxSize: 4
@@ -122,13 +122,12 @@ func diff(t testing.TB, want, got any) string {
 	return cmp.Diff(canon(t, want), canon(t, got))
 }
 
-// sharedFile reads a file of ../shared, which every checkout and CI run has
-// beside the project root.
-func sharedFile(t *testing.T, rel string) []byte {
+// exampleFile reads a file of the project's examples/ directory.
+func exampleFile(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "shared", rel))
+	b, err := os.ReadFile(filepath.Join("..", "examples", name))
 	if err != nil {
-		t.Fatalf("reading the shared example (shared/ sits beside the project root): %v", err)
+		t.Fatalf("reading the example manifest: %v", err)
 	}
 	return b
 }

@@ -40,25 +40,25 @@ func TestParseExampleConfigMap(t *testing.T) {
 	}
 }
 
-// The copy in helpers_test.go is the ConfigMap of shared/examples.
+// The copy in helpers_test.go is the ConfigMap of examples/.
 func TestExampleConfigMapFile(t *testing.T) {
 	var cm struct {
 		Data map[string]string `json:"data"`
 	}
-	if err := yaml.Unmarshal(sharedFile(t, "examples/boundaries-configmap.yaml"), &cm); err != nil {
+	if err := yaml.Unmarshal(exampleFile(t, "boundaries-configmap.yaml"), &cm); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(cm.Data, exampleData) {
-		t.Fatalf("shared/examples/boundaries-configmap.yaml differs from exampleData:\n%#v", cm.Data)
+		t.Fatalf("examples/boundaries-configmap.yaml differs from exampleData:\n%#v", cm.Data)
 	}
 	var ig struct {
 		Spec map[string]any `json:"spec"`
 	}
-	if err := yaml.Unmarshal(sharedFile(t, "examples/tenant-short.yaml"), &ig); err != nil {
+	if err := yaml.Unmarshal(exampleFile(t, "tenant-short.yaml"), &ig); err != nil {
 		t.Fatal(err)
 	}
 	if d := diff(t, specOf(t, tenantShortSpec), ig.Spec); d != "" {
-		t.Fatalf("shared/examples/tenant-short.yaml differs from tenantShortSpec:\n%s", d)
+		t.Fatalf("examples/tenant-short.yaml differs from tenantShortSpec:\n%s", d)
 	}
 }
 

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -256,6 +257,14 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
 
 	written, err := r.writeStatus(ctx, before, ig)
+	if errors.Is(err, errStatusConflict) {
+		// The group changed during this pass. The change may be a status
+		// write of another controller (the fan-out's BoundariesApplied),
+		// which does not trigger a reconcile, so run again now rather than
+		// at the resync: a spec change read stale here would wait for it.
+		// (conflictRetry: the fan-out's, for the mirror case.)
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -310,19 +319,31 @@ func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.Instanc
 	return r.patchStatus(ctx, before, ig)
 }
 
+// patchStatus is writeStatus for callers that requeue anyway (errors,
+// deletion): a conflict is not an error for them.
 func (r *InstanceGroupReconciler) patchStatus(ctx context.Context, before, ig *v1alpha1.InstanceGroup) error {
 	_, err := r.writeStatus(ctx, before, ig)
+	if errors.Is(err, errStatusConflict) {
+		return nil
+	}
 	return err
 }
 
+// errStatusConflict: the status patch lost to a newer version of the group.
+var errStatusConflict = errors.New("the InstanceGroup changed while it was reconciled")
+
 // writeStatus patches the status if it changed and reports whether it was
-// written; a conflict is not an error (the newer version is reconciled next).
+// written; errStatusConflict when a newer version of the group was stored
+// meanwhile; a group gone is not an error.
 func (r *InstanceGroupReconciler) writeStatus(ctx context.Context, before, ig *v1alpha1.InstanceGroup) (bool, error) {
 	if equalStatus(before, ig) {
 		return false, nil
 	}
 	err := r.Client.Status().Patch(ctx, ig, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsConflict(err):
+		return false, errStatusConflict
+	case apierrors.IsNotFound(err):
 		return false, nil
 	}
 	return err == nil, err

@@ -21,6 +21,8 @@ import (
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisioner`,description="Provisioner building the group"
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy.type`,description="Upgrade strategy"
 // +kubebuilder:printcolumn:name="Lifecycle",type=string,JSONPath=`.status.lifecycle`,description="normal (on-demand), spot or mixed"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodesTotal`,priority=1,description="Instances in the group (kubectl get -o wide)"
+// +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.nodesUpdated`,priority=1,description="Instances on the latest launch template version (kubectl get -o wide)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type InstanceGroup struct {
 	metav1.TypeMeta   `json:",inline"`

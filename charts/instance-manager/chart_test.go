@@ -369,8 +369,7 @@ func unstructuredString(obj map[string]any, fields ...string) (string, bool, err
 }
 
 // boundaryValues returns chart values that render the example boundary
-// ConfigMap (testdata/boundaries-configmap.yaml, from the project's
-// examples) plus the keys it does not use (conditionals, enforcement,
+// ConfigMap (examples/boundaries-configmap.yaml at the project root) plus the keys it does not use (conditionals, enforcement,
 // rollout), each given as YAML objects.
 func boundaryValues(t testing.TB) map[string]any {
 	t.Helper()
@@ -394,7 +393,7 @@ func boundaryValues(t testing.TB) map[string]any {
 
 func exampleConfigMap(t testing.TB) *corev1.ConfigMap {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(chartDir, "testdata", "boundaries-configmap.yaml"))
+	b, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "examples", "boundaries-configmap.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -254,7 +255,7 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	d.block(wrap(fmt.Sprintf("values: boundaryConfigMap = examples/boundaries-configmap.yaml with its made-up ids replaced by moto's: image %s, subnets %s, securityGroups %s;",
 		cloud.AMIs[0], strings.Join(cloud.Subnets, ","), strings.Join(cloud.SecurityGroups, ",")), 110) + "\n" +
 		"certManager.enabled=false: the manager rotates its own webhook certificate;\n" +
-		wrap(fmt.Sprintf("nodeSelector {%s: \"true\"}: the chart's pods stay Pending, this process is the replica", install.OutOfClusterNodeLabel), 110))
+		wrap(fmt.Sprintf("nodeSelector {%s: \"true\"}: the chart's pods stay Pending, the image runs outside the cluster as the replica", install.OutOfClusterNodeLabel), 110))
 	began = time.Now()
 	installCtx, cancel := context.WithTimeout(ctx, cfg.timeouts.install)
 	rel, err := install.Install(installCtx, e, values)
@@ -267,10 +268,11 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	d.block(helmStatus(rel.Output))
 
 	// 4. The manager, out of cluster, as the chart's ServiceAccount.
-	d.title(4, steps, "instance-manager: one replica of the chart's Deployment, run in this process")
+	d.title(4, steps, "instance-manager: one replica of the chart's Deployment, run from the built image")
 	began = time.Now()
 	m, err := install.StartManager(ctx, e, rel, install.ManagerOptions{
-		AWS: &e.AWS, Dir: filepath.Join(cfg.dir, "pod"), LogWriter: managerLog, ReadyTimeout: cfg.timeouts.manager,
+		Dir: filepath.Join(cfg.dir, "pod"), LogWriter: managerLog, ReadyTimeout: cfg.timeouts.manager,
+		ExtraArgs: []string{"--zap-encoder=console"}, // manager.log is read by people
 	})
 	if err != nil {
 		return nil, d.fail(err)
@@ -288,8 +290,10 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 		return nil, d.fail(err)
 	}
 	d.block(wrap(strings.Join(container.Args, " "), 110))
-	d.block(fmt.Sprintf("(listening on 127.0.0.1: webhooks %s, probes %s, metrics %s; files the kubelet would mount in %s)",
-		m.WebhookAddr, m.HealthAddr, m.MetricsAddr, filepath.Join(cfg.dir, "pod")))
+	d.block(fmt.Sprintf("(listening on 127.0.0.1: webhooks %s, probes %s, metrics %s)", m.WebhookAddr, m.HealthAddr, m.MetricsAddr))
+	d.say("container: the image's linux/%s file system unpacked into %s; its entrypoint %s runs there under chroot as %s, "+
+		"with the token, CA and webhook certificate mounted where the kubelet would put them",
+		runtime.GOARCH, m.Rootfs, m.Image.Config.Entrypoint[0], m.Image.Config.User)
 	d.say("identity: %s, with a token from the TokenRequest API: the API server applies the chart's RBAC, nothing more", m.User)
 	d.say("webhook TLS: the rotator put a CA and a certificate for %s.%s.svc in Secret %s and the CA in both webhook configurations' caBundle; "+
 		"Service %s is now ExternalName 127.0.0.1 and the webhooks call port %s, so the API server dials this process and verifies "+

@@ -6,8 +6,9 @@
 //  2. the cluster admin's AWS resources in moto;
 //  3. helm install of charts/instance-manager, with the example boundary
 //     ConfigMap adapted to those resources;
-//  4. the manager run in this process as one replica of the chart's
-//     Deployment: its arguments, its ServiceAccount's token (so exactly the
+//  4. the built image (make image) run as one replica of the chart's
+//     Deployment, its entrypoint chrooted into the unpacked image as uid
+//     65532: the Deployment's arguments, its ServiceAccount's token (so exactly the
 //     chart's RBAC), its webhooks served with its own rotated certificate;
 //  5. tenants, each a user with a Role in its namespace, submitting short
 //     InstanceGroups; the demo prints what they would watch: the group

@@ -73,7 +73,7 @@ func newFixture(ctx context.Context, cfg aws.Config) (*fixture, error) {
 }
 
 // boundaries is the admin's boundary ConfigMap data for the fixture, in
-// the shape of ../shared/examples/boundaries-configmap.yaml.
+// the shape of examples/boundaries-configmap.yaml.
 func (f *fixture) boundaries(image string, maxConcurrent int) map[string]string {
 	return map[string]string{
 		"boundaries": `shared:

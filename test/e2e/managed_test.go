@@ -365,7 +365,7 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 	roleGone(t, role)
 }
 
-// readExample decodes one of ../shared/examples.
+// readExample decodes one of examples/.
 func readExample(t *testing.T, file string) *v1alpha1.InstanceGroup {
 	t.Helper()
 	raw, err := os.ReadFile(harness.ExamplesPath(file))
@@ -380,7 +380,7 @@ func readExample(t *testing.T, file string) *v1alpha1.InstanceGroup {
 }
 
 // TestSeedExamplesManagedAndFargateReachReady applies
-// ../shared/examples/eks-managed.yaml and eks-fargate.yaml. What they name
+// examples/eks-managed.yaml and eks-fargate.yaml. What they name
 // must exist in AWS first: the test creates their clusters (my-eks-cluster,
 // the-cluster-for-my-pods) and roles (basic-eks-role, MyPodRole: the
 // provisioners check a role by name; the account in the ARN is not

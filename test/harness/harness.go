@@ -42,9 +42,9 @@ func RepoRoot() string {
 // CRDPath is the directory of the generated CRDs.
 func CRDPath() string { return filepath.Join(RepoRoot(), "config", "crd") }
 
-// ExamplesPath is ../shared/examples: the seed manifests.
+// ExamplesPath is the path of examples/name: the seed manifests.
 func ExamplesPath(name string) string {
-	return filepath.Join(RepoRoot(), "..", "shared", "examples", name)
+	return filepath.Join(RepoRoot(), "examples", name)
 }
 
 // WebhookOptions installs instance-manager's webhook configurations; the

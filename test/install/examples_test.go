@@ -1,9 +1,6 @@
 package install
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,29 +10,6 @@ import (
 
 	"github.com/instancemgr/instance-manager/boundaries"
 )
-
-// TestExamplesAreTheSharedOnes checks the embedded copies against the
-// project's examples (../shared/examples next to the checkout) when they
-// are there; a fresh clone has only the copies.
-func TestExamplesAreTheSharedOnes(t *testing.T) {
-	shared := filepath.Join(RepoRoot(), "..", "shared", "examples")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("no shared examples next to the checkout (%v)", err)
-	}
-	for _, name := range ExampleFiles {
-		want, err := os.ReadFile(filepath.Join(shared, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := Example(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("testdata/%s differs from %s: copy it again", name, filepath.Join(shared, name))
-		}
-	}
-}
 
 // TestBoundariesReplaceOnlyIDs checks that the adapted example differs
 // from the example in the made-up ids only, and parses with the ids in

@@ -1,10 +1,11 @@
 // Package install installs instance-manager the way users do, with the Helm
-// chart, into a local environment (test/env), and runs the manager out of
-// cluster in the calling process as one replica of the chart's Deployment
-// would run: with the chart's arguments, as the chart's ServiceAccount (a
-// token from the TokenRequest API, so the API server applies exactly the
-// chart's RBAC), serving the chart's webhook configurations with the
-// certificate its own rotator issues.
+// chart, into a local environment (test/env), and runs the built container
+// image (make image) out of cluster as one replica of the chart's
+// Deployment would run: the image's entrypoint under chroot in its
+// unpacked file system, as its non-root user, with the chart's arguments,
+// as the chart's ServiceAccount (a token from the TokenRequest API, so the
+// API server applies exactly the chart's RBAC), serving the chart's
+// webhook configurations with the certificate its own rotator issues.
 //
 // Its TestHelmInstall and the demo (test/demo, `make demo`) use it. Its
 // parts:
@@ -12,16 +13,15 @@
 //   - Boundaries / ChartValues: the example boundary ConfigMap, adapted to
 //     the Cloud's ids, as chart values;
 //   - Install: helm install;
-//   - StartManager: the manager in process, and the kubelet's part
-//     (projecting the ServiceAccount token and the certificate Secret into
-//     files) played by a goroutine;
+//   - StartManager: the image's entrypoint in a process of its own, and the
+//     kubelet's part (projecting the ServiceAccount token and the
+//     certificate Secret into its file system) played by goroutines;
 //   - NewTenant: a namespace owner, an impersonated user with a Role.
 package install
 
 import (
 	"bytes"
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"os"
@@ -61,19 +61,10 @@ func RepoRoot() string {
 // ChartDir returns the directory of the Helm chart.
 func ChartDir() string { return filepath.Join(RepoRoot(), "charts", "instance-manager") }
 
-// Copies of ../shared/examples/boundaries-configmap.yaml and
-// tenant-short.yaml, so that the demo runs from a fresh clone.
-//
-//go:embed testdata/boundaries-configmap.yaml testdata/tenant-short.yaml
-var examples embed.FS
-
-// ExampleFiles are the names of the embedded example manifests.
-var ExampleFiles = []string{"boundaries-configmap.yaml", "tenant-short.yaml"}
-
-// Example returns the embedded copy of the example manifest name (one of
-// ExampleFiles).
+// Example returns the example manifest name of the project's examples/
+// directory (e.g. boundaries-configmap.yaml, tenant-short.yaml).
 func Example(name string) ([]byte, error) {
-	return examples.ReadFile("testdata/" + name)
+	return os.ReadFile(filepath.Join(RepoRoot(), "examples", name))
 }
 
 // ExampleBoundaries returns the admin's example boundary ConfigMap
@@ -136,8 +127,8 @@ func ChartValues(boundaries map[string]string, extraArgs ...string) (map[string]
 }
 
 // OutOfClusterNodeLabel is the nodeSelector key ChartValues gives the
-// chart's pods: no node has it, so they stay Pending while the manager runs
-// in process.
+// chart's pods: no node has it, so they stay Pending while StartManager
+// runs the replica outside the cluster.
 const OutOfClusterNodeLabel = "instancemgr.keikoproj.io/demo-runs-out-of-cluster"
 
 // Release is an installed Helm release of the chart.
@@ -182,12 +173,33 @@ func Helm() (string, error) {
 }
 
 // Install runs `helm install ReleaseName <chart> --namespace Namespace
-// --create-namespace` against the environment's kubeconfig with values, and
-// returns the release with its manager Deployment as the API server stored
-// it. Helm installs the CRD from the chart's crds/ first and does not wait
-// for the Deployment. Errors: helm failing (with its output) or the
-// Deployment missing afterwards.
+// --create-namespace` for the chart of this checkout; see InstallChart.
 func Install(ctx context.Context, e *env.Environment, values map[string]any) (*Release, error) {
+	return InstallChart(ctx, e, ChartDir(), values)
+}
+
+// InstallChart runs `helm install ReleaseName chart --namespace Namespace
+// --create-namespace` against the environment's kubeconfig with values;
+// chart is a chart directory or a packaged .tgz. It returns the release
+// with its manager Deployment as the API server stored it. Helm installs
+// the CRDs from the chart's crds/ first and does not wait for the
+// Deployment. Errors: helm failing (with its output) or the Deployment
+// missing afterwards.
+func InstallChart(ctx context.Context, e *env.Environment, chart string, values map[string]any) (*Release, error) {
+	return helmRelease(ctx, e, values, "install", ReleaseName, chart, "--create-namespace")
+}
+
+// Upgrade runs `helm upgrade ReleaseName chart --namespace Namespace`
+// with values, as InstallChart does. Helm leaves the CRDs as they are:
+// apply the new ones first (ApplyCRDs), the documented upgrade step.
+func Upgrade(ctx context.Context, e *env.Environment, chart string, values map[string]any) (*Release, error) {
+	return helmRelease(ctx, e, values, "upgrade", ReleaseName, chart)
+}
+
+// helmRelease runs helm with args, the release namespace, the
+// environment's kubeconfig and values, and reads the release's manager
+// Deployment.
+func helmRelease(ctx context.Context, e *env.Environment, values map[string]any, args ...string) (*Release, error) {
 	helm, err := Helm()
 	if err != nil {
 		return nil, err
@@ -209,13 +221,12 @@ func Install(ctx context.Context, e *env.Environment, values map[string]any) (*R
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, helm, "install", ReleaseName, ChartDir(),
-		"--namespace", Namespace, "--create-namespace",
-		"--kubeconfig", e.Kubeconfig, "--values", f.Name())
+	args = append(args, "--namespace", Namespace, "--kubeconfig", e.Kubeconfig, "--values", f.Name())
+	cmd := exec.CommandContext(ctx, helm, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("helm install %s -n %s: %w\n%s", ReleaseName, Namespace, err, strings.TrimSpace(out.String()))
+		return nil, fmt.Errorf("helm %s: %w\n%s", strings.Join(args[:3], " "), err, strings.TrimSpace(out.String()))
 	}
 	rel := &Release{Name: ReleaseName, Namespace: Namespace, Output: out.String()}
 	kube, err := kubernetes.NewForConfig(e.Config)

@@ -28,20 +28,16 @@ import (
 	"github.com/instancemgr/instance-manager/test/install"
 )
 
-// This test runs in its own test binary rather than beside the chart's
-// TestCertRotation: cert-controller's rotator registers a controller named
-// "cert-rotator", which must be unique per process (the rotator ignores the
-// manager's SkipNameValidation), so only one manager with --cert-rotation
-// can be built per process.
-
 // TestHelmInstall installs the chart with helm into the full local
 // environment (control plane, kwok kubelets, moto, the instance-to-node
 // bridge), with the example boundary ConfigMap adapted to the AWS
-// resources it first creates in moto, and runs the manager in process as a
-// replica of the chart's Deployment: its arguments (--leader-elect,
-// --cert-rotation, ...), its ServiceAccount's token, its webhook
-// configurations (served with the rotator's certificate, see
-// install.StartManager). Then a tenant, a user with a Role in its
+// resources it first creates in moto, and runs the built image (make
+// image) as a replica of the chart's Deployment: the image's amd64 file
+// system unpacked, its entrypoint run under chroot as the image's user
+// 65532:65532 with the Deployment's arguments (--leader-elect,
+// --cert-rotation, ...), its ServiceAccount's token mounted where
+// in-cluster configuration reads it, its webhook configurations served
+// with the rotator's certificate (see install.StartManager). Then a tenant, a user with a Role in its
 // namespace only, submits the example short InstanceGroup, sees it Ready
 // with Ready nodes carrying its labels, deletes it, and nothing is left in
 // AWS.
@@ -71,35 +67,18 @@ func TestHelmInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The cluster admin's AWS resources, and the example boundaries
-	// pointing at them.
-	cloud, err := install.NewCloud(ctx, e.AWS)
-	if err != nil {
-		t.Fatalf("creating the admin's AWS resources in moto: %v", err)
-	}
-	boundaries, err := cloud.Boundaries(cloud.AMIs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	values, err := install.ChartValues(boundaries)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cloud, values := exampleValues(t, e)
 	values["clusterName"] = cloud.Cluster // the installation manages the example's cluster only
 	rel, err := install.Install(ctx, e, values)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	// StartManager sets the pod's environment in the process; restore it
-	// after the test.
-	t.Setenv("POD_NAMESPACE", "")
-	t.Setenv("SERVICE_ACCOUNT_NAME", "")
 	m, err := install.StartManager(ctx, e, rel, install.ManagerOptions{
-		AWS: &e.AWS, Dir: t.TempDir(), LogWriter: logs, ReadyTimeout: 4 * time.Minute,
+		Dir: t.TempDir(), LogWriter: logs, ReadyTimeout: 4 * time.Minute,
 	})
 	if err != nil {
-		t.Fatalf("running the chart's manager in process: %v", err)
+		t.Fatalf("running the image as a replica of the chart's Deployment: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := m.Stop(); err != nil {
@@ -115,16 +94,10 @@ func TestHelmInstall(t *testing.T) {
 	if want := fmt.Sprintf("system:serviceaccount:%s:%s", rel.Namespace, rel.ServiceAccount()); m.User != want {
 		t.Errorf("the replica runs as %s, want %s", m.User, want)
 	}
+	checkContainerProcess(t, m, rel)
 
 	// A tenant submits the short InstanceGroup.
-	tenant, err := install.NewTenant(ctx, e.Config, "team-a", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ig, err := tenant.ShortGroup()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant, ig := exampleTenant(t, e)
 	submittedLabels := ig.Spec.EKS.Configuration.Labels
 	if err := tenant.Client.Create(ctx, ig); err != nil {
 		t.Fatalf("the tenant creating %s/%s: %v", ig.Namespace, ig.Name, err)
@@ -233,6 +206,42 @@ func TestHelmInstall(t *testing.T) {
 	}
 }
 
+// exampleValues creates the cluster admin's AWS resources in moto and
+// returns them with the chart values that install the example boundary
+// ConfigMap pointing at them (first AMI as the default image).
+func exampleValues(t *testing.T, e *env.Environment) (*install.Cloud, map[string]any) {
+	t.Helper()
+	cloud, err := install.NewCloud(t.Context(), e.AWS)
+	if err != nil {
+		t.Fatalf("creating the admin's AWS resources in moto: %v", err)
+	}
+	boundaries, err := cloud.Boundaries(cloud.AMIs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := install.ChartValues(boundaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cloud, values
+}
+
+// exampleTenant makes the tenant alice, owner of namespace team-a, and
+// returns it with its short InstanceGroup (examples/tenant-short.yaml),
+// not yet created.
+func exampleTenant(t *testing.T, e *env.Environment) (*install.Tenant, *v1alpha1.InstanceGroup) {
+	t.Helper()
+	tenant, err := install.NewTenant(t.Context(), e.Config, "team-a", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ig, err := tenant.ShortGroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant, ig
+}
+
 // checkReplicaCannot makes real requests with the replica's credentials
 // (cfg) and fails t unless each is refused: what a stolen manager token
 // must not give. adminConfig creates the tenant's Secret it tries to read.
@@ -291,7 +300,8 @@ func waitForGroup(t *testing.T, c client.Client, ig *v1alpha1.InstanceGroup, tim
 		if time.Now().After(deadline) {
 			msg := fmt.Sprintf("get: %v", err)
 			if err == nil {
-				msg = "state " + cur.Status.CurrentState
+				msg = fmt.Sprintf("state %s, generation %d (observed %d), currentMin %d, currentMax %d", cur.Status.CurrentState,
+					cur.Generation, cur.Status.ObservedGeneration, cur.Status.CurrentMin, cur.Status.CurrentMax)
 				for _, c := range cur.Status.Conditions {
 					msg += fmt.Sprintf("; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 				}

@@ -1,67 +1,69 @@
 package install
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net"
-	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/instancemgr/instance-manager/app"
+	"github.com/instancemgr/instance-manager/build/image"
 	"github.com/instancemgr/instance-manager/test/env"
 )
 
-// ManagerOptions are what the caller decides about the in-process replica;
-// everything else comes from the release's Deployment.
+// ManagerOptions are what the caller decides about the replica; everything
+// else comes from the release's Deployment and the image.
 type ManagerOptions struct {
-	// AWS is the AWS configuration of the manager's provisioners (the
-	// environment's moto). Required.
-	AWS *aws.Config
-	// Dir receives the files the kubelet would project into the pod: the
-	// ServiceAccount token (Dir/token) and the webhook certificate
-	// (Dir/serving-certs). Required; created if missing.
+	// Image is the OCI image layout to run (what `make image` writes);
+	// default $IM_IMAGE_LAYOUT, which `make test` and `make demo` set.
+	Image string
+	// Dir is the replica's pod: the image's file system for this machine's
+	// architecture is unpacked into Dir/rootfs (replaced), and the files
+	// the kubelet would mount are written into it. Required; created if
+	// missing.
 	Dir string
-	// Adjust, when set, is called with the options parsed from the
-	// Deployment's arguments before the manager is built.
-	Adjust func(*app.Options)
+	// ExtraArgs are appended to the Deployment's arguments.
+	ExtraArgs []string
 	// ReadyTimeout bounds the wait for the replica to be ready. Default 3m.
 	ReadyTimeout time.Duration
-	// LogWriter, when set, receives controller-runtime's log (the
-	// process-wide logger is replaced), at the level the Deployment's zap
-	// flags set, one line per entry in zap's console format; and, until
-	// Stop, the standard library's log (the webhook server's TLS handshake
-	// errors while its certificate is not there yet).
+	// LogWriter, when set, receives the process's standard output and
+	// error (the manager's log, one entry per line, at the level the
+	// Deployment's --zap-log-level sets).
 	LogWriter io.Writer
 }
 
-// Manager is the manager running in process as a replica of the release.
+// Manager is one replica of the release's Deployment, running the image's
+// entrypoint in a process of its own.
 type Manager struct {
-	// Options are the manager's options: the Deployment's arguments, with
-	// local addresses and directories in place of the pod's.
+	// Options are the manager's options as its flags parse them: the
+	// Deployment's arguments followed by the local addresses.
 	Options app.Options
-	// Logging are the zap flags among the Deployment's arguments (e.g.
-	// --zap-log-level), used with ManagerOptions.LogWriter.
-	Logging zap.Options
+	// Args are the arguments the entrypoint runs with.
+	Args []string
+	// Rootfs is the unpacked image the process is chrooted into.
+	Rootfs string
+	// Image is the image's config (entrypoint, user, labels).
+	Image *v1.ConfigFile
 	// User is the name the API server authenticates the replica as:
 	// system:serviceaccount:<namespace>:<serviceaccount>.
 	User string
@@ -69,23 +71,26 @@ type Manager struct {
 	// TokenFile like a projected token); use it to check what the replica
 	// may do.
 	Config *rest.Config
-	// TokenFile and CertDir are the projected files.
+	// TokenFile and CertDir are the projected files, as seen from outside
+	// the chroot.
 	TokenFile, CertDir string
 	// WebhookAddr, HealthAddr and MetricsAddr are host:port on 127.0.0.1
 	// of the webhook server (TLS), /healthz and /readyz, and /metrics.
 	WebhookAddr, HealthAddr, MetricsAddr string
 
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	done       chan struct{}
-	err        error
-	restoreLog func()
+	namespace string // the release's: POD_NAMESPACE
+	cmd       *exec.Cmd
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	done      chan struct{}
+	err       error
+	tail      *tailBuffer
 }
 
-// Done is closed when the manager has stopped (by Stop or on its own).
+// Done is closed when the process has exited (by Stop or on its own).
 func (m *Manager) Done() <-chan struct{} { return m.done }
 
-// Err returns why the manager stopped (nil while it runs or after a clean
+// Err returns why the process exited (nil while it runs or after a clean
 // Stop).
 func (m *Manager) Err() error {
 	select {
@@ -96,15 +101,27 @@ func (m *Manager) Err() error {
 	}
 }
 
-// Stop stops the manager and the kubelet's part and waits for them; it
-// returns the manager's error. The Lease is released on the way out.
+// Pid is the process id of the running entrypoint.
+func (m *Manager) Pid() int { return m.cmd.Process.Pid }
+
+// stopGrace is how long Stop waits after SIGTERM before SIGKILL; the
+// chart's pods have Kubernetes' default 30s grace period.
+const stopGrace = 30 * time.Second
+
+// Stop sends SIGTERM, as the kubelet does, waits for the process (SIGKILL
+// after 30s) and the kubelet's part, and returns the process's error: a
+// non-zero exit, with the end of its log. The Lease is released on the
+// way out.
 func (m *Manager) Stop() error {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(stopGrace):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+	}
 	m.cancel()
 	m.wg.Wait()
-	<-m.done
-	if m.restoreLog != nil {
-		m.restoreLog()
-	}
 	return m.err
 }
 
@@ -113,24 +130,39 @@ func (m *Manager) Stop() error {
 // tokens before they expire.
 const tokenLifetime = time.Hour
 
-// StartManager runs the release's manager in this process the way one
-// replica of its Deployment runs in a pod, and returns once the replica is
+// ImageLayoutEnv names the OCI layout of the image the replicas run.
+const ImageLayoutEnv = "IM_IMAGE_LAYOUT"
+
+// serviceAccountDir is where the kubelet mounts the ServiceAccount's token,
+// the cluster CA and the namespace, which client-go's in-cluster
+// configuration reads.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// StartManager runs the image's entrypoint the way one replica of the
+// release's Deployment runs in a pod, and returns once the replica is
 // ready: webhook certificate issued and injected, /readyz OK, leader
 // elected, and the API server reaching the webhooks.
 //
-//   - Arguments: the Deployment's manager container arguments, parsed with
-//     the binary's flags; then the pod's addresses and directories are
-//     replaced by free ports on 127.0.0.1 and opts.Dir, and opts.Adjust is
-//     applied.
+//   - The container: the image for this machine's architecture, unpacked
+//     into opts.Dir/rootfs; its entrypoint runs chrooted there as the
+//     image's numeric user (65532:65532), with the image's environment. A
+//     broken image (no entrypoint, wrong architecture, a binary that needs
+//     a shell or a library) fails here.
+//   - Arguments: the Deployment's manager container arguments, then the
+//     local addresses (--webhook-host=127.0.0.1 and free ports for the
+//     webhook, probe and metrics servers), then opts.ExtraArgs.
 //   - Environment: the container's, with the downward API's values
-//     (POD_NAMESPACE, SERVICE_ACCOUNT_NAME), is set in this process
-//     (os.Setenv), so one replica runs per process at a time.
-//   - Identity: a token of the Deployment's ServiceAccount from the
-//     TokenRequest API, in a file the client re-reads and a goroutine
-//     renews; the API server applies exactly the chart's RBAC.
+//     (POD_NAMESPACE, SERVICE_ACCOUNT_NAME); KUBERNETES_SERVICE_HOST and
+//     _PORT pointing at the API server; moto's endpoint, region and
+//     credentials as AWS_* variables.
+//   - Identity: in-cluster configuration, as in a pod: a token of the
+//     Deployment's ServiceAccount from the TokenRequest API, the API
+//     server's CA and the namespace in /var/run/secrets/kubernetes.io/
+//     serviceaccount of the rootfs, owned by the image's user; a goroutine
+//     renews the token. The API server applies exactly the chart's RBAC.
 //   - The kubelet's part: a goroutine copies the certificate Secret the
-//     rotator fills (--webhook-secret-name) into the cert directory
-//     whenever it changes, as the Secret volume would.
+//     rotator fills (--webhook-secret-name) into the rootfs at
+//     --webhook-cert-dir whenever it changes, as the Secret volume would.
 //   - Webhook traffic: with --cert-rotation the rotator's certificate is
 //     for <webhook Service>.<namespace>.svc (and .cluster.local) only:
 //     cert-controller writes DNS names, never IP addresses, into it, and a
@@ -144,18 +176,21 @@ const tokenLifetime = time.Hour
 //     certificate for <service>.<namespace>.svc with the caBundle the
 //     rotator injected, as it would verify a pod behind the Service.
 //
-// The rotator registers a controller name that must be unique in the
-// process (it ignores the manager's SkipNameValidation), so a process can
-// build one manager with --cert-rotation only.
-//
-// Errors: a Deployment this cannot run (no manager container, an
-// environment variable from elsewhere than the downward API or a literal,
-// unparseable arguments), the API calls failing, the manager failing to
-// start, or the replica not ready within opts.ReadyTimeout (what it was
-// waiting for is named).
+// Errors: no image layout, a Deployment this cannot run (no manager
+// container, an environment variable from elsewhere than the downward API
+// or a literal, arguments the binary's flags reject), the API calls
+// failing, the process failing to start or exiting, or the replica not
+// ready within opts.ReadyTimeout (what it was waiting for is named, with
+// the end of the process's log).
 func StartManager(ctx context.Context, e *env.Environment, rel *Release, opts ManagerOptions) (*Manager, error) {
-	if opts.AWS == nil || opts.Dir == "" {
-		return nil, errors.New("StartManager: ManagerOptions.AWS and ManagerOptions.Dir are required")
+	if opts.Dir == "" {
+		return nil, errors.New("StartManager: ManagerOptions.Dir is required")
+	}
+	if opts.Image == "" {
+		opts.Image = os.Getenv(ImageLayoutEnv)
+	}
+	if opts.Image == "" {
+		return nil, fmt.Errorf("StartManager: no image: ManagerOptions.Image and $%s are empty; run make image (make test and make demo set %s)", ImageLayoutEnv, ImageLayoutEnv)
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 3 * time.Minute
@@ -164,8 +199,12 @@ func StartManager(ctx context.Context, e *env.Environment, rel *Release, opts Ma
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{done: make(chan struct{}), TokenFile: filepath.Join(opts.Dir, "token"), CertDir: filepath.Join(opts.Dir, "serving-certs")}
-	if err := os.MkdirAll(m.CertDir, 0o700); err != nil {
+	m := &Manager{done: make(chan struct{}), Rootfs: filepath.Join(opts.Dir, "rootfs"), tail: &tailBuffer{}, namespace: rel.Deployment.Namespace}
+	if m.Image, err = unpackImage(opts.Image, m.Rootfs); err != nil {
+		return nil, err
+	}
+	uid, gid, err := imageUser(m.Image)
+	if err != nil {
 		return nil, err
 	}
 
@@ -175,51 +214,52 @@ func StartManager(ctx context.Context, e *env.Environment, rel *Release, opts Ma
 	if err != nil {
 		return nil, err
 	}
-	fs := flag.NewFlagSet("instance-manager", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	m.Options.BindFlags(fs)
-	m.Logging.BindFlags(fs)
-	if err := fs.Parse(container.Args); err != nil {
-		return nil, fmt.Errorf("the manager rejects the Deployment's arguments %q: %w", container.Args, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("the manager would ignore the Deployment's arguments %q", fs.Args())
-	}
 	namespace, sa := rel.Deployment.Namespace, pod.ServiceAccountName
-	for _, v := range container.Env {
-		value := v.Value
-		switch {
-		case v.ValueFrom == nil:
-		case v.ValueFrom.FieldRef != nil && v.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
-			value = namespace
-		case v.ValueFrom.FieldRef != nil && v.ValueFrom.FieldRef.FieldPath == "spec.serviceAccountName":
-			value = sa
-		default:
-			return nil, fmt.Errorf("environment variable %s of the manager container comes from %+v, which this out-of-cluster replica cannot provide", v.Name, v.ValueFrom)
-		}
-		if err := os.Setenv(v.Name, value); err != nil {
-			return nil, err
-		}
-	}
 	m.User = "system:serviceaccount:" + namespace + ":" + sa
-
-	// The pod's network and volumes, here.
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	m.Options.WebhookHost, m.Options.WebhookPort, m.Options.WebhookCertDir = "127.0.0.1", ports[0], m.CertDir
+	m.WebhookAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	m.HealthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	m.MetricsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
-	m.WebhookAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	m.Options.HealthProbeBindAddress, m.Options.MetricsBindAddress = m.HealthAddr, m.MetricsAddr
-	m.Options.AWS = opts.AWS
-	if opts.Adjust != nil {
-		opts.Adjust(&m.Options)
+	m.Args = append(append(slices.Clone(container.Args),
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(ports[0]),
+		"--health-probe-bind-address="+m.HealthAddr, "--metrics-bind-address="+m.MetricsAddr),
+		opts.ExtraArgs...)
+	fs := flag.NewFlagSet("instance-manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	m.Options.BindFlags(fs)
+	(&zap.Options{}).BindFlags(fs)
+	fs.Bool("version", false, "")
+	if err := fs.Parse(m.Args); err != nil {
+		return nil, fmt.Errorf("the manager rejects the arguments %q: %w", m.Args, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("the manager would ignore the arguments %q", fs.Args())
+	}
+	environ, err := podEnv(e, container, namespace, sa)
+	if err != nil {
+		return nil, err
 	}
 
-	if err := writeToken(ctx, admin, namespace, sa, m.TokenFile); err != nil {
+	// The kubelet's volumes, inside the rootfs.
+	saDir := filepath.Join(m.Rootfs, serviceAccountDir)
+	m.TokenFile = filepath.Join(saDir, "token")
+	m.CertDir = filepath.Join(m.Rootfs, m.Options.WebhookCertDir)
+	owner := fileOwner{uid: uid, gid: gid}
+	for _, d := range []string{saDir, m.CertDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeToken(ctx, admin, namespace, sa, m.TokenFile, owner); err != nil {
 		return nil, err
+	}
+	for name, data := range map[string][]byte{"ca.crt": e.Config.CAData, "namespace": []byte(namespace)} {
+		if err := owner.write(filepath.Join(saDir, name), data, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	m.Config = rest.AnonymousClientConfig(e.Config)
 	m.Config.BearerTokenFile = m.TokenFile
@@ -230,50 +270,111 @@ func StartManager(ctx context.Context, e *env.Environment, rel *Release, opts Ma
 		}
 	}
 
-	if opts.LogWriter != nil {
-		ctrl.SetLogger(zap.New(zap.UseFlagOptions(&m.Logging), zap.WriteTo(opts.LogWriter), zap.ConsoleEncoder()))
-		previous := log.Writer()
-		log.SetOutput(opts.LogWriter)
-		m.restoreLog = func() { log.SetOutput(previous) }
-	}
-	mgr, err := app.NewManager(m.Config, m.Options)
+	m.cmd, err = image.Command(m.Rootfs, m.Image, environ, m.Args...)
 	if err != nil {
-		if m.restoreLog != nil {
-			m.restoreLog()
-		}
-		return nil, fmt.Errorf("building the manager: %w", err)
+		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
+	var out io.Writer = m.tail
+	if opts.LogWriter != nil {
+		out = io.MultiWriter(m.tail, opts.LogWriter)
+	}
+	m.cmd.Stdout, m.cmd.Stderr = out, out
+	if err := m.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s in %s as %s: %w", m.Image.Config.Entrypoint[0], m.Rootfs, m.Image.Config.User, err)
+	}
 	go func() {
 		defer close(m.done)
-		m.err = mgr.Start(runCtx)
+		if err := m.cmd.Wait(); err != nil {
+			m.err = fmt.Errorf("%s: %w; the end of its log:\n%s", m.Image.Config.Entrypoint[0], err, m.tail.String())
+		}
 	}()
+	runCtx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		renewToken(runCtx, admin, namespace, sa, m.TokenFile)
+		renewToken(runCtx, admin, namespace, sa, m.TokenFile, owner)
 	}()
 	if m.Options.CertRotation {
 		secret := types.NamespacedName{Namespace: namespace, Name: m.Options.WebhookSecretName}
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			projectSecret(runCtx, admin, secret, m.CertDir)
+			projectSecret(runCtx, admin, secret, m.CertDir, owner)
 		}()
 	}
 
-	if err := m.waitReady(ctx, admin, mgr, opts.ReadyTimeout); err != nil {
+	if err := m.waitReady(ctx, admin, opts.ReadyTimeout); err != nil {
 		_ = m.Stop()
-		return nil, err
+		return nil, fmt.Errorf("%w; the end of the manager's log:\n%s", err, m.tail.String())
 	}
 	return m, nil
 }
 
-// waitReady waits for /readyz, the leader election and a round trip from
-// the API server to the validating webhook (a server-side dry-run update of
-// the boundary ConfigMap, which the ConfigMap webhook answers).
-func (m *Manager) waitReady(ctx context.Context, admin kubernetes.Interface, mgr ctrl.Manager, timeout time.Duration) error {
+// unpackImage unpacks the image of this machine's architecture from the
+// OCI layout dir into rootfs (replacing it) and returns its config.
+func unpackImage(dir, rootfs string) (*v1.ConfigFile, error) {
+	idx, err := image.ReadLayout(dir)
+	if err != nil {
+		return nil, err
+	}
+	img, err := image.PlatformImage(idx, v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(rootfs); err != nil {
+		return nil, err
+	}
+	cf, err := image.Unpack(img, rootfs)
+	if err != nil {
+		return nil, fmt.Errorf("unpacking image %s into %s: %w", dir, rootfs, err)
+	}
+	return cf, nil
+}
+
+// imageUser returns the numeric uid and gid the image runs as, which own
+// the files the kubelet mounts. Errors: a user that is not uid:gid.
+func imageUser(cf *v1.ConfigFile) (uid, gid int, err error) {
+	if _, err := fmt.Sscanf(cf.Config.User, "%d:%d", &uid, &gid); err != nil {
+		return 0, 0, fmt.Errorf("the image's user %q is not numeric uid:gid: %w", cf.Config.User, err)
+	}
+	return uid, gid, nil
+}
+
+// podEnv is the container's environment in the pod: the API server's
+// in-cluster address, moto as AWS, then the container's own variables with
+// the downward API's values resolved.
+func podEnv(e *env.Environment, c corev1.Container, namespace, sa string) ([]string, error) {
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return nil, fmt.Errorf("the API server address %q: %w", e.Config.Host, err)
+	}
+	out := []string{
+		"KUBERNETES_SERVICE_HOST=" + u.Hostname(), "KUBERNETES_SERVICE_PORT=" + u.Port(),
+		"AWS_ENDPOINT_URL=" + e.AWSEndpoint, "AWS_REGION=" + env.AWSRegion,
+		"AWS_ACCESS_KEY_ID=" + env.AWSAccessKeyID, "AWS_SECRET_ACCESS_KEY=" + env.AWSSecretAccessKey,
+	}
+	for _, v := range c.Env {
+		value := v.Value
+		switch {
+		case v.ValueFrom == nil:
+		case v.ValueFrom.FieldRef != nil && v.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			value = namespace
+		case v.ValueFrom.FieldRef != nil && v.ValueFrom.FieldRef.FieldPath == "spec.serviceAccountName":
+			value = sa
+		default:
+			return nil, fmt.Errorf("environment variable %s of the manager container comes from %+v, which this replica cannot provide", v.Name, v.ValueFrom)
+		}
+		out = append(out, v.Name+"="+value)
+	}
+	return out, nil
+}
+
+// waitReady waits for /readyz, the leader election (the Lease held) and
+// a round trip from the API server to the validating webhook (a
+// server-side dry-run update of the boundary ConfigMap, which the
+// ConfigMap webhook answers).
+func (m *Manager) waitReady(ctx context.Context, admin kubernetes.Interface, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	step := func(what string, check func() error) error {
@@ -284,7 +385,7 @@ func (m *Manager) waitReady(ctx context.Context, admin kubernetes.Interface, mgr
 			}
 			select {
 			case <-m.done:
-				return fmt.Errorf("the manager stopped while waiting for %s: %v", what, m.err)
+				return fmt.Errorf("the manager exited while waiting for %s: %v", what, m.err)
 			case <-ctx.Done():
 				return fmt.Errorf("timed out after %s waiting for %s: %v", timeout, what, last)
 			case <-time.After(250 * time.Millisecond):
@@ -295,13 +396,19 @@ func (m *Manager) waitReady(ctx context.Context, admin kubernetes.Interface, mgr
 		return err
 	}
 	if m.Options.LeaderElect {
-		if err := step("the leader election", func() error {
-			select {
-			case <-mgr.Elected():
-				return nil
-			default:
-				return errors.New("not elected yet")
+		ns := m.Options.LeaderElectionNamespace
+		if ns == "" {
+			ns = m.namespace // the binary's default: POD_NAMESPACE
+		}
+		if err := step("the leader election (Lease "+m.Options.LeaderElectionID+")", func() error {
+			lease, err := admin.CoordinationV1().Leases(ns).Get(ctx, m.Options.LeaderElectionID, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
+			if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+				return errors.New("the Lease has no holder")
+			}
+			return nil
 		}); err != nil {
 			return err
 		}
@@ -314,148 +421,4 @@ func (m *Manager) waitReady(ctx context.Context, admin kubernetes.Interface, mgr
 		_, err = admin.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	})
-}
-
-// probe returns nil when GET http://addr/path answers 200.
-func probe(addr, path string) error {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + path)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s %s", path, resp.Status, bytes.TrimSpace(body))
-	}
-	return nil
-}
-
-// freePorts returns n distinct TCP ports free on 127.0.0.1 at the time of
-// the call.
-func freePorts(n int) ([]int, error) {
-	var out []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}
-
-// writeToken writes a fresh token of the ServiceAccount namespace/name to
-// path (atomically: the client may be reading it).
-func writeToken(ctx context.Context, admin kubernetes.Interface, namespace, name, path string) error {
-	tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime / time.Second))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("TokenRequest for ServiceAccount %s/%s: %w", namespace, name, err)
-	}
-	return writeFileAtomically(path, []byte(tr.Status.Token))
-}
-
-// renewToken writes a new token every half lifetime until ctx ends (the
-// client re-reads the file; errors are retried a minute later).
-func renewToken(ctx context.Context, admin kubernetes.Interface, namespace, name, path string) {
-	wait := tokenLifetime / 2
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = tokenLifetime / 2
-		if err := writeToken(ctx, admin, namespace, name, path); err != nil && ctx.Err() == nil {
-			ctrl.Log.WithName("install").Error(err, "renewing the ServiceAccount token; retrying in a minute")
-			wait = time.Minute
-		}
-	}
-}
-
-// projectSecret copies the keys of the Secret into dir, each as a file,
-// whenever they change, until ctx ends: the kubelet's Secret volume.
-func projectSecret(ctx context.Context, admin kubernetes.Interface, key types.NamespacedName, dir string) {
-	written := map[string][]byte{}
-	for {
-		s, err := admin.CoreV1().Secrets(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
-		if err == nil {
-			for name, data := range s.Data {
-				if len(data) == 0 || bytes.Equal(written[name], data) {
-					continue
-				}
-				if err := writeFileAtomically(filepath.Join(dir, name), data); err != nil {
-					ctrl.Log.WithName("install").Error(err, "projecting the webhook certificate Secret", "key", name)
-					continue
-				}
-				written[name] = data
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-func writeFileAtomically(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// routeWebhooks points the release's webhooks at the replica: the webhook
-// Service becomes an ExternalName Service for 127.0.0.1 and every webhook
-// referring to it calls port port.
-func routeWebhooks(ctx context.Context, admin kubernetes.Interface, namespace string, opts app.Options, port int) error {
-	patch := []byte(`{"spec":{"type":"ExternalName","externalName":"127.0.0.1","clusterIP":null,"clusterIPs":null,"ipFamilies":null,"ipFamilyPolicy":null}}`)
-	if _, err := admin.CoreV1().Services(namespace).Patch(ctx, opts.WebhookServiceName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("making the webhook Service %s/%s an ExternalName Service for 127.0.0.1: %w", namespace, opts.WebhookServiceName, err)
-	}
-	ours := func(s *admissionregistrationv1.ServiceReference) bool {
-		return s != nil && s.Namespace == namespace && s.Name == opts.WebhookServiceName
-	}
-	mutating, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, opts.MutatingWebhookConfiguration, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("getting MutatingWebhookConfiguration %s: %w", opts.MutatingWebhookConfiguration, err)
-	}
-	n := 0
-	for i := range mutating.Webhooks {
-		if s := mutating.Webhooks[i].ClientConfig.Service; ours(s) {
-			s.Port = ptr.To(int32(port))
-			n++
-		}
-	}
-	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, mutating, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("pointing MutatingWebhookConfiguration %s at port %d: %w", mutating.Name, port, err)
-	}
-	validating, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, opts.ValidatingWebhookConfiguration, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("getting ValidatingWebhookConfiguration %s: %w", opts.ValidatingWebhookConfiguration, err)
-	}
-	for i := range validating.Webhooks {
-		if s := validating.Webhooks[i].ClientConfig.Service; ours(s) {
-			s.Port = ptr.To(int32(port))
-			n++
-		}
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, validating, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("pointing ValidatingWebhookConfiguration %s at port %d: %w", validating.Name, port, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("no webhook of %s or %s calls Service %s/%s", opts.MutatingWebhookConfiguration, opts.ValidatingWebhookConfiguration, namespace, opts.WebhookServiceName)
-	}
-	return nil
 }

@@ -27,9 +27,9 @@ import (
 
 const configNamespace = "instance-manager"
 
-// examplePath is a manifest of ../shared/examples, which must work unchanged.
+// examplePath is a manifest of examples/, which must work unchanged.
 func examplePath(name string) string {
-	return filepath.Join(repoRoot, "..", "shared", "examples", name)
+	return filepath.Join(repoRoot, "examples", name)
 }
 
 // exampleConfigMapData returns the data of the example boundary ConfigMap.

@@ -20,8 +20,8 @@ import (
 	"github.com/instancemgr/instance-manager/webhooks"
 )
 
-// The effective spec of ../shared/examples/tenant-short.yaml under
-// ../shared/examples/boundaries-configmap.yaml (BOUNDARIES.md).
+// The effective spec of examples/tenant-short.yaml under
+// examples/boundaries-configmap.yaml (BOUNDARIES.md).
 const tenantShortEffective = `
 provisioner: eks
 strategy:
