@@ -33,6 +33,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -107,6 +109,20 @@ type Options struct {
 	// controller-runtime's in-cluster default (the pod's namespace), which
 	// does not exist out of cluster.
 	LeaderElectionNamespace string
+
+	// GCPeriod, GCGrace, GCMaxDeletions and GCDryRun tune the garbage
+	// collector of orphaned cloud resources (package reconciler/gc).
+	GCPeriod, GCGrace time.Duration
+	GCMaxDeletions    int
+	GCDryRun          bool
+	// CloudChecks makes the ConfigMap and InstanceGroup webhooks check the
+	// cloud references they introduce (refcheck); the binary's flag
+	// defaults to true.
+	CloudChecks bool
+	// InstallationID identifies this installation in the ownership tag
+	// instancemgr.keikoproj.io/installation. Default: the UID of the
+	// kube-system Namespace.
+	InstallationID string
 }
 
 // BindFlags registers the flags on fs.
@@ -136,6 +152,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
+	fs.DurationVar(&o.GCPeriod, "gc-period", 10*time.Minute, "How often the garbage collector sweeps for cloud resources whose InstanceGroup is gone or no longer uses them.")
+	fs.DurationVar(&o.GCGrace, "gc-grace", 30*time.Minute, "How long a resource must stay orphaned before the garbage collector deletes it.")
+	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
+	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
+	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
+	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
 
 func (o *Options) controllerUsername() (string, error) {
@@ -207,6 +229,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	if err := setInstallation(mgr.GetAPIReader(), opts.InstallationID); err != nil {
+		return nil, err
+	}
 	st := &store.Store{}
 	recorder := mgr.GetEventRecorder("instance-manager")
 	if err := setupCertRotation(mgr, opts); err != nil {
@@ -217,11 +242,15 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	var cloud webhooks.CloudChecker
+	if opts.CloudChecks {
+		cloud = &refcheck.Checker{AWS: clients, TTL: time.Minute}
+	}
 	webhooks.Register(mgr.GetWebhookServer(),
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
 		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
-			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st)},
-		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap},
+			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st), Cloud: cloud},
+		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
 	if err := (&reconciler.BoundariesReconciler{
 		Client: mgr.GetClient(), Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
@@ -241,6 +270,20 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// setInstallation sets the installation id of the ownership tags: id, or
+// the UID of the kube-system Namespace (stable for the cluster's life).
+func setInstallation(r client.Reader, id string) error {
+	if id == "" {
+		ns := &corev1.Namespace{}
+		if err := r.Get(context.Background(), types.NamespacedName{Name: "kube-system"}, ns); err != nil {
+			return fmt.Errorf("reading Namespace kube-system for the installation id (or set --installation-id): %w", err)
+		}
+		id = string(ns.UID)
+	}
+	ownership.SetInstallation(id)
+	return nil
 }
 
 // MetricsOptions serves the metrics at addr ("0": off) over HTTPS with a

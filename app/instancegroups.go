@@ -19,6 +19,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eksfargate"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/gc"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -49,6 +50,13 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		return 0
 	}}
 	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
+	drainer := &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
+	if err := mgr.Add(&gc.Collector{Client: mgr.GetClient(), AWS: clients, Drainer: drainer, Opts: gc.Options{
+		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
+		DryRun: opts.GCDryRun,
+	}}); err != nil {
+		return fmt.Errorf("setting up the garbage collector: %w", err)
+	}
 	r := &reconciler.InstanceGroupReconciler{
 		Client:          mgr.GetClient(),
 		Reader:          mgr.GetAPIReader(),
@@ -59,7 +67,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients),
 		},
 		Rolling: &upgrade.RollingUpdate{
-			Drainer:  &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now},
+			Drainer:  drainer,
 			Recorder: recorder,
 			Client:   mgr.GetClient(),
 		},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -41,6 +42,10 @@ const (
 	ReasonReady        = "Ready"
 	ReasonDeleted      = "CloudResourcesDeleted"
 	ReasonWaitingSlot  = "WaitingForUpgradeSlot"
+	// ReasonForeignResource: a resource with the name the group needs
+	// belongs to someone else (the message names the owner found); it is
+	// never changed or deleted.
+	ReasonForeignResource = "ForeignResource"
 )
 
 // InstanceGroupReconciler is the InstanceGroup state machine: it has the
@@ -112,13 +117,16 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	obs, err := prov.Apply(ctx, ig)
 	if err != nil {
 		reason := "CloudError"
-		if providers.IsSpecError(err) {
+		switch {
+		case ownership.IsForeign(err):
+			reason = ReasonForeignResource
+		case providers.IsSpecError(err):
 			reason = "InvalidSpec"
 		}
 		if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
 			return ctrl.Result{}, ferr
 		}
-		if reason == "InvalidSpec" {
+		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
 			return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 		}
 		return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil

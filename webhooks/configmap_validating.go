@@ -31,6 +31,9 @@ type ConfigMapValidator struct {
 	Client client.Reader
 	// ConfigMap is the one boundary ConfigMap; others are allowed untouched.
 	ConfigMap types.NamespacedName
+	// Cloud, when set, checks the cloud references the new defaults
+	// introduce (cluster, subnets, security groups, image, role, profile).
+	Cloud CloudChecker
 }
 
 // Handle implements admission.Handler.
@@ -71,6 +74,19 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 			msg += fmt.Sprintf("; and %d more", total-len(broken))
 		}
 		return admission.Denied(msg)
+	}
+	if v.Cloud != nil {
+		groups, err := collectAffected(ctx, v.Client, cfg, v.ConfigMap.Namespace)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: listing InstanceGroups: %w", v.ConfigMap, err))
+		}
+		problems, err := checkIntroducedRefs(ctx, v.Cloud, cfg, current, groups)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("ConfigMap %s: could not check its cloud references, nothing was changed; retry: %w", v.ConfigMap, err))
+		}
+		if len(problems) > 0 {
+			return admission.Denied(fmt.Sprintf("ConfigMap %s refers to cloud resources that do not work, nothing was changed: %s", v.ConfigMap, strings.Join(problems, "; ")))
+		}
 	}
 	return admission.Allowed("")
 }
@@ -137,16 +153,18 @@ func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded, adm
 	if err != nil {
 		return err.Error()
 	}
+	NormalizeSpellings(res.Spec)
 	spec, err := boundaries.DecodeSpec(res.Spec)
 	if err != nil {
 		return err.Error()
 	}
 	candidate := ig.DeepCopy()
 	candidate.Spec = *spec
-	if errs, _ := ValidateInstanceGroup(candidate); len(errs) > 0 {
+	errs, _ := ValidateInstanceGroup(candidate)
+	if errs = append(errs, validateSpellings(res.Spec)...); len(errs) > 0 {
 		return errs.ToAggregate().Error()
 	}
-	return ""
+	return strings.Join(IdentityChanges(ig, &candidate.Spec), "; ")
 }
 
 // SubmittedSpec returns the tenant's kept submission of ig: the JSON in the

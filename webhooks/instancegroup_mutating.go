@@ -92,6 +92,7 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
 	}
+	NormalizeSpellings(submitted) // keikoproj spellings (rollingupdate, Launch, ...) compare and merge as canonical
 	var warnings []string
 	if !isController && !excluded && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
 		w, deny := m.behaviourAnnotations(state.Config, old, obj)
@@ -106,6 +107,7 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))
 	}
+	NormalizeSpellings(res.Spec)
 
 	overrides := res.Overrides
 	if req.Operation == admissionv1.Update {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,6 +42,10 @@ type InstanceGroupValidator struct {
 	// Mapper, when set, tells whether the crd strategy's kind is
 	// namespaced.
 	Mapper meta.RESTMapper
+	// Cloud, when set, checks the cloud references the tenant sets
+	// (cluster, subnets, security groups, image and its architecture
+	// against the instance types, role, profile) when they are new.
+	Cloud CloudChecker
 	// Allowlists, when set, refuses AWS identities and data the admin has
 	// not allowed, and clusters other than the controller's.
 	Allowlists *Allowlists
@@ -75,6 +80,16 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 	}
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
+	errs = append(errs, validateSpellings(obj.spec())...)
+	var old *v1alpha1.InstanceGroup
+	if req.Operation == admissionv1.Update {
+		old = &v1alpha1.InstanceGroup{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err == nil {
+			for _, why := range IdentityChanges(old, &ig.Spec) {
+				errs = append(errs, field.Forbidden(field.NewPath("spec"), why))
+			}
+		}
+	}
 	if v.Boundaries != nil && len(errs) == 0 {
 		more, err := v.tenancy(ctx, obj, ig)
 		if err != nil {
@@ -84,6 +99,15 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 	}
 	if v.Allowlists != nil {
 		errs = append(errs, v.Allowlists.Check(ctx, ig)...)
+	}
+	if len(errs) == 0 && v.Cloud != nil {
+		problems, err := tenantRefProblems(ctx, v.Cloud, ig, old)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("InstanceGroup %s/%s: could not check its cloud references; retry: %w", req.Namespace, ig.Name, err))
+		}
+		if len(problems) > 0 {
+			return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s refers to cloud resources that do not work: %s", req.Namespace, ig.Name, strings.Join(problems, "; "))).WithWarnings(warnings...)
+		}
 	}
 	if len(errs) > 0 {
 		return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is invalid: %s", req.Namespace, ig.Name, errs.ToAggregate().Error())).WithWarnings(warnings...)

@@ -30,7 +30,7 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		if err != nil {
 			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
 		}
-		probs, err := cfg.Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
+		probs, err := canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
 		}

@@ -80,6 +80,7 @@ func ValidateInstanceGroup(ig *v1alpha1.InstanceGroup) (field.ErrorList, []strin
 			[]string{v1alpha1.ProvisionerEKS, v1alpha1.ProvisionerEKSManaged, v1alpha1.ProvisionerEKSFargate}))
 	}
 	errs = append(errs, validateStrategy(provisioner, &ig.Spec.Strategy, spec.Child("strategy"))...)
+	errs = append(errs, validateReservedTags(&ig.Spec, spec)...)
 	return errs, warnings
 }
 

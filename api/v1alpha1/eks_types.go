@@ -21,7 +21,7 @@ type EKSSpec struct {
 	// Type is LaunchTemplate (default) or LaunchConfiguration. Launch
 	// configurations are deprecated by AWS; the value is accepted for
 	// compatibility and the group is built from a launch template.
-	// +kubebuilder:validation:Enum=LaunchTemplate;LaunchConfiguration
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Type string `json:"type,omitempty"`
 
@@ -168,7 +168,7 @@ type NodeVolume struct {
 	// Name is the device name, e.g. /dev/xvda.
 	Name string `json:"name"`
 	// Type is the EBS volume type: gp2, gp3, io1, io2, st1, sc1 or standard.
-	// +kubebuilder:validation:Enum=gp2;gp3;io1;io2;st1;sc1;standard
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Type string `json:"type,omitempty"`
 	// Size is the volume size in GiB; not with snapshotId.
@@ -200,7 +200,7 @@ type NodeVolume struct {
 // NodeVolumeMountOptions formats and mounts an additional volume at boot.
 type NodeVolumeMountOptions struct {
 	// FileSystem is xfs or ext4.
-	// +kubebuilder:validation:Enum=xfs;ext4
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	FileSystem string `json:"fileSystem,omitempty"`
 	// Mount is the mount path.
@@ -229,7 +229,7 @@ type UserDataStage struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 	// Stage is PreBootstrap or PostBootstrap.
-	// +kubebuilder:validation:Enum=PreBootstrap;PostBootstrap
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Stage string `json:"stage,omitempty"`
 	// Data is the script, plain text or base64.
@@ -241,7 +241,7 @@ type UserDataStage struct {
 type MixedInstancesPolicySpec struct {
 	// Strategy is the spot allocation strategy: CapacityOptimized (default),
 	// LowestPrice or PriceCapacityOptimized.
-	// +kubebuilder:validation:Enum=CapacityOptimized;LowestPrice;PriceCapacityOptimized
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Strategy string `json:"strategy,omitempty"`
 	// SpotPools is how many spot pools LowestPrice spreads over. Default 2.
@@ -259,7 +259,7 @@ type MixedInstancesPolicySpec struct {
 	SpotRatio *intstr.IntOrString `json:"spotRatio,omitempty"`
 	// InstancePool derives instance types from the base instanceType:
 	// SubFamilyFlexible. Required when instanceTypes is empty.
-	// +kubebuilder:validation:Enum=SubFamilyFlexible
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	InstancePool string `json:"instancePool,omitempty"`
 	// InstanceTypes are the types the group may launch, with weights.
@@ -282,11 +282,11 @@ type LifecycleHookSpec struct {
 	// Name of the hook.
 	Name string `json:"name"`
 	// Lifecycle is launch or terminate.
-	// +kubebuilder:validation:Enum=launch;terminate
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Lifecycle string `json:"lifecycle,omitempty"`
 	// DefaultResult when the heartbeat times out: abandon (default) or continue.
-	// +kubebuilder:validation:Enum=abandon;continue
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	DefaultResult string `json:"defaultResult,omitempty"`
 	// HeartbeatTimeout in seconds, 30 to 7200. Default 300.
@@ -308,11 +308,11 @@ type LifecycleHookSpec struct {
 // MetadataOptions configures the instance metadata service (IMDS).
 type MetadataOptions struct {
 	// HttpEndpoint is enabled (default) or disabled.
-	// +kubebuilder:validation:Enum=enabled;disabled
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	HttpEndpoint string `json:"httpEndpoint,omitempty"`
 	// HttpTokens is required (IMDSv2 only) or optional.
-	// +kubebuilder:validation:Enum=required;optional
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	HttpTokens string `json:"httpTokens,omitempty"`
 	// HttpPutResponseHopLimit is the hop limit of IMDS responses, 1 to 64.
@@ -332,7 +332,7 @@ type PlacementSpec struct {
 	// +optional
 	HostResourceGroupArn string `json:"hostResourceGroupArn,omitempty"`
 	// Tenancy is default, dedicated or host.
-	// +kubebuilder:validation:Enum=default;dedicated;host
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Tenancy string `json:"tenancy,omitempty"`
 }

@@ -70,7 +70,7 @@ type EKSManagedConfiguration struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 	// CapacityType is ON_DEMAND (default) or SPOT.
-	// +kubebuilder:validation:Enum=ON_DEMAND;SPOT
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	CapacityType string `json:"capacityType,omitempty"`
 }

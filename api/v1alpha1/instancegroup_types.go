@@ -48,7 +48,7 @@ type InstanceGroupSpec struct {
 	// eks-managed (an EKS managed node group) or eks-fargate (a Fargate
 	// profile). eks-cf is accepted as a deprecated alias of eks.
 	// Usually supplied by the boundary ConfigMap's defaults.
-	// +kubebuilder:validation:Enum=eks;eks-managed;eks-fargate;eks-cf
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Provisioner string `json:"provisioner,omitempty"`
 
@@ -75,7 +75,7 @@ type AwsUpgradeStrategy struct {
 	// Type is rollingUpdate (drain and replace in batches), crd (submit a
 	// custom resource that performs the rotation) or managed (AWS rotates:
 	// required for eks-managed and eks-fargate).
-	// +kubebuilder:validation:Enum=rollingUpdate;crd;managed
+	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	Type string `json:"type,omitempty"`
 

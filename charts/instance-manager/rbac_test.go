@@ -57,6 +57,7 @@ func TestRBAC(t *testing.T) {
 		const ns = "im-rbac"
 		sa := installRBAC(t, e, release{Namespace: ns})
 		allowed := []access{
+			{verb: "get", resource: "namespaces", name: "kube-system"},
 			{verb: "list", group: "instancemgr.keikoproj.io", resource: "instancegroups"},
 			{verb: "watch", group: "instancemgr.keikoproj.io", resource: "instancegroups"},
 			{verb: "update", group: "instancemgr.keikoproj.io", resource: "instancegroups", namespace: "tenant"},
@@ -106,6 +107,7 @@ func TestRBAC(t *testing.T) {
 			{verb: "update", resource: "pods", namespace: "tenant", name: "web-0"},
 			{verb: "delete", resource: "nodes", name: "ip-10-0-0-1"},
 			{verb: "update", resource: "namespaces", name: "tenant"},
+			{verb: "get", resource: "namespaces", name: "tenant"},
 			{verb: "watch", resource: "namespaces"},
 			{verb: "create", group: "instancemgr.keikoproj.io", resource: "instancegroups", namespace: "tenant"},
 			{verb: "delete", group: "instancemgr.keikoproj.io", resource: "instancegroups", namespace: "tenant", name: "web"},

@@ -39,7 +39,7 @@ func byoRole(ig *v1alpha1.InstanceGroup) bool {
 // spec brings none.
 func nodeRole(ig *v1alpha1.InstanceGroup) OwnedRole {
 	return OwnedRole{
-		Name: roleName(ig), Owner: Owner(ig), TrustPolicy: NodeTrustPolicy,
+		Name: roleName(ig), Owner: ownerOf(ig), Legacy: legacyNames(ig), TrustPolicy: NodeTrustPolicy,
 		Description: "Nodes of InstanceGroup " + Owner(ig) + " (instance-manager)",
 		Policies:    nodePolicies(ig), InstanceProfile: true,
 		Field: "spec.eks.configuration.roleName", Hint: "name it in roleName and instanceProfileName to use it",
@@ -75,11 +75,11 @@ func ensureRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup
 	return awssdk.ToString(role.Role.Arn), c.InstanceProfileName, nil
 }
 
-// deleteRole removes the role and instance profile the group created;
-// a role brought by the spec, or not tagged for this group, is left alone.
+// deleteRole removes the role and instance profile the group created,
+// also when the spec has since switched to its own role (the created one
+// would otherwise be left behind). A role brought by the spec is never
+// touched: DeleteOwnedRole only deletes a role whose ownership tags name
+// this group.
 func deleteRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup) error {
-	if byoRole(ig) {
-		return nil
-	}
 	return DeleteOwnedRole(ctx, api, nodeRole(ig))
 }

@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
+	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // launchInput is what a launch template version is built from.
@@ -108,6 +112,7 @@ func dataHash(d *ec2types.RequestLaunchTemplateData) string {
 // templateState is the launch template as found.
 type templateState struct {
 	exists        bool
+	id            string
 	latest        int64
 	latestImageID string
 	description   string
@@ -126,7 +131,7 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 		return templateState{}, nil
 	}
 	v := out.LaunchTemplateVersions[0]
-	st := templateState{exists: true, latest: awssdk.ToInt64(v.VersionNumber), description: awssdk.ToString(v.VersionDescription)}
+	st := templateState{exists: true, id: awssdk.ToString(v.LaunchTemplateId), latest: awssdk.ToInt64(v.VersionNumber), description: awssdk.ToString(v.VersionDescription)}
 	if v.LaunchTemplateData != nil {
 		st.latestImageID = awssdk.ToString(v.LaunchTemplateData.ImageId)
 	}
@@ -145,8 +150,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 	if !st.exists {
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate,
-				Tags: []ec2types.Tag{{Key: awssdk.String(TagInstanceGroup), Value: awssdk.String(Owner(ig))}}}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(templateTags(ig))}},
 		})
 		if err != nil {
 			return 0, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -197,8 +201,9 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 	return nil
 }
 
-// deleteLaunchTemplate removes the group's launch template if it carries
-// the group's ownership tag (EC2 DescribeLaunchTemplates, DeleteLaunchTemplate).
+// deleteLaunchTemplate removes the group's launch template if its
+// ownership tags name the group (EC2 DescribeLaunchTemplates,
+// DeleteLaunchTemplate); someone else's template of that name is left.
 func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string) error {
 	out, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	if err != nil {
@@ -208,11 +213,7 @@ func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		owned := false
-		for _, t := range lt.Tags {
-			owned = owned || (awssdk.ToString(t.Key) == TagInstanceGroup && awssdk.ToString(t.Value) == Owner(ig))
-		}
-		if !owned {
+		if ownerOf(ig).Check("launch template", name, ec2TagMap(lt.Tags)) != nil {
 			continue
 		}
 		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !isLaunchTemplateNotFound(err) {
@@ -220,6 +221,56 @@ func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		}
 	}
 	return nil
+}
+
+// ownedTemplates remembers launch templates whose ownership was verified,
+// by "<name>/<owner uid>" -> template id, so a Ready group's reconcile
+// costs no extra call; a template replaced under the same name has
+// another id and is checked again.
+type ownedTemplates struct{ m sync.Map }
+
+// check verifies that the existing template st is ig's (EC2
+// DescribeLaunchTemplates, once per template id) and adds the ownership
+// tags a template of an earlier version lacks (CreateTags). Someone
+// else's template is an *ownership.ForeignError.
+func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState) error {
+	if !st.exists {
+		return nil
+	}
+	key := name + "/" + string(ig.UID)
+	if id, ok := o.m.Load(key); ok && id == st.id {
+		return nil
+	}
+	out, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	if err != nil {
+		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
+	}
+	for _, lt := range out.LaunchTemplates {
+		tags := ec2TagMap(lt.Tags)
+		owner := ownerOf(ig)
+		if err := owner.Check("launch template", name, tags); err != nil {
+			return err
+		}
+		if missing := owner.Missing(tags); len(missing) > 0 {
+			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: ec2Tags(missing)}); err != nil {
+				return fmt.Errorf("ec2 CreateTags on launch template %s: %w", name, err)
+			}
+		}
+		o.m.Store(key, awssdk.ToString(lt.LaunchTemplateId))
+	}
+	return nil
+}
+
+func ec2TagMap(tags []ec2types.Tag) map[string]string {
+	return ownership.TagMap(tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
+}
+
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	out := make([]ec2types.Tag, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
+	}
+	return out
 }
 
 func isLaunchTemplateNotFound(err error) bool {
@@ -231,4 +282,13 @@ func isLaunchTemplateNotFound(err error) bool {
 		}
 	}
 	return false
+}
+
+// templateTags are the tags a launch template is created with: the
+// ownership tags and the cluster's (kubernetes.io/cluster/<cluster>=owned,
+// which the controller's IAM policy requires on launch template writes).
+func templateTags(ig *v1alpha1.InstanceGroup) map[string]string {
+	t := ownerOf(ig).Tags()
+	t["kubernetes.io/cluster/"+ig.Spec.EKS.Configuration.ClusterName] = "owned"
+	return t
 }

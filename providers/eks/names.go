@@ -7,32 +7,71 @@ import (
 	"strings"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
-// Tags that mark what the eks provisioner created, and for whom.
 const (
 	// TagInstanceGroup ("<namespace>/<name>") is on every resource an
-	// InstanceGroup created; Delete only removes resources carrying it.
-	TagInstanceGroup = "instancemgr.keikoproj.io/instancegroup"
-	// tagVersionHash is the launch template data hash, kept in the launch
-	// template version description so drift is one string compare.
+	// InstanceGroup created; see package ownership for the full set.
+	TagInstanceGroup = ownership.TagInstanceGroup
+	// versionDescriptionPrefix starts the launch template data hash kept
+	// in the version description, so drift is one string compare.
 	versionDescriptionPrefix = "instance-manager:"
 )
 
 // Owner is the TagInstanceGroup value of ig: "<namespace>/<name>".
 func Owner(ig *v1alpha1.InstanceGroup) string { return ig.Namespace + "/" + ig.Name }
 
-// groupName is the Auto Scaling group and launch template name: unique per
-// cluster, namespace and name, within the 128 characters a launch template
-// name allows.
-func groupName(ig *v1alpha1.InstanceGroup) string {
-	return bounded(fmt.Sprintf("%s-%s-%s", ig.Spec.EKS.Configuration.ClusterName, ig.Namespace, ig.Name), 128)
+// OwnerOf is ig's ownership on cluster (the tags its resources carry).
+func OwnerOf(ig *v1alpha1.InstanceGroup, cluster string) ownership.Owner {
+	return ownership.Owner{Cluster: cluster, Namespace: ig.Namespace, Name: ig.Name, UID: ig.UID}
 }
 
-// roleName is the IAM role and instance profile created for ig (64
-// characters at most).
-func roleName(ig *v1alpha1.InstanceGroup) string {
-	return bounded(fmt.Sprintf("%s-%s-%s", ig.Spec.EKS.Configuration.ClusterName, ig.Namespace, ig.Name), 64)
+func ownerOf(ig *v1alpha1.InstanceGroup) ownership.Owner {
+	return OwnerOf(ig, ig.Spec.EKS.Configuration.ClusterName)
+}
+
+// legacyNames reports whether ig was built by a controller version that
+// named resources "<cluster>-<namespace>-<name>" (its status records that
+// name): such a group keeps its names, so an upgrade renames nothing and
+// rotates no node. The status can only choose between the two derived
+// names, and ownership is checked on every resource either way.
+func legacyNames(ig *v1alpha1.InstanceGroup) bool {
+	st := ig.Status
+	return st.ActiveScalingGroupName != "" && st.ActiveScalingGroupName == legacyName(ig, ownership.LimitLaunchTemplate) &&
+		(st.Provisioner == "" || st.Provisioner == v1alpha1.ProvisionerEKS || st.Provisioner == v1alpha1.ProvisionerEKSCF)
+}
+
+// GroupName is the Auto Scaling group and launch template name of ig:
+// ownership.Name within the 128 characters a launch template name allows,
+// or the name its status records for a group of an earlier version.
+func GroupName(ig *v1alpha1.InstanceGroup) string {
+	if legacyNames(ig) {
+		return ig.Status.ActiveScalingGroupName
+	}
+	c := ig.Spec.EKS.Configuration
+	return ownership.Name(ownership.LimitLaunchTemplate, c.ClusterName, ig.Namespace, ig.Name)
+}
+
+func groupName(ig *v1alpha1.InstanceGroup) string { return GroupName(ig) }
+
+// RoleName is the IAM role and instance profile created for ig (64
+// characters at most, the IAM role limit).
+func RoleName(ig *v1alpha1.InstanceGroup) string {
+	if legacyNames(ig) {
+		return legacyName(ig, ownership.LimitIAMRole)
+	}
+	c := ig.Spec.EKS.Configuration
+	return ownership.Name(ownership.LimitIAMRole, c.ClusterName, ig.Namespace, ig.Name)
+}
+
+func roleName(ig *v1alpha1.InstanceGroup) string { return RoleName(ig) }
+
+// legacyName is the name earlier versions derived: not collision-free
+// (acme/web-blue and acme-web/blue gave the same), kept only for groups
+// that already carry it.
+func legacyName(ig *v1alpha1.InstanceGroup, n int) string {
+	return bounded(fmt.Sprintf("%s-%s-%s", ig.Spec.EKS.Configuration.ClusterName, ig.Namespace, ig.Name), n)
 }
 
 // bounded shortens s to n characters, keeping it unique with a hash suffix.
@@ -45,12 +84,11 @@ func bounded(s string, n int) string {
 	return s[:n-len(suffix)-1] + "-" + suffix
 }
 
-// EKSName joins parts with "-" into a name EKS accepts for node groups and
-// Fargate profiles (and IAM for roles): at most n characters, each a
-// letter, digit, '-' or '_', starting with a letter or digit. A joined name
-// that had to change to fit (a '.' from a Kubernetes name, a leading '-',
-// or more than n characters) ends in a hash of the original instead, so
-// distinct inputs keep distinct names. n must be at least 10.
+// EKSName is the name earlier versions gave node groups, Fargate profiles
+// and their roles: parts joined with "-", made valid for EKS and IAM (at
+// most n characters, letters, digits, '-' and '_'), ending in a hash only
+// when it had to change. It is not collision-free across namespaces and
+// names; it is kept so groups created with it keep their names.
 func EKSName(n int, parts ...string) string {
 	joined := strings.Join(parts, "-")
 	safe := []byte(joined)
@@ -69,4 +107,15 @@ func EKSName(n int, parts ...string) string {
 	suffix := hex.EncodeToString(sum[:])[:8]
 	keep := min(len(safe), n-len(suffix)-1)
 	return string(safe[:keep]) + "-" + suffix
+}
+
+// CandidateRoleNames are the names a node role created for (cluster,
+// namespace, name) may carry: the current scheme's and the earlier one's.
+// Whoever deletes by these names must check ownership (DeleteOwnedRole
+// does).
+func CandidateRoleNames(cluster, namespace, name string) []string {
+	return []string{
+		ownership.Name(ownership.LimitIAMRole, cluster, namespace, name),
+		bounded(fmt.Sprintf("%s-%s-%s", cluster, namespace, name), ownership.LimitIAMRole),
+	}
 }

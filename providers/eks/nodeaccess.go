@@ -2,8 +2,10 @@ package eks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -31,36 +33,72 @@ type nodeAccess struct {
 	eks  awsp.EKSAPI
 }
 
+// AnnotationMapRoles on the aws-auth ConfigMap records the mapRoles
+// entries instance-manager added: JSON {"<role ARN>": ["<namespace>/<name>",
+// ...]} naming the InstanceGroups using each. Only recorded entries are
+// ever removed; an entry that was there before (an admin's, a node group's
+// outside instance-manager) is left as it is through every create, update
+// and delete.
+const AnnotationMapRoles = "instancemgr.keikoproj.io/map-roles"
+
+// nodeEntry is the mapRoles entry instance-manager adds for a node role.
+func nodeEntry(ig *v1alpha1.InstanceGroup, roleARN string) map[string]any {
+	groups := []any{"system:bootstrappers", "system:nodes"}
+	if osFamily(ig) == v1alpha1.OSFamilyWindows {
+		groups = append(groups, "eks:kube-proxy-windows")
+	}
+	return map[string]any{"rolearn": roleARN, "username": "system:node:{{EC2PrivateDNSName}}", "groups": groups}
+}
+
+// grant lets the nodes of ig (role roleARN) join: with an EKS access
+// entry where the cluster's authentication mode allows it
+// (CreateAccessEntry, tagged with the cluster's ownership tag; an existing
+// entry is left as it is), otherwise an aws-auth mapRoles entry, added and
+// recorded unless the role already has one that instance-manager did not
+// add. In API_AND_CONFIG_MAP mode a role aws-auth already maps keeps that
+// mapping (an access entry would override it).
 func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster ClusterInfo, roleARN string) error {
-	if cluster.AuthenticationMode == "API" {
+	entry, err := n.useAccessEntry(ctx, cluster, roleARN)
+	if err != nil {
+		return err
+	}
+	if entry {
 		typ := "EC2_LINUX"
 		if osFamily(ig) == v1alpha1.OSFamilyWindows {
 			typ = "EC2_WINDOWS"
 		}
-		_, err := n.eks.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN), Type: awssdk.String(typ)})
+		_, err := n.eks.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN), Type: awssdk.String(typ),
+			Tags: map[string]string{awsp.ClusterTagKey(cluster.Name): "owned", "kubernetes.io/cluster/" + cluster.Name: "owned"}})
 		var inUse *ekstypes.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) {
 			return fmt.Errorf("eks CreateAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
 		}
 		return nil
 	}
-	groups := []string{"system:bootstrappers", "system:nodes"}
-	if osFamily(ig) == v1alpha1.OSFamilyWindows {
-		groups = append(groups, "eks:kube-proxy-windows")
-	}
-	mapARN := authMapARN(roleARN)
-	return n.updateMapRoles(ctx, func(roles []map[string]any) []map[string]any {
+	user := Owner(ig)
+	roleARN = authMapARN(roleARN) // aws-auth maps role ARNs without their path
+	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
+		users, ours := rec[roleARN]
 		for _, r := range roles {
-			if r["rolearn"] == mapARN {
-				return roles
+			if r["rolearn"] == roleARN {
+				if ours && !slices.Contains(users, user) {
+					rec[roleARN] = append(users, user)
+				}
+				return roles // someone else's entry when not recorded: not ours to change
 			}
 		}
-		return append(roles, map[string]any{"rolearn": mapARN, "username": "system:node:{{EC2PrivateDNSName}}", "groups": groups})
+		rec[roleARN] = []string{user}
+		return append(roles, nodeEntry(ig, roleARN))
 	})
 }
 
-// revoke removes the role's access unless another InstanceGroup (on the
-// same cluster) still uses the role.
+// revoke removes ig's use of the role: in API and API_AND_CONFIG_MAP mode
+// the access entry when it carries the cluster's ownership tag (EKS
+// DescribeAccessEntry, DeleteAccessEntry) and no other InstanceGroup uses
+// the role; in CONFIG_MAP and API_AND_CONFIG_MAP mode, in aws-auth
+// the recorded entry once no InstanceGroup that still exists is recorded
+// as using it, and only while it is still the entry that was added (an
+// entry someone edited is left).
 func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster ClusterInfo, roleARN string) error {
 	if roleARN == "" {
 		return nil
@@ -69,26 +107,38 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 	if err := n.kube.List(ctx, igs); err != nil {
 		return fmt.Errorf("listing InstanceGroups sharing role %s: %w", roleARN, err)
 	}
+	if cluster.AuthenticationMode == modeAPI || cluster.AuthenticationMode == modeBoth {
+		if err := n.revokeAccessEntry(ctx, ig, igs, cluster, roleARN); err != nil || cluster.AuthenticationMode == modeAPI {
+			return err
+		}
+	}
+	live := map[string]bool{}
 	for _, other := range igs.Items {
-		// Groups being deleted no longer count: groups sharing a role and
-		// deleted together would otherwise each keep it for the other.
-		if other.UID != ig.UID && other.DeletionTimestamp == nil && other.Status.NodesInstanceRoleArn == roleARN {
-			return nil
+		if other.UID != ig.UID {
+			live[Owner(&other)] = true
 		}
 	}
-	if cluster.AuthenticationMode == "API" {
-		_, err := n.eks.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
-		var nf *ekstypes.ResourceNotFoundException
-		if err != nil && !errors.As(err, &nf) {
-			return fmt.Errorf("eks DeleteAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
+	roleARN = authMapARN(roleARN)
+	added := nodeEntry(ig, roleARN)
+	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
+		users, ours := rec[roleARN]
+		if !ours {
+			return roles
 		}
-		return nil
-	}
-	mapARN := authMapARN(roleARN)
-	return n.updateMapRoles(ctx, func(roles []map[string]any) []map[string]any {
+		var keep []string
+		for _, u := range users {
+			if u != Owner(ig) && live[u] {
+				keep = append(keep, u)
+			}
+		}
+		if len(keep) > 0 {
+			rec[roleARN] = keep
+			return roles
+		}
+		delete(rec, roleARN)
 		out := roles[:0]
 		for _, r := range roles {
-			if r["rolearn"] != mapARN {
+			if r["rolearn"] != roleARN || !sameEntry(r, added) {
 				out = append(out, r)
 			}
 		}
@@ -96,10 +146,29 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 	})
 }
 
-// updateMapRoles edits mapRoles of aws-auth with edit, keeping every other
-// key and entry as they are, retrying on conflicts; it creates the
-// ConfigMap when missing.
-func (n nodeAccess) updateMapRoles(ctx context.Context, edit func([]map[string]any) []map[string]any) error {
+// sameEntry: the entry is still the one instance-manager adds (its
+// username and groups; the Windows group may differ between groups
+// sharing a role).
+func sameEntry(have, added map[string]any) bool {
+	if have["username"] != added["username"] {
+		return false
+	}
+	groups, _ := have["groups"].([]any)
+	for _, g := range groups {
+		if g != "system:bootstrappers" && g != "system:nodes" && g != "eks:kube-proxy-windows" {
+			return false
+		}
+	}
+	return true
+}
+
+// record is the AnnotationMapRoles record: role ARN -> InstanceGroups.
+type record map[string][]string
+
+// updateMapRoles edits mapRoles of aws-auth and the AnnotationMapRoles
+// record with edit, keeping every other key and entry as they are,
+// retrying on conflicts; it creates the ConfigMap when missing.
+func (n nodeAccess) updateMapRoles(ctx context.Context, edit func([]map[string]any, record) []map[string]any) error {
 	// Conflicts, and another group creating aws-auth at the same moment,
 	// are retried on a fresh read.
 	return retry.OnError(retry.DefaultBackoff, func(err error) bool {
@@ -117,23 +186,129 @@ func (n nodeAccess) updateMapRoles(ctx context.Context, edit func([]map[string]a
 				return fmt.Errorf("ConfigMap %s: data.mapRoles is not a YAML list: %w", AuthConfigMap, err)
 			}
 		}
+		rec := record{}
+		if raw := cm.Annotations[AnnotationMapRoles]; raw != "" {
+			if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+				return fmt.Errorf("ConfigMap %s: annotation %s is not the JSON object instance-manager writes: %w", AuthConfigMap, AnnotationMapRoles, err)
+			}
+		}
 		before, _ := yaml.Marshal(roles)
-		roles = edit(roles)
+		recBefore, _ := json.Marshal(rec)
+		roles = edit(roles, rec)
 		after, err := yaml.Marshal(roles)
 		if err != nil {
 			return err
 		}
-		if string(before) == string(after) && !create {
-			return nil
+		recAfter, _ := json.Marshal(rec)
+		if string(before) == string(after) && string(recBefore) == string(recAfter) {
+			return nil // nothing to add or remove (an absent aws-auth is not created for nothing)
 		}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[AnnotationMapRoles] = string(recAfter)
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
 		cm.Data["mapRoles"] = string(after)
 		if create {
-			cm.ObjectMeta = metav1.ObjectMeta{Namespace: AuthConfigMap.Namespace, Name: AuthConfigMap.Name}
+			cm.ObjectMeta = metav1.ObjectMeta{Namespace: AuthConfigMap.Namespace, Name: AuthConfigMap.Name, Annotations: cm.Annotations}
 			return n.kube.Create(ctx, cm)
 		}
 		return n.kube.Update(ctx, cm)
 	})
+}
+
+// ForgetRole removes the aws-auth mapRoles entry instance-manager recorded
+// for roleARN once none of the InstanceGroups recorded as using it exists
+// any more (the garbage collector calls it for roles of groups removed
+// without their finalizer). Entries it did not add are never touched.
+func ForgetRole(ctx context.Context, kube client.Client, roleARN string) error {
+	if err := kube.Get(ctx, AuthConfigMap, &corev1.ConfigMap{}); apierrors.IsNotFound(err) {
+		return nil
+	}
+	igs := &v1alpha1.InstanceGroupList{}
+	if err := kube.List(ctx, igs); err != nil {
+		return fmt.Errorf("listing InstanceGroups: %w", err)
+	}
+	live := map[string]bool{}
+	for i := range igs.Items {
+		live[Owner(&igs.Items[i])] = true
+	}
+	n := nodeAccess{kube: kube}
+	roleARN = authMapARN(roleARN)
+	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
+		users, ours := rec[roleARN]
+		if !ours || slices.ContainsFunc(users, func(u string) bool { return live[u] }) {
+			return roles
+		}
+		delete(rec, roleARN)
+		out := roles[:0]
+		for _, r := range roles {
+			if r["rolearn"] != roleARN || !sameEntry(r, map[string]any{"username": "system:node:{{EC2PrivateDNSName}}"}) {
+				out = append(out, r)
+			}
+		}
+		return out
+	})
+}
+
+// EKS authentication modes (DescribeCluster accessConfig).
+const (
+	modeAPI  = "API"
+	modeBoth = "API_AND_CONFIG_MAP"
+)
+
+// useAccessEntry: access entries in API mode; in API_AND_CONFIG_MAP mode
+// too, unless aws-auth already maps the role (an access entry for it would
+// take precedence over that mapping, which may be an admin's).
+func (n nodeAccess) useAccessEntry(ctx context.Context, cluster ClusterInfo, roleARN string) (bool, error) {
+	switch cluster.AuthenticationMode {
+	case modeAPI:
+		return true, nil
+	case modeBoth:
+		cm := &corev1.ConfigMap{}
+		err := n.kube.Get(ctx, AuthConfigMap, cm)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading ConfigMap %s: %w", AuthConfigMap, err)
+		}
+		var roles []map[string]any
+		if err := yaml.Unmarshal([]byte(cm.Data["mapRoles"]), &roles); err != nil {
+			return false, fmt.Errorf("ConfigMap %s: data.mapRoles is not a YAML list: %w", AuthConfigMap, err)
+		}
+		return !slices.ContainsFunc(roles, func(r map[string]any) bool { return r["rolearn"] == authMapARN(roleARN) }), nil
+	}
+	return false, nil
+}
+
+// revokeAccessEntry deletes the role's access entry when instance-manager
+// created it (its cluster ownership tag; EKS DescribeAccessEntry,
+// DeleteAccessEntry) and no other InstanceGroup in igs still uses the role.
+func (n nodeAccess) revokeAccessEntry(ctx context.Context, ig *v1alpha1.InstanceGroup, igs *v1alpha1.InstanceGroupList, cluster ClusterInfo, roleARN string) error {
+	for _, other := range igs.Items {
+		// Groups being deleted no longer count: groups sharing a role and
+		// deleted together would otherwise each keep it for the other.
+		if other.UID != ig.UID && other.DeletionTimestamp == nil && other.Status.NodesInstanceRoleArn == roleARN {
+			return nil
+		}
+	}
+	got, err := n.eks.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
+	var nf *ekstypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("eks DescribeAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
+	}
+	if got.AccessEntry == nil || got.AccessEntry.Tags[awsp.ClusterTagKey(cluster.Name)] != "owned" {
+		return nil // an entry instance-manager did not create
+	}
+	_, err = n.eks.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("eks DeleteAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
+	}
+	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,12 +21,27 @@ import (
 // implement them; see providers/aws/MOTO.md).
 type fakeAccessEntries struct {
 	awsp.EKSAPI
-	entries map[string]string // principal ARN -> type
+	entries map[string]string            // principal ARN -> type
+	tags    map[string]map[string]string // principal ARN -> tags
 }
 
 func (f *fakeAccessEntries) CreateAccessEntry(_ context.Context, in *eks.CreateAccessEntryInput, _ ...func(*eks.Options)) (*eks.CreateAccessEntryOutput, error) {
+	if _, ok := f.entries[*in.PrincipalArn]; ok {
+		return nil, &ekstypes.ResourceInUseException{Message: awssdk.String("exists")}
+	}
 	f.entries[*in.PrincipalArn] = *in.Type
+	if f.tags == nil {
+		f.tags = map[string]map[string]string{}
+	}
+	f.tags[*in.PrincipalArn] = in.Tags
 	return &eks.CreateAccessEntryOutput{}, nil
+}
+
+func (f *fakeAccessEntries) DescribeAccessEntry(_ context.Context, in *eks.DescribeAccessEntryInput, _ ...func(*eks.Options)) (*eks.DescribeAccessEntryOutput, error) {
+	if _, ok := f.entries[*in.PrincipalArn]; !ok {
+		return nil, &ekstypes.ResourceNotFoundException{Message: awssdk.String("no entry")}
+	}
+	return &eks.DescribeAccessEntryOutput{AccessEntry: &ekstypes.AccessEntry{PrincipalArn: in.PrincipalArn, Tags: f.tags[*in.PrincipalArn]}}, nil
 }
 
 func (f *fakeAccessEntries) DeleteAccessEntry(_ context.Context, in *eks.DeleteAccessEntryInput, _ ...func(*eks.Options)) (*eks.DeleteAccessEntryOutput, error) {
@@ -59,8 +76,10 @@ func TestAWSAuthUpsertKeepsOtherEntriesAndSharedRoles(t *testing.T) {
 	na := nodeAccess{kube: kube}
 	cluster := ClusterInfo{Name: "prod", AuthenticationMode: "CONFIG_MAP"}
 	for i := 0; i < 2; i++ { // idempotent
-		if err := na.grant(ctx, a, cluster, "arn:aws:iam::1:role/shared"); err != nil {
-			t.Fatal(err)
+		for _, ig := range []*v1alpha1.InstanceGroup{a, b} {
+			if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/shared"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	cm := &corev1.ConfigMap{}
@@ -119,6 +138,46 @@ func TestAccessEntriesInAPIMode(t *testing.T) {
 	if len(entries.entries) != 0 {
 		t.Errorf("access entry left: %v", entries.entries)
 	}
+	// An entry made outside instance-manager (no ownership tag) survives.
+	entries.entries["arn:aws:iam::1:role/admin"] = "STANDARD"
+	for _, step := range []func(context.Context, *v1alpha1.InstanceGroup, ClusterInfo, string) error{na.grant, na.revoke} {
+		if err := step(ctx, ig, cluster, "arn:aws:iam::1:role/admin"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if entries.entries["arn:aws:iam::1:role/admin"] != "STANDARD" {
+		t.Errorf("a foreign access entry was changed or deleted: %v", entries.entries)
+	}
+}
+
+func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct{ name, mapRoles string }{
+		{"an admin's entry for the node role", "- rolearn: arn:aws:iam::1:role/nodes\n  username: admin\n  groups: [system:masters]\n"},
+		{"an unmanaged node group's identical entry", "- rolearn: arn:aws:iam::1:role/nodes\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:bootstrappers, system:nodes]\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			existing := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "aws-auth"}, Data: map[string]string{"mapRoles": c.mapRoles}}
+			ig := eksGroup(v1alpha1.EKSConfiguration{})
+			kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(existing, ig).Build()
+			na := nodeAccess{kube: kube}
+			cluster := ClusterInfo{Name: "prod", AuthenticationMode: "CONFIG_MAP"}
+			if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/nodes"); err != nil {
+				t.Fatal(err)
+			}
+			if err := na.revoke(ctx, ig, cluster, "arn:aws:iam::1:role/nodes"); err != nil {
+				t.Fatal(err)
+			}
+			cm := &corev1.ConfigMap{}
+			if err := kube.Get(ctx, AuthConfigMap, cm); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Count(cm.Data["mapRoles"], "role/nodes") != 1 || (strings.Contains(c.mapRoles, "admin") && !strings.Contains(cm.Data["mapRoles"], "system:masters")) {
+				t.Fatalf("mapRoles before:\n%s\nafter create and delete of a group using the role:\n%s", c.mapRoles, cm.Data["mapRoles"])
+			}
+		})
+	}
 }
 
 func TestAWSAuthEntryGoesWhenGroupsSharingTheRoleAreDeletedTogether(t *testing.T) {
@@ -145,5 +204,43 @@ func TestAWSAuthEntryGoesWhenGroupsSharingTheRoleAreDeletedTogether(t *testing.T
 	}
 	if strings.Contains(cm.Data["mapRoles"], "role/shared") {
 		t.Fatalf("a role only groups being deleted use was kept:\n%s", cm.Data["mapRoles"])
+	}
+}
+
+func TestAPIAndConfigMapModePrefersAccessEntries(t *testing.T) {
+	ctx := context.Background()
+	cluster := ClusterInfo{Name: "prod", AuthenticationMode: "API_AND_CONFIG_MAP"}
+	admins := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "aws-auth"},
+		Data: map[string]string{"mapRoles": "- rolearn: arn:aws:iam::1:role/mapped\n  username: admin\n  groups: [system:masters]\n"}}
+	ig := eksGroup(v1alpha1.EKSConfiguration{})
+	kube := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(admins, ig).Build()
+	entries := &fakeAccessEntries{entries: map[string]string{}}
+	na := nodeAccess{kube: kube, eks: entries}
+	for _, step := range []func(context.Context, *v1alpha1.InstanceGroup, ClusterInfo, string) error{na.grant, na.revoke} {
+		for _, role := range []string{"arn:aws:iam::1:role/mapped", "arn:aws:iam::1:role/new"} {
+			if err := step(ctx, ig, cluster, role); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	if err := kube.Get(ctx, AuthConfigMap, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["mapRoles"] != admins.Data["mapRoles"] || cm.Annotations[AnnotationMapRoles] != "" {
+		t.Errorf("aws-auth changed:\n%s\n%v", cm.Data["mapRoles"], cm.Annotations)
+	}
+	if len(entries.entries) != 0 {
+		t.Errorf("access entries left after revoke: %v", entries.entries)
+	}
+	// After grant only: the new role has an access entry, the mapped one none.
+	if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := na.grant(ctx, ig, cluster, "arn:aws:iam::1:role/mapped"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := entries.entries["arn:aws:iam::1:role/new"]; !ok || len(entries.entries) != 1 {
+		t.Errorf("access entries %v, want one for the role aws-auth does not map", entries.entries)
 	}
 }

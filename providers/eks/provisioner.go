@@ -21,6 +21,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // Options tune the provisioner.
@@ -42,9 +43,10 @@ type Provisioner struct {
 	access nodeAccess
 	opts   Options
 
-	clusters *clusters
-	images   *images
-	launched *launchedVersions
+	clusters  *clusters
+	images    *images
+	launched  *launchedVersions
+	templates ownedTemplates
 
 	mu     sync.Mutex
 	groups map[string]*awsp.ScalingGroupCache // by cluster name
@@ -124,6 +126,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err != nil {
 		return nil, err
 	}
+	if err := p.templates.check(ctx, p.aws.EC2, ig, name, tmpl); err != nil {
+		return nil, err
+	}
 	image, err := p.images.resolve(ctx, ig, cluster.Version)
 	if err != nil {
 		return nil, err
@@ -157,6 +162,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	current, _, err := cache.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
+	}
+	if current != nil {
+		if err := ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(current.Tags)); err != nil {
+			return nil, err
+		}
 	}
 	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize)}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
@@ -235,10 +245,12 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil {
 		return false, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
 	}
+	if current != nil && ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(current.Tags)) != nil {
+		// Someone else's group of that name: never ours to delete.
+		log.FromContext(ctx).Info("leaving an Auto Scaling group this InstanceGroup does not own", "group", name, "owner", ownership.Describe(asgTagMap(current.Tags)))
+		current = nil
+	}
 	if current != nil {
-		if tagValue(current.Tags, TagInstanceGroup) != Owner(ig) {
-			return false, fmt.Errorf("Auto Scaling group %s is not tagged %s=%s; not deleting it", name, TagInstanceGroup, Owner(ig))
-		}
 		if current.Status == nil || awssdk.ToString(current.Status) != "Delete in progress" {
 			_, err := p.aws.AutoScaling.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{
 				AutoScalingGroupName: awssdk.String(name), ForceDelete: awssdk.Bool(true)})

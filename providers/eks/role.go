@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // NodeTrustPolicy lets EC2 instances assume a role: the trust policy of
@@ -27,13 +30,16 @@ const (
 )
 
 // OwnedRole is an IAM role an InstanceGroup creates and owns: it carries
-// the tag TagInstanceGroup=Owner, and only a role with that tag is changed
-// or deleted.
+// the ownership tags of Owner (package ownership), and only a role whose
+// tags name Owner is changed or deleted.
 type OwnedRole struct {
 	// Name is the role name (IAM allows 64 characters).
 	Name string
-	// Owner is the TagInstanceGroup value, Owner(ig).
-	Owner string
+	// Owner is the InstanceGroup (and cluster) the role is created for.
+	Owner ownership.Owner
+	// Legacy accepts an instance profile without tags (earlier versions
+	// did not tag them) when it holds no role but this one.
+	Legacy bool
 	// TrustPolicy is the assume-role policy document (JSON) and
 	// Description the role's description; both are set at creation only.
 	TrustPolicy string
@@ -59,9 +65,11 @@ type OwnedRole struct {
 // (ListAttachedRolePolicies, AttachRolePolicy, DetachRolePolicy), and with
 // r.InstanceProfile ensures the instance profile holding it
 // (GetInstanceProfile, CreateInstanceProfile, AddRoleToInstanceProfile).
-// It returns the role ARN. A role of that name without the owner tag is a
-// *providers.SpecError on r.Field; failed calls are returned wrapped with
-// the operation and role name.
+// It returns the role ARN. A role or profile of that name owned by someone
+// else is an *ownership.ForeignError (its message names the owner found
+// and r.Hint); failed calls are returned wrapped with the operation and
+// role name. Ownership tags missing on a role of an earlier version are
+// added (IAM TagRole).
 func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string, error) {
 	var arn string
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
@@ -70,7 +78,7 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 		created, err := api.CreateRole(ctx, &iam.CreateRoleInput{
 			RoleName: awssdk.String(r.Name), AssumeRolePolicyDocument: awssdk.String(r.TrustPolicy),
 			Description: awssdk.String(r.Description),
-			Tags:        []iamtypes.Tag{{Key: awssdk.String(TagInstanceGroup), Value: awssdk.String(r.Owner)}},
+			Tags:        iamTags(r.Owner.Tags()),
 		})
 		if err != nil {
 			return "", fmt.Errorf("iam CreateRole %s: %w", r.Name, err)
@@ -79,9 +87,14 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 	case err != nil:
 		return "", fmt.Errorf("iam GetRole %s: %w", r.Name, err)
 	default:
-		if roleOwner(got.Role.Tags) != r.Owner {
-			return "", &providers.SpecError{Field: r.Field,
-				Detail: fmt.Sprintf("IAM role %q exists and was not created for InstanceGroup %s; %s", r.Name, r.Owner, r.Hint)}
+		tags := iamTagMap(got.Role.Tags)
+		if err := r.Owner.Check("IAM role", r.Name, tags); err != nil {
+			return "", fmt.Errorf("%w; %s: %s", err, r.Field, r.Hint)
+		}
+		if missing := r.Owner.Missing(tags); len(missing) > 0 {
+			if _, err := api.TagRole(ctx, &iam.TagRoleInput{RoleName: awssdk.String(r.Name), Tags: iamTags(missing)}); err != nil {
+				return "", fmt.Errorf("iam TagRole %s: %w", r.Name, err)
+			}
 		}
 		arn = awssdk.ToString(got.Role.Arn)
 	}
@@ -89,7 +102,7 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 		return "", err
 	}
 	if r.InstanceProfile {
-		if err := ensureInstanceProfile(ctx, api, r.Name); err != nil {
+		if err := ensureInstanceProfile(ctx, api, r); err != nil {
 			return "", err
 		}
 	}
@@ -129,10 +142,11 @@ func syncPolicies(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
 	return nil
 }
 
-func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, name string) error {
+func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
+	name := r.Name
 	profile, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
 	if isNoSuchEntity(err) {
-		created, cerr := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
+		created, cerr := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String(name), Tags: iamTags(r.Owner.Tags())})
 		if cerr != nil {
 			return fmt.Errorf("iam CreateInstanceProfile %s: %w", name, cerr)
 		}
@@ -141,8 +155,11 @@ func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, name string) er
 	if err != nil {
 		return fmt.Errorf("iam GetInstanceProfile %s: %w", name, err)
 	}
-	for _, r := range profile.InstanceProfile.Roles {
-		if awssdk.ToString(r.RoleName) == name {
+	if err := profileOwned(r, profile.InstanceProfile); err != nil {
+		return err
+	}
+	for _, role := range profile.InstanceProfile.Roles {
+		if awssdk.ToString(role.RoleName) == name {
 			return nil
 		}
 	}
@@ -153,9 +170,26 @@ func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, name string) er
 	return nil
 }
 
-// DeleteOwnedRole deletes the role r.Name when it carries the owner tag
+// profileOwned checks the instance profile's ownership tags; with
+// r.Legacy, an untagged profile holding no other role passes too.
+func profileOwned(r OwnedRole, p *iamtypes.InstanceProfile) error {
+	tags := iamTagMap(p.Tags)
+	err := r.Owner.Check("IAM instance profile", r.Name, tags)
+	if err == nil || !r.Legacy || tags[TagInstanceGroup] != "" {
+		return err
+	}
+	for _, role := range p.Roles {
+		if awssdk.ToString(role.RoleName) != r.Name {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteOwnedRole deletes the role r.Name when its tags name r.Owner
 // (IAM GetRole): with r.InstanceProfile it first empties and deletes the
-// instance profile of the same name (RemoveRoleFromInstanceProfile,
+// instance profile of the same name when that is r.Owner's too
+// (GetInstanceProfile, RemoveRoleFromInstanceProfile,
 // DeleteInstanceProfile), then detaches every policy
 // (ListAttachedRolePolicies, DetachRolePolicy) and deletes the role
 // (DeleteRole). A missing role, or one without the owner tag, is left
@@ -170,18 +204,41 @@ func DeleteOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
 	if err != nil {
 		return fmt.Errorf("iam GetRole %s: %w", r.Name, err)
 	}
-	if roleOwner(got.Role.Tags) != r.Owner {
+	if r.Owner.Check("IAM role", r.Name, iamTagMap(got.Role.Tags)) != nil {
 		return nil
 	}
 	if r.InstanceProfile {
-		if _, err := api.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
-			InstanceProfileName: awssdk.String(r.Name), RoleName: awssdk.String(r.Name)}); err != nil && !isNoSuchEntity(err) {
-			return fmt.Errorf("iam RemoveRoleFromInstanceProfile %s: %w", r.Name, err)
-		}
-		if _, err := api.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name)}); err != nil && !isNoSuchEntity(err) {
-			return fmt.Errorf("iam DeleteInstanceProfile %s: %w", r.Name, err)
+		profile, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name)})
+		switch {
+		case isNoSuchEntity(err):
+		case err != nil:
+			return fmt.Errorf("iam GetInstanceProfile %s: %w", r.Name, err)
+		case profileOwned(r, profile.InstanceProfile) != nil:
+			// Someone else's profile of that name: leave it, and the role
+			// stays while it is in that profile (IAM DeleteConflict).
+		default:
+			if err := deleteProfile(ctx, api, r.Name); err != nil {
+				return err
+			}
 		}
 	}
+	return deleteRoleOnly(ctx, api, r.Name)
+}
+
+func deleteProfile(ctx context.Context, api awsp.IAMAPI, name string) error {
+	if _, err := api.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
+		InstanceProfileName: awssdk.String(name), RoleName: awssdk.String(name)}); err != nil && !isNoSuchEntity(err) {
+		return fmt.Errorf("iam RemoveRoleFromInstanceProfile %s: %w", name, err)
+	}
+	if _, err := api.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: awssdk.String(name)}); err != nil && !isNoSuchEntity(err) {
+		return fmt.Errorf("iam DeleteInstanceProfile %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteRoleOnly detaches the role's policies and deletes it.
+func deleteRoleOnly(ctx context.Context, api awsp.IAMAPI, name string) error {
+	r := OwnedRole{Name: name}
 	attached, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(r.Name)})
 	if err != nil && !isNoSuchEntity(err) {
 		return fmt.Errorf("iam ListAttachedRolePolicies %s: %w", r.Name, err)
@@ -230,14 +287,16 @@ func RoleNameFromARN(arn string) string {
 	return res[strings.LastIndex(res, "/")+1:]
 }
 
-// roleOwner is the TagInstanceGroup value among a role's tags, or "".
-func roleOwner(tags []iamtypes.Tag) string {
-	for _, t := range tags {
-		if awssdk.ToString(t.Key) == TagInstanceGroup {
-			return awssdk.ToString(t.Value)
-		}
+func iamTagMap(tags []iamtypes.Tag) map[string]string {
+	return ownership.TagMap(tags, func(t iamtypes.Tag) *string { return t.Key }, func(t iamtypes.Tag) *string { return t.Value })
+}
+
+func iamTags(m map[string]string) []iamtypes.Tag {
+	out := make([]iamtypes.Tag, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, iamtypes.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
 	}
-	return ""
+	return out
 }
 
 func isNoSuchEntity(err error) bool {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // tagHooksHash on the group records the lifecycle hooks last applied, so
@@ -58,18 +59,15 @@ func spotPercent(m *v1alpha1.MixedInstancesPolicySpec) int {
 	return min(max(n, 0), 100)
 }
 
-// groupTags are the tags of the group, propagated to its instances: Name,
-// ownership, the cluster's, the spec's, and with the
-// cluster-autoscaler-enabled annotation the auto-discovery and node
-// template tags.
+// groupTags are the tags of the group, propagated to its instances: Name
+// (unless the spec sets it), the spec's, and with the
+// cluster-autoscaler-enabled annotation the
+// auto-discovery and node template tags; then the cluster's and the
+// ownership tags, last, so no spec tag can replace them (admission refuses
+// such keys too, see ownership.Reserved).
 func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 	c := ig.Spec.EKS.Configuration
-	tags := map[string]string{
-		"Name":                                   name,
-		TagInstanceGroup:                         Owner(ig),
-		awsp.ClusterTagKey(c.ClusterName):        "owned",
-		"kubernetes.io/cluster/" + c.ClusterName: "owned",
-	}
+	tags := map[string]string{"Name": name} // a spec may name its instances
 	for _, t := range c.Tags {
 		if t["key"] != "" {
 			tags[t["key"]] = t["value"]
@@ -85,6 +83,8 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 			tags["k8s.io/cluster-autoscaler/node-template/taint/"+t.Key] = t.Value + ":" + string(t.Effect)
 		}
 	}
+	tags["kubernetes.io/cluster/"+c.ClusterName] = "owned"
+	maps.Copy(tags, ownerOf(ig).Tags())
 	return tags
 }
 
@@ -154,21 +154,32 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		tags[tagMixedHash] = hashOf(mip)
 	}
 	if current == nil {
+		// The cache lists only groups tagged for the cluster: a group of
+		// that name someone else made is not in it. Look it up by name
+		// before creating (AWS answers AlreadyExists, but an emulator may
+		// replace the group), so a foreign group is never overwritten.
+		exists, err := groupExists(ctx, api, ig, g.name)
+		if err != nil || exists {
+			return exists, err
+		}
 		in := &autoscaling.CreateAutoScalingGroupInput{
 			AutoScalingGroupName: awssdk.String(g.name),
 			MinSize:              awssdk.Int32(g.min), MaxSize: awssdk.Int32(g.max), DesiredCapacity: awssdk.Int32(g.min),
 			VPCZoneIdentifier: awssdk.String(strings.Join(g.subnets, ",")),
-			Tags:              asgTags(g.name, tags),
 		}
 		if mip != nil {
 			in.MixedInstancesPolicy = mip
 		} else {
 			in.LaunchTemplate = g.launchTemplate()
 		}
+		in.Tags = asgTags(g.name, withRecord(tags))
 		if _, err := api.CreateAutoScalingGroup(ctx, in); err != nil {
 			var ae smithy.APIError
 			if errors.As(err, &ae) && ae.ErrorCode() == "AlreadyExists" {
-				return true, nil // created by an earlier reconcile the cache has not seen yet
+				// Created by an earlier reconcile the cache has not seen
+				// yet, or someone else's group of that name (not tagged
+				// for the cluster, so not in the cache).
+				return true, checkGroupOwner(ctx, api, ig, g.name)
 			}
 			return false, fmt.Errorf("autoscaling CreateAutoScalingGroup %s: %w", g.name, err)
 		}
@@ -210,21 +221,17 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		wrote = true
 	}
 
-	have := map[string]string{}
-	for _, t := range current.Tags {
-		have[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
+	have := asgTagMap(current.Tags)
+	want := withRecord(tags)
 	var put []astypes.Tag
-	for k, v := range tags {
+	for k, v := range want {
 		if hv, ok := have[k]; !ok || hv != v {
 			put = append(put, asgTag(g.name, k, v))
 		}
 	}
 	var del []astypes.Tag
-	for k := range have {
-		if _, ok := tags[k]; !ok && k != tagHooksHash && !strings.HasPrefix(k, "aws:") {
-			del = append(del, astypes.Tag{ResourceId: awssdk.String(g.name), ResourceType: awssdk.String("auto-scaling-group"), Key: awssdk.String(k)})
-		}
+	for _, k := range removableTags(have, want) {
+		del = append(del, astypes.Tag{ResourceId: awssdk.String(g.name), ResourceType: awssdk.String("auto-scaling-group"), Key: awssdk.String(k)})
 	}
 	if len(put) > 0 {
 		sort.Slice(put, func(i, j int) bool { return *put[i].Key < *put[j].Key })
@@ -384,7 +391,44 @@ func asgTags(group string, tags map[string]string) []astypes.Tag {
 
 func asgTag(group, k, v string) astypes.Tag {
 	return astypes.Tag{ResourceId: awssdk.String(group), ResourceType: awssdk.String("auto-scaling-group"),
-		Key: awssdk.String(k), Value: awssdk.String(v), PropagateAtLaunch: awssdk.Bool(true)}
+		Key: awssdk.String(k), Value: awssdk.String(v), PropagateAtLaunch: awssdk.Bool(!bookkeeping(k))}
+}
+
+func asgTagMap(tags []astypes.TagDescription) map[string]string {
+	return ownership.TagMap(tags, func(t astypes.TagDescription) *string { return t.Key }, func(t astypes.TagDescription) *string { return t.Value })
+}
+
+// groupExists reports whether an Auto Scaling group called name exists
+// (Auto Scaling DescribeAutoScalingGroups); one that is not ig's is an
+// *ownership.ForeignError.
+func groupExists(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, name string) (bool, error) {
+	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return false, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	for _, g := range out.AutoScalingGroups {
+		if err := ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(g.Tags)); err != nil {
+			return true, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// checkGroupOwner reads the Auto Scaling group called name (Auto Scaling
+// DescribeAutoScalingGroups) and returns an *ownership.ForeignError unless
+// its tags name ig on its cluster.
+func checkGroupOwner(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, name string) error {
+	out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	for _, g := range out.AutoScalingGroups {
+		if err := ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(g.Tags)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func sameSet(a, b []string) bool {

@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
+	"strings"
 
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
@@ -22,12 +24,31 @@ const hashLen = 8
 // profile-shaping fields, so a changed spec gets a new name and the old
 // profile can stay until the new one is ACTIVE.
 func profileName(ig *v1alpha1.InstanceGroup, s shape) string {
-	return eks.EKSName(63-hashLen-1, ig.Spec.EKSFargate.ClusterName, ig.Namespace, ig.Name) + "-" + s.hash()
+	return profilePrefix(ig) + "-" + s.hash()
+}
+
+// profilePrefix is ownership.Name within what the shape hash leaves of
+// EKS's 63 characters, or, for a group an earlier version created (its
+// status records a profile of the earlier prefix), that prefix: an
+// upgrade replaces no profile.
+func profilePrefix(ig *v1alpha1.InstanceGroup) string {
+	f := ig.Spec.EKSFargate
+	limit := ownership.LimitFargateProfile - hashLen - 1
+	legacy := eks.EKSName(limit, f.ClusterName, ig.Namespace, ig.Name)
+	if st := ig.Status; st.Provisioner == v1alpha1.ProvisionerEKSFargate && len(st.ActiveScalingGroupName) == len(legacy)+1+hashLen &&
+		strings.HasPrefix(st.ActiveScalingGroupName, legacy+"-") {
+		return legacy
+	}
+	return ownership.Name(limit, f.ClusterName, ig.Namespace, ig.Name)
 }
 
 // roleName is the pod execution role created when the spec names none.
 func roleName(ig *v1alpha1.InstanceGroup) string {
-	return eks.EKSName(64, ig.Spec.EKSFargate.ClusterName, ig.Namespace, ig.Name)
+	f := ig.Spec.EKSFargate
+	if profilePrefix(ig) != ownership.Name(ownership.LimitFargateProfile-hashLen-1, f.ClusterName, ig.Namespace, ig.Name) {
+		return eks.EKSName(ownership.LimitIAMRole, f.ClusterName, ig.Namespace, ig.Name)
+	}
+	return ownership.Name(ownership.LimitIAMRole, f.ClusterName, ig.Namespace, ig.Name)
 }
 
 // shape is what a Fargate profile cannot change after creation (besides

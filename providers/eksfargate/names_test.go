@@ -1,6 +1,7 @@
 package eksfargate
 
 import (
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"strings"
 	"testing"
 
@@ -41,7 +42,8 @@ func TestProfileNameFollowsTheShape(t *testing.T) {
 	}
 	ig := fargateGroup(v1alpha1.EKSFargateSpec{})
 	baseName := profileName(ig, base)
-	if !strings.HasPrefix(baseName, "prod-team-a-batch-") || len(baseName) != len("prod-team-a-batch-")+hashLen {
+	prefix := ownership.Name(ownership.LimitFargateProfile-hashLen-1, "prod", "team-a", "batch") + "-"
+	if !strings.HasPrefix(baseName, prefix) || len(baseName) != len(prefix)+hashLen {
 		t.Fatalf("profile name %q", baseName)
 	}
 	for _, tc := range cases {

@@ -12,19 +12,20 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // errNoCluster is returned by ownedProfiles when the cluster does not exist.
 var errNoCluster = errors.New("EKS cluster does not exist")
 
 // ownedProfiles returns the cluster's Fargate profiles tagged
-// TagInstanceGroup=owner, sorted by name, and whether a profile named
-// taken exists with another (or no) owner, whose owner it returns (EKS
+// as owner's (ownership.Owner.Check), sorted by name, and whether a
+// profile named taken exists with another (or no) owner, described by
+// ownership.Describe (EKS
 // ListFargateProfiles, all pages, and DescribeFargateProfile for each; a
 // profile gone between the two is skipped). A missing cluster is
 // errNoCluster; other failures are wrapped with the operation.
-func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster, owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
+func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, owner ownership.Owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
 	var names []string
 	var token *string
 	for {
@@ -48,12 +49,12 @@ func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster, owner, taken s
 		if p == nil {
 			continue
 		}
-		tag := p.Tags[eksprov.TagInstanceGroup]
 		switch {
-		case tag == owner:
+		case owner.Check("Fargate profile", name, p.Tags) == nil:
 			owned = append(owned, *p)
 		case name == taken:
-			takenBy = &tag
+			found := ownership.Describe(p.Tags)
+			takenBy = &found
 		}
 	}
 	sort.Slice(owned, func(i, j int) bool {

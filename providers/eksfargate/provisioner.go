@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -23,6 +24,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
@@ -74,7 +76,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	}
 	s := newShape(roleARN, subnets, f.Selectors)
 	name := profileName(ig, s)
-	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, f.ClusterName, eksprov.Owner(ig), name)
+	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, f.ClusterName, eksprov.OwnerOf(ig, f.ClusterName), name)
 	if errors.Is(err, errNoCluster) {
 		return nil, &providers.SpecError{Field: specPath + ".clusterName", Detail: fmt.Sprintf("EKS cluster %q does not exist", f.ClusterName)}
 	}
@@ -136,7 +138,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 	for k, v := range f.Tags {
 		tags[k] = v
 	}
-	tags[eksprov.TagInstanceGroup] = eksprov.Owner(ig)
+	maps.Copy(tags, eksprov.OwnerOf(ig, f.ClusterName).Tags()) // last: a spec tag cannot replace them
 	out, err := p.aws.EKS.CreateFargateProfile(ctx, &eks.CreateFargateProfileInput{
 		ClusterName: awssdk.String(f.ClusterName), FargateProfileName: awssdk.String(name),
 		PodExecutionRoleArn: awssdk.String(s.RoleARN), Subnets: s.Subnets, Selectors: s.selectors(), Tags: tags,
@@ -151,8 +153,8 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 		if derr != nil || got == nil {
 			return nil, derr
 		}
-		if owner := got.Tags[eksprov.TagInstanceGroup]; owner != eksprov.Owner(ig) {
-			return nil, taken(name, f.ClusterName, owner, ig)
+		if err := eksprov.OwnerOf(ig, f.ClusterName).Check("Fargate profile", name, got.Tags); err != nil {
+			return nil, err
 		}
 		return got, nil
 	}
@@ -161,9 +163,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 
 // taken is the error for a profile of the group's name owned by another.
 func taken(name, cluster, owner string, ig *v1alpha1.InstanceGroup) error {
-	return &providers.SpecError{Field: "metadata.name",
-		Detail: fmt.Sprintf("Fargate profile %s already exists in cluster %s and is tagged %s=%q, not %s: it was not created for this InstanceGroup; delete it or rename the InstanceGroup",
-			name, cluster, eksprov.TagInstanceGroup, owner, eksprov.Owner(ig))}
+	return &ownership.ForeignError{Kind: "Fargate profile", Name: name, Want: eksprov.OwnerOf(ig, cluster), Found: owner}
 }
 
 // split separates the profile named name from the others.
@@ -197,7 +197,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 		return true, nil // nothing could have been created
 	}
 	cluster := ig.Spec.EKSFargate.ClusterName
-	owned, _, err := ownedProfiles(ctx, p.aws.EKS, cluster, eksprov.Owner(ig), "")
+	owned, _, err := ownedProfiles(ctx, p.aws.EKS, cluster, eksprov.OwnerOf(ig, cluster), "")
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}

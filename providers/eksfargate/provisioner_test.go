@@ -2,6 +2,7 @@ package eksfargate
 
 import (
 	"context"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"reflect"
 	"strings"
 	"testing"
@@ -130,7 +131,7 @@ func TestApplySpecErrors(t *testing.T) {
 		prefix string
 		detail string
 	}{
-		{"a profile of that name owned by another group", func(*v1alpha1.EKSFargateSpec) {}, "metadata.name: ", "Fargate profile " + name + " already exists"},
+		{"a profile of that name owned by another group", func(*v1alpha1.EKSFargateSpec) {}, "", "Fargate profile \"" + name + "\" exists but belongs to InstanceGroup team-b/batch"},
 		{"unknown subnet", func(s *v1alpha1.EKSFargateSpec) { s.Subnets = []string{"subnet-z"} }, "spec.eks-fargate.subnets: ", "subnet-z"},
 		{"missing role", func(s *v1alpha1.EKSFargateSpec) { s.PodExecutionRoleArn = "arn:aws:iam::1:role/nope" }, "spec.eks-fargate.podExecutionRoleArn: ", "nope"},
 		{"missing cluster", func(s *v1alpha1.EKSFargateSpec) { s.ClusterName = "staging" }, "spec.eks-fargate.clusterName: ", "staging"},
@@ -140,7 +141,7 @@ func TestApplySpecErrors(t *testing.T) {
 			ig := batchGroup()
 			tc.edit(ig.Spec.EKSFargate)
 			_, err := p.Apply(context.Background(), ig)
-			if !providers.IsSpecError(err) || !strings.HasPrefix(err.Error(), tc.prefix) || !strings.Contains(err.Error(), tc.detail) {
+			if !(providers.IsSpecError(err) || ownership.IsForeign(err)) || !strings.HasPrefix(err.Error(), tc.prefix) || !strings.Contains(err.Error(), tc.detail) {
 				t.Fatalf("error %v, want a SpecError %q... naming %q", err, tc.prefix, tc.detail)
 			}
 		})

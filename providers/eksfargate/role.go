@@ -15,7 +15,7 @@ const policyPodExecution = "arn:aws:iam::aws:policy/AmazonEKSFargatePodExecution
 // spec.eks-fargate.podExecutionRoleArn is empty.
 func podRole(ig *v1alpha1.InstanceGroup) eks.OwnedRole {
 	return eks.OwnedRole{
-		Name: roleName(ig), Owner: eks.Owner(ig), TrustPolicy: podTrustPolicy,
+		Name: roleName(ig), Owner: eks.OwnerOf(ig, ig.Spec.EKSFargate.ClusterName), TrustPolicy: podTrustPolicy,
 		Description: "Pod execution role of the Fargate profile of InstanceGroup " + eks.Owner(ig) + " (instance-manager)",
 		Policies:    []string{policyPodExecution},
 		Field:       specPath + ".podExecutionRoleArn", Hint: "set podExecutionRoleArn to its ARN to use it",

@@ -2,6 +2,7 @@ package eksmanaged
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -94,7 +95,7 @@ func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	for _, t := range c.Tags {
 		ng.tags[t["key"]] = t["value"]
 	}
-	ng.tags[eksprov.TagInstanceGroup] = eksprov.Owner(ig)
+	maps.Copy(ng.tags, eksprov.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
 	return ng, nil
 }
 

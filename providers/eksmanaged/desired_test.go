@@ -89,7 +89,7 @@ func TestDesiredNodegroup(t *testing.T) {
 		{"tags as a map plus the ownership tag",
 			v1alpha1.EKSManagedConfiguration{Tags: []map[string]string{{"key": "team", "value": "a"}, {"key": "cost", "value": "42"}}},
 			func(t *testing.T, ng nodegroup) {
-				want := map[string]string{"team": "a", "cost": "42", "instancemgr.keikoproj.io/instancegroup": "team-a/web"}
+				want := map[string]string{"team": "a", "cost": "42", "instancemgr.keikoproj.io/instancegroup": "team-a/web", "instancemgr.keikoproj.io/cluster/prod": "owned"}
 				if !reflect.DeepEqual(ng.tags, want) {
 					t.Errorf("tags %v, want %v", ng.tags, want)
 				}
@@ -115,7 +115,7 @@ func TestDesiredNodegroup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ng.name != "prod-team-a-web" || !reflect.DeepEqual(ng.subnets, []string{"subnet-a", "subnet-b"}) || ng.min != 2 || ng.max != 5 {
+			if ng.name != ngName || !reflect.DeepEqual(ng.subnets, []string{"subnet-a", "subnet-b"}) || ng.min != 2 || ng.max != 5 {
 				t.Fatalf("name %q subnets %v sizes %d..%d", ng.name, ng.subnets, ng.min, ng.max)
 			}
 			tc.check(t, ng)

@@ -88,10 +88,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		}
 		return observe(out.Nodegroup, ""), nil
 	}
-	if owner := have.Tags[eksprov.TagInstanceGroup]; owner != eksprov.Owner(ig) {
-		return nil, &providers.SpecError{Field: "metadata.name",
-			Detail: fmt.Sprintf("EKS node group %s in cluster %s exists and is not tagged %s=%s (tagged %q): it was not created for this InstanceGroup",
-				want.name, want.cluster, eksprov.TagInstanceGroup, eksprov.Owner(ig), owner)}
+	if err := eksprov.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, have.Tags); err != nil {
+		return nil, err
 	}
 	if changes := immutableChanges(have, want, c); len(changes) > 0 {
 		return nil, immutableError(want.name, changes)
@@ -204,10 +202,11 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 		return false, err
 	}
 	if ng != nil {
-		if owner := ng.Tags[eksprov.TagInstanceGroup]; owner != eksprov.Owner(ig) {
-			return false, fmt.Errorf("EKS node group %s in cluster %s is tagged %s=%q, not %s; not deleting it",
-				name, cluster, eksprov.TagInstanceGroup, owner, eksprov.Owner(ig))
+		if eksprov.OwnerOf(ig, cluster).Check("EKS node group", name, ng.Tags) != nil {
+			ng = nil // someone else's node group of that name: never ours to delete
 		}
+	}
+	if ng != nil {
 		if ng.Status == ekstypes.NodegroupStatusDeleting {
 			return false, nil
 		}

@@ -2,6 +2,7 @@ package eksmanaged
 
 import (
 	"context"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,17 +46,17 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"CreateNodegroup"}) {
 		t.Fatalf("calls %v", calls)
 	}
-	if !obs.Managed || obs.Active || !obs.Updating || obs.GroupName != "prod-team-a-web" || obs.Lifecycle != v1alpha1.LifecycleSpot ||
+	if !obs.Managed || obs.Active || !obs.Updating || obs.GroupName != ngName || obs.Lifecycle != v1alpha1.LifecycleSpot ||
 		obs.Min != 2 || obs.Max != 5 || obs.Desired != 2 || !strings.Contains(obs.Message, "CREATING") {
 		t.Fatalf("observation while creating %+v", obs)
 	}
-	ng := e.eks.groups["prod-team-a-web"]
+	ng := e.eks.groups[ngName]
 	if !reflect.DeepEqual(ng.Subnets, []string{"subnet-a", "subnet-b"}) || ng.Tags[eksprov.TagInstanceGroup] != "team-a/web" {
 		t.Fatalf("node group subnets %v tags %v", ng.Subnets, ng.Tags)
 	}
 	// The created role: EC2 trust, owner tag, worker/ECR/CNI policies.
-	role := e.iam.roles["prod-team-a-web"]
-	if role == nil || *ng.NodeRole != "arn:aws:iam::123456789012:role/prod-team-a-web" || obs.RoleARN != *ng.NodeRole {
+	role := e.iam.roles[ngName]
+	if role == nil || *ng.NodeRole != "arn:aws:iam::123456789012:role/"+ngName || obs.RoleARN != *ng.NodeRole {
 		t.Fatalf("node role %v, node group role %s", role, *ng.NodeRole)
 	}
 	if want := map[string]bool{eksprov.PolicyWorkerNode: true, eksprov.PolicyECR: true, eksprov.PolicyCNI: true}; !reflect.DeepEqual(role.policies, want) {
@@ -99,7 +100,7 @@ func TestApplyUpdatesConfigThenVersionOneAtATime(t *testing.T) {
 	if !obs.Updating || !strings.Contains(obs.Message, "labels") || !strings.Contains(obs.Message, "scaling") {
 		t.Fatalf("observation after the config update %+v", obs)
 	}
-	ng := e.eks.groups["prod-team-a-web"]
+	ng := e.eks.groups[ngName]
 	if ng.Labels["b"] != "2" || ng.Labels["a"] != "" || *ng.ScalingConfig.MinSize != 3 || *ng.ScalingConfig.DesiredSize != 3 {
 		t.Fatalf("node group after the config update: labels %v scaling %+v", ng.Labels, *ng.ScalingConfig)
 	}
@@ -189,13 +190,22 @@ func TestApplyRefusesImmutableChangesAndForeignGroups(t *testing.T) {
 		t.Fatalf("calls %v after an immutable change", calls)
 	}
 
-	e.eks.groups["prod-team-a-web"].Tags[eksprov.TagInstanceGroup] = "team-b/web"
+	e.eks.groups[ngName].Tags[eksprov.TagInstanceGroup] = "team-b/web"
 	_, err = e.p.Apply(context.Background(), ig)
-	if !providers.IsSpecError(err) || !strings.Contains(err.Error(), "not created for this InstanceGroup") {
-		t.Fatalf("error %v, want a SpecError on a foreign node group", err)
+	if !ownership.IsForeign(err) || !strings.Contains(err.Error(), "belongs to InstanceGroup team-b/web") {
+		t.Fatalf("error %v, want a ForeignError naming the owner found", err)
 	}
-	if done, err := e.p.Delete(context.Background(), ig); done || err == nil || !strings.Contains(err.Error(), "not deleting it") {
-		t.Fatalf("Delete of a foreign node group: %v, %v", done, err)
+	e.eks.takeCalls()
+	if _, err := e.p.Delete(context.Background(), ig); err != nil {
+		t.Fatalf("Delete with a foreign node group of the same name: %v", err)
+	}
+	for _, c := range e.eks.takeCalls() {
+		if strings.HasPrefix(c, "DeleteNodegroup") {
+			t.Fatalf("Delete deleted a node group it does not own: calls %v", c)
+		}
+	}
+	if e.eks.groups[ngName] == nil {
+		t.Fatal("the foreign node group is gone")
 	}
 }
 
@@ -236,14 +246,14 @@ func TestDeleteWaitsForTheNodeGroupThenDeletesTheOwnedRole(t *testing.T) {
 	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"DeleteNodegroup"}) {
 		t.Fatalf("calls %v", calls)
 	}
-	if e.iam.roles["prod-team-a-web"] == nil {
+	if e.iam.roles[ngName] == nil {
 		t.Fatal("the role was deleted before the node group was gone")
 	}
 	e.eks.settle()
 	if done, err := e.p.Delete(ctx, ig); !done || err != nil {
 		t.Fatalf("Delete once gone: %v, %v", done, err)
 	}
-	if e.iam.roles["prod-team-a-web"] != nil {
+	if e.iam.roles[ngName] != nil {
 		t.Fatal("the created role is left")
 	}
 	if done, err := e.p.Delete(ctx, ig); !done || err != nil { // idempotent
@@ -254,7 +264,7 @@ func TestDeleteWaitsForTheNodeGroupThenDeletesTheOwnedRole(t *testing.T) {
 func TestDeleteLeavesRolesItDidNotCreate(t *testing.T) {
 	e := newEnv()
 	e.iam.roles["byo"] = &fakeRole{policies: map[string]bool{}}
-	e.iam.roles["prod-team-a-web"] = &fakeRole{policies: map[string]bool{}, // same name, someone else's
+	e.iam.roles[ngName] = &fakeRole{policies: map[string]bool{}, // same name, someone else's
 		tags: []iamtypes.Tag{{Key: awssdk.String(eksprov.TagInstanceGroup), Value: awssdk.String("other/web")}}}
 	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, NodeRole: "arn:aws:iam::123456789012:role/byo"})
 	e.apply(t, ig)
@@ -266,7 +276,10 @@ func TestDeleteLeavesRolesItDidNotCreate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if e.iam.roles["byo"] == nil || e.iam.roles["prod-team-a-web"] == nil {
+	if e.iam.roles["byo"] == nil || e.iam.roles[ngName] == nil {
 		t.Fatalf("Delete removed a role the group did not create: %v", e.iam.roles)
 	}
 }
+
+// ngName is the node group (and created role) name of the test group.
+var ngName = ownership.Name(ownership.LimitNodegroup, "prod", "team-a", "web")

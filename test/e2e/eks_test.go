@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/harness"
@@ -37,10 +38,12 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	create(t, ig)
 
 	ready := waitReady(t, ig, 3*time.Minute)
-	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal("e2e-cluster-e2e-create-web"))
+	name := ownership.Name(ownership.LimitLaunchTemplate, cloud.cluster, "e2e-create", "web")
+	roleName := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-create", "web")
+	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.CurrentMin).To(Equal(2))
 	// Created roles sit under the controller's IAM path; aws-auth maps them without it.
-	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/e2e-cluster-e2e-create-web"))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + roleName))
 	nodes := groupNodes(t, ig)
 	g.Expect(nodes).To(HaveLen(2))
 	for _, n := range nodes {
@@ -80,14 +83,14 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{})
 		return apierrors.IsNotFound(err)
 	}, 3*time.Minute, 500*time.Millisecond).Should(BeTrue())
-	out, err = asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"e2e-cluster-e2e-create-web"}})
+	out, err = asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.AutoScalingGroups).To(BeEmpty())
-	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"e2e-cluster-e2e-create-web"}})
+	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	g.Expect(err).To(HaveOccurred(), "the launch template is deleted")
-	_, err = iam.NewFromConfig(environment.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("e2e-cluster-e2e-create-web")})
+	_, err = iam.NewFromConfig(environment.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
-	_, err = iam.NewFromConfig(environment.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("e2e-cluster-e2e-create-web")})
+	_, err = iam.NewFromConfig(environment.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(roleName)})
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
 	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
 	g.Expect(auth.Data["mapRoles"]).NotTo(ContainSubstring(role))

@@ -36,6 +36,9 @@ func managerOptions() app.Options {
 	return app.Options{
 		AWS: &environment.AWS, MaxConcurrentUpgrades: 5, Workers: 4,
 		DrainTimeout: 15 * time.Second, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
+		// Ownership: references are cloud-checked at admission; the sweep
+		// runs every few seconds with a short grace so its test is fast.
+		CloudChecks: true, GCPeriod: 3 * time.Second, GCGrace: 5 * time.Second,
 		SpotRecommender: "minion-manager", // the --spot-recommendation-source default
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"os"
 	"slices"
 	"sort"
@@ -124,7 +125,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(stored.Spec.Strategy.Type).To(Equal(v1alpha1.StrategyManaged))
 
 	ready := waitReady(t, ig, 2*time.Minute)
-	const name = "e2e-cluster-e2e-managed-workers"
+	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, "e2e-managed", "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + name))
@@ -303,7 +304,9 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 	}
 	g.Expect(admin.Create(ctx, ig)).To(Succeed(), "an eks-fargate group with strategy managed is admitted under eks defaults")
 	ready := waitReady(t, ig, 2*time.Minute)
-	const prefix, role, owner = "e2e-cluster-e2e-fargate-batch-", "e2e-cluster-e2e-fargate-batch", "e2e-fargate/batch"
+	prefix := ownership.Name(ownership.LimitFargateProfile-9, cloud.cluster, "e2e-fargate", "batch") + "-"
+	role := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-fargate", "batch")
+	const owner = "e2e-fargate/batch"
 	first := ready.Status.ActiveScalingGroupName
 	g.Expect(first).To(HavePrefix(prefix))
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + role))

@@ -48,7 +48,8 @@ var noPermission = map[string]string{
 var implicit = map[string]string{
 	"ec2:RunInstances":            "CreateAutoScalingGroup/UpdateAutoScalingGroup with a launch template check that the caller may launch from it",
 	"iam:PassRole":                "the launch template's instance profile (ASG), the node role (CreateNodegroup), the pod execution role (CreateFargateProfile), a lifecycle hook's role (PutLifecycleHook) and AddRoleToInstanceProfile pass a role",
-	"eks:TagResource":             "CreateNodegroup and CreateFargateProfile with tags authorize tagging on creation",
+	"eks:TagResource":             "CreateNodegroup, CreateFargateProfile and CreateAccessEntry with tags authorize tagging on creation",
+	"iam:TagInstanceProfile":      "CreateInstanceProfile with the ownership tags authorizes tagging on creation",
 	"iam:CreateServiceLinkedRole": "the first Auto Scaling group, managed node group, Fargate profile or Spot request of an account creates the service's linked role",
 }
 

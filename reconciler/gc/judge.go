@@ -1,0 +1,70 @@
+package gc
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/eks"
+)
+
+// found is a resource the sweep listed by the cluster's ownership tag.
+type found struct {
+	kind    string // resourceASG or resourceLaunchTemplate
+	name    string
+	id      string // launch template id
+	cluster string
+	tags    map[string]string
+}
+
+// Resource types, the "resource" label of the orphans metric.
+const (
+	resourceASG            = "auto-scaling-group"
+	resourceLaunchTemplate = "launch-template"
+	resourceRole           = "iam-role"
+)
+
+// owner is the InstanceGroup the resource's tags name, ok false when they
+// name none (then the resource is never touched).
+func (f found) owner() (ownership.Owner, bool) {
+	ns, name, ok := splitOwner(f.tags[ownership.TagInstanceGroup])
+	if !ok {
+		return ownership.Owner{}, false
+	}
+	return ownership.Owner{Cluster: f.cluster, Namespace: ns, Name: name, UID: types.UID(f.tags[ownership.TagUID])}, true
+}
+
+// orphaned returns why f is an orphan given live, the InstanceGroup its
+// tags name as found now (nil when it does not exist), or "" when it is
+// not: the group is gone, is another object under the same name (UID), or
+// no longer points at f (another cluster, provisioner or name). A group
+// being deleted is not judged: its finalizer deletes what it owns.
+func orphaned(f found, live *v1alpha1.InstanceGroup) string {
+	o, ok := f.owner()
+	switch {
+	case !ok || ownership.Installation() == "" || f.tags[ownership.TagInstallation] != ownership.Installation():
+		return "" // only what this installation made is ever collected
+	case live == nil:
+		return fmt.Sprintf("InstanceGroup %s no longer exists", o)
+	case o.UID != "" && live.UID != o.UID:
+		return fmt.Sprintf("InstanceGroup %s was deleted and created again (uid %s, now %s)", o, o.UID, live.UID)
+	case live.DeletionTimestamp != nil:
+		return ""
+	}
+	p := live.Spec.Provisioner
+	if p != v1alpha1.ProvisionerEKS && p != v1alpha1.ProvisionerEKSCF {
+		return fmt.Sprintf("InstanceGroup %s now uses provisioner %q", o, p)
+	}
+	if live.Spec.EKS == nil || live.Spec.EKS.Configuration == nil {
+		return ""
+	}
+	if c := live.Spec.EKS.Configuration.ClusterName; c != f.cluster {
+		return fmt.Sprintf("InstanceGroup %s now builds in cluster %q", o, c)
+	}
+	if want := eks.GroupName(live); want != f.name {
+		return fmt.Sprintf("InstanceGroup %s now uses %s", o, want)
+	}
+	return ""
+}

@@ -1,0 +1,76 @@
+package webhooks
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/instancemgr/instance-manager/boundaries"
+)
+
+func TestNormalizeSpellings(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"strategy type", `{"strategy":{"type":"rollingupdate"}}`, `{"strategy":{"type":"rollingUpdate"}}`},
+		{"strategy type already canonical", `{"strategy":{"type":"rollingUpdate"}}`, `{"strategy":{"type":"rollingUpdate"}}`},
+		{"lifecycle hooks", `{"eks":{"configuration":{"lifecycleHooks":[{"name":"a","lifecycle":"Launch","defaultResult":"CONTINUE"},{"name":"b","lifecycle":"TERMINATE","defaultResult":"continue"}]}}}`,
+			`{"eks":{"configuration":{"lifecycleHooks":[{"name":"a","lifecycle":"launch","defaultResult":"continue"},{"name":"b","lifecycle":"terminate","defaultResult":"continue"}]}}}`},
+		{"spot allocation with dashes", `{"eks":{"configuration":{"mixedInstancesPolicy":{"strategy":"capacity-optimized"}}}}`, `{"eks":{"configuration":{"mixedInstancesPolicy":{"strategy":"CapacityOptimized"}}}}`},
+		{"spot allocation lower case", `{"eks":{"configuration":{"mixedInstancesPolicy":{"strategy":"lowestprice"}}}}`, `{"eks":{"configuration":{"mixedInstancesPolicy":{"strategy":"LowestPrice"}}}}`},
+		{"lists of scalars", `{"eks":{"configuration":{"suspendProcesses":["azrebalance","all"],"metricsCollection":["groupminsize"]}}}`,
+			`{"eks":{"configuration":{"suspendProcesses":["AZRebalance","All"],"metricsCollection":["GroupMinSize"]}}}`},
+		{"volumes and stages", `{"eks":{"configuration":{"volumes":[{"name":"/dev/xvda","type":"GP3","mountOptions":{"fileSystem":"XFS"}}],"userData":[{"stage":"prebootstrap"}]}}}`,
+			`{"eks":{"configuration":{"volumes":[{"name":"/dev/xvda","type":"gp3","mountOptions":{"fileSystem":"xfs"}}],"userData":[{"stage":"PreBootstrap"}]}}}`},
+		{"managed capacity type", `{"eks-managed":{"configuration":{"capacityType":"on-demand"}}}`, `{"eks-managed":{"configuration":{"capacityType":"ON_DEMAND"}}}`},
+		{"unknown value left for validation", `{"strategy":{"type":"randomUpdate"}}`, `{"strategy":{"type":"randomUpdate"}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var in, want map[string]any
+			if err := json.Unmarshal([]byte(c.in), &in); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(c.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			NormalizeSpellings(in)
+			if !reflect.DeepEqual(in, want) {
+				got, _ := json.Marshal(in)
+				t.Fatalf("normalised %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestValidateSpellings(t *testing.T) {
+	var spec map[string]any
+	_ = json.Unmarshal([]byte(`{"strategy":{"type":"randomUpdate"},"eks":{"configuration":{"lifecycleHooks":[{"lifecycle":"launch"},{"lifecycle":"boot"}]}}}`), &spec)
+	errs := validateSpellings(spec)
+	if len(errs) != 2 || errs[0].Field != "spec.strategy.type" || errs[1].Field != "spec.eks.configuration.lifecycleHooks[1].lifecycle" ||
+		!strings.Contains(errs[0].Error(), "rollingUpdate") {
+		t.Fatalf("errors %v, want strategy.type and lifecycleHooks[1].lifecycle refused naming the allowed values", errs)
+	}
+}
+
+func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
+	cfg, err := boundaries.Parse(map[string]string{
+		"boundaries": "restricted:\n- spec.strategy\n",
+		"defaults":   "spec:\n  strategy:\n    type: rollingupdate\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := map[string]any{"strategy": map[string]any{"type": "rollingUpdate"}}
+	in := boundaries.Input{Spec: map[string]any{}}
+	if probs, _ := cfg.Verify(in, final); len(probs) == 0 {
+		t.Fatal("the raw ConfigMap should differ from the canonical spec (else this test proves nothing)")
+	}
+	if probs, err := canonicalConfig(cfg).Verify(in, final); err != nil || len(probs) != 0 {
+		t.Fatalf("Verify with canonical defaults: %v %v", probs, err)
+	}
+	if cfg.Defaults["spec"].(map[string]any)["strategy"].(map[string]any)["type"] != "rollingupdate" {
+		t.Error("canonicalConfig changed the stored ConfigMap")
+	}
+}
