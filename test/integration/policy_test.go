@@ -229,6 +229,17 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	excluded := fullIG("team-fan-x", "system-group")
 	g.Expect(x.client.Create(ctx, excluded)).To(Succeed())
 	g.Expect(getIG(t, "team-fan-x", "system-group").Spec.EKS.Configuration.Image).To(Equal("ami-0aaaaaaaaaaaaaaaa"))
+	// The fan-out announces a move from one boundaries revision to another
+	// (BoundariesApplied Event); wait until it has marked each group with
+	// the first one, so that the change below is such a move.
+	for _, key := range [][2]string{{"team-fan-a", "one"}, {"team-fan-a", "two"}, {"team-fan-b", "three"}} {
+		g.Eventually(func() metav1.ConditionStatus {
+			if c := findCondition(getIG(t, key[0], key[1]), v1alpha1.ConditionBoundariesApplied); c != nil {
+				return c.Status
+			}
+			return ""
+		}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal(metav1.ConditionTrue), "the fan-out marks %s/%s current", key[0], key[1])
+	}
 
 	// The admin rolls out a new AMI.
 	g.Expect(setConfigMap(ctx, excluding("ami-5678", "team-fan-x"))).To(Succeed())
