@@ -154,6 +154,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	key := req.NamespacedName
+	releaseSlot := false // freed by report once the status is stored
 	switch {
 	case obs.Managed:
 		progress.Done = !obs.Updating
@@ -181,11 +182,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			}
 			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
 		}
-		if progress.Done {
-			r.Slots.Release(key)
-		}
+		releaseSlot = progress.Done
 	default:
-		r.Slots.Release(key)
+		releaseSlot = true
 		ig.Status.SurgeBaseCapacity = 0
 	}
 
@@ -195,7 +194,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	} else {
 		ready = readyNodes >= obs.Min && inService >= obs.Min
 	}
-	return r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready)
+	return r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready, releaseSlot)
 }
 
 func hasDrift(obs *providers.Observation) bool {
@@ -207,9 +206,13 @@ func hasDrift(obs *providers.Observation) bool {
 	return false
 }
 
-// report writes the status and conditions and picks the requeue.
+// report writes the status and conditions and picks the requeue. With
+// releaseSlot, the group's upgrade slot is freed once the status saying it
+// no longer rotates is stored, not before: a group whose stored status
+// still says Upgrading always holds a slot, so users (and tests) never see
+// more groups rotating than the cap allows.
 func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
-	progress upgrade.Progress, inService, readyNodes int, ready bool) (ctrl.Result, error) {
+	progress upgrade.Progress, inService, readyNodes int, ready, releaseSlot bool) (ctrl.Result, error) {
 	st := &ig.Status
 	st.ObservedGeneration = ig.Generation
 	st.CurrentMin, st.CurrentMax = obs.Min, obs.Max
@@ -267,6 +270,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	}
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if releaseSlot {
+		r.Slots.Release(client.ObjectKeyFromObject(ig))
 	}
 	r.backoff.succeeded(client.ObjectKeyFromObject(ig))
 	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
