@@ -4,22 +4,26 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// outsidePatterns are how a file reads or points at the steering
-// repository beside the checkout.
-var outsidePatterns = []string{"../shared", "shared/examples"}
+// outsidePatterns are how a file reads or points at the steering folder
+// beside the checkout (built from parts so that this file does not match
+// itself).
+var outsidePatterns = []string{path.Join("..", steering), path.Join(steering, "examples")}
+
+const steering = "shared"
 
 // allowedOutside is the one input that may come from beside the checkout:
 // the cluster-autoscaler source, which the Go module proxy does not serve.
 const allowedOutside = "third_party"
 
 // TestNothingRefersOutsideTheCheckout reads every file git tracks (or
-// would: untracked, not ignored) and fails on a line that refers to
-// ../shared, so that docs and scripts, which no test runs, stay
+// would: untracked, not ignored) and fails on a line that refers to the
+// steering folder beside the checkout, so that docs and scripts, which no test runs, stay
 // self-contained too. This package's own sources, which name the pattern,
 // are skipped.
 func TestNothingRefersOutsideTheCheckout(t *testing.T) {
