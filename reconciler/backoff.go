@@ -26,14 +26,16 @@ type failureCount struct {
 	failures   int
 }
 
-func newFailureBackoff(base, max time.Duration) *failureBackoff {
+// newFailureBackoff returns a backoff from base to ceiling; zero values mean
+// the defaults, 1s and 5m.
+func newFailureBackoff(base, ceiling time.Duration) *failureBackoff {
 	if base <= 0 {
 		base = time.Second
 	}
-	if max < base {
-		max = base
+	if ceiling <= 0 {
+		ceiling = 5 * time.Minute
 	}
-	return &failureBackoff{base: base, max: max, groups: map[types.NamespacedName]failureCount{}}
+	return &failureBackoff{base: base, max: max(ceiling, base), groups: map[types.NamespacedName]failureCount{}}
 }
 
 // failed records one more failure of key at generation and returns how long

@@ -405,7 +405,7 @@ func setCondition(ig *v1alpha1.InstanceGroup, typ string, status bool, reason, m
 // the group named by its labels when something the group judges changes
 // (see nodeChanged), not on every heartbeat.
 func (r *InstanceGroupReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	r.backoff = newFailureBackoff(orDefault(r.FailureBackoffBase, time.Second), orDefault(r.FailureBackoffMax, 5*time.Minute))
+	r.backoff = newFailureBackoff(r.FailureBackoffBase, r.FailureBackoffMax)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("instancegroup").
 		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(instanceGroupChanged)).
@@ -418,13 +418,6 @@ func (r *InstanceGroupReconciler) SetupWithManager(mgr ctrl.Manager, workers int
 		}), builder.WithPredicates(nodeChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // instanceGroupChanged passes every InstanceGroup event but a status-only
