@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
@@ -40,6 +42,17 @@ type Rotator interface {
 	// SetDesiredCapacity sets the group's desired capacity (instances),
 	// within its min and max; used for maxSurge.
 	SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error
+}
+
+// Watcher is implemented by provisioners that observe their groups in
+// shared, periodic listings (eks: one Auto Scaling listing per cluster).
+// Watch runs until ctx ends and calls changed with each InstanceGroup whose
+// cloud resources changed between two listings, whoever changed them (an
+// instance terminated, sizes or the launch template changed by hand, a
+// group deleted), so that group alone is reconciled, without waiting for
+// its resync.
+type Watcher interface {
+	Watch(ctx context.Context, changed func(types.NamespacedName)) error
 }
 
 // Observation is the state of the group's cloud resources after Apply.
