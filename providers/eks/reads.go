@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
@@ -41,6 +42,8 @@ const (
 type Reads struct {
 	TTL, FailingTTL time.Duration
 	Now             func() time.Time
+
+	flights singleflight.Group // concurrent reads of the same shared entry
 
 	mu      sync.Mutex
 	entries map[readKey]readEntry
@@ -180,10 +183,16 @@ func (r *Reads) resolve(_ context.Context, caller types.UID, stage string, refs 
 	if v, ok := r.Load(caller, "", stage, key); ok {
 		return v.([]string), nil
 	}
-	ids, err := read()
+	// Groups created together ask at once: one of them reads.
+	v, err, _ := r.flights.Do(stage, func() (any, error) {
+		ids, err := read()
+		if err == nil {
+			r.Store("", stage, key, ids)
+		}
+		return ids, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	r.Store("", stage, key, ids)
-	return ids, nil
+	return v.([]string), nil
 }

@@ -31,7 +31,7 @@ import (
 var (
 	fleetGroups    = envInt("BENCH_FLEET_GROUPS", 200)
 	fleetIdle      = envDuration("BENCH_FLEET_IDLE", 4*time.Minute)
-	workloadIdle   = envDuration("BENCH_WORKLOAD_IDLE", 10*time.Minute)
+	workloadIdle   = envDuration("BENCH_WORKLOAD_IDLE", 6*time.Minute)
 	rotationJoin   = envDuration("BENCH_ROTATION_JOIN_DELAY", 20*time.Second)
 	workloadJoin   = 5 * time.Second // the demo's node join delay
 	failingWarmup  = time.Minute     // a failing group's first retries, 1 s, 2 s, 4 s … apart
@@ -226,12 +226,12 @@ func benchWorkload(w *world, report func(string, float64, string)) error {
 	created := awsp.CallCounts()
 	report("aws_calls_10x2_create", created.Since(before).Total(), "calls")
 	report("seconds_10x2_create", time.Since(start).Seconds(), "s")
-	fmt.Printf("BENCH detail aws_calls_10x2_create %v\n", created.Since(before))
+	fmt.Printf("  (aws_calls_10x2_create, by operation) %v\n", created.Since(before))
 
 	time.Sleep(workloadIdle)
 	idle := awsp.CallCounts().Since(created)
 	report("aws_calls_10x2_idle_per_group_hour", idle.Total()/float64(workloadGroups)/workloadIdle.Hours(), "calls/group/h")
-	fmt.Printf("BENCH detail aws_calls_10x2_idle (%s) %v\n", workloadIdle, idle)
+	fmt.Printf("  (aws_calls_10x2_idle over %s, by operation) %v\n", workloadIdle, idle)
 
 	// Every group's image: the boundary ConfigMap's default image changed.
 	data, err := w.cloud.Boundaries(w.cloud.AMIs[1])
@@ -250,7 +250,7 @@ func benchWorkload(w *world, report func(string, float64, string)) error {
 	rotated := awsp.CallCounts()
 	report("aws_calls_10x2_rotate", rotated.Since(before).Total(), "calls")
 	report("seconds_10x2_rotate", time.Since(start).Seconds(), "s")
-	fmt.Printf("BENCH detail aws_calls_10x2_rotate %v\n", rotated.Since(before))
+	fmt.Printf("  (aws_calls_10x2_rotate, by operation) %v\n", rotated.Since(before))
 
 	before, start = rotated, time.Now()
 	if err := w.admin.DeleteAllOf(ctx, &v1alpha1.InstanceGroup{}, client.InNamespace(ns)); err != nil {
@@ -262,7 +262,7 @@ func benchWorkload(w *world, report func(string, float64, string)) error {
 	deleted := awsp.CallCounts()
 	report("aws_calls_10x2_delete", deleted.Since(before).Total(), "calls")
 	report("seconds_10x2_delete", time.Since(start).Seconds(), "s")
-	fmt.Printf("BENCH detail aws_calls_10x2_delete %v\n", deleted.Since(before))
+	fmt.Printf("  (aws_calls_10x2_delete, by operation) %v\n", deleted.Since(before))
 	return nil
 }
 
@@ -330,7 +330,7 @@ func benchFleet(w *world, report func(string, float64, string)) error {
 	}
 	created := awsp.CallCounts().Since(before)
 	report("aws_calls_per_group_create", created.Total()/float64(fleetGroups), "calls/group")
-	fmt.Printf("BENCH detail aws_calls_fleet_create (%d groups) %v\n", fleetGroups, created)
+	fmt.Printf("  (aws_calls_fleet_create, %d groups, by operation) %v\n", fleetGroups, created)
 
 	failing, err := group("bench-failing", "failing", 1, 2)
 	if err != nil {
@@ -349,7 +349,7 @@ func benchFleet(w *world, report func(string, float64, string)) error {
 	}
 	report("aws_calls_per_group_hour_steady", calls.Without(failingOps...).Total()/float64(fleetGroups)/fleetIdle.Hours(), "calls/group/h")
 	report("aws_calls_per_min_failing_group", failed/fleetIdle.Minutes(), "calls/min")
-	fmt.Printf("BENCH detail aws_calls_fleet_idle (%d groups, one failing, %s) %v\n", fleetGroups, fleetIdle, calls)
+	fmt.Printf("  (aws_calls_fleet_idle, %d groups and one failing over %s, by operation) %v\n", fleetGroups, fleetIdle, calls)
 	return nil
 }
 

@@ -104,12 +104,12 @@ func TestAWSCallBudget(t *testing.T) {
 		create(t, ig)
 		idle = append(idle, ig)
 	}
-	failing := shortGroup("e2e-budget", "failing", 1, 2)
-	create(t, failing)
-	created := time.Now()
 	for _, ig := range idle {
 		waitReady(t, ig, 3*time.Minute)
 	}
+	failing := shortGroup("e2e-budget", "failing", 1, 2)
+	create(t, failing)
+	created := time.Now()
 	g.Eventually(func() string {
 		for _, c := range get(t, failing).Status.Conditions {
 			if c.Type == v1alpha1.ConditionReady {
@@ -120,9 +120,10 @@ func TestAWSCallBudget(t *testing.T) {
 	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal("CloudError"))
 
 	// The window: from a minute after the failing group was created (its
-	// first retries, 1 s, 2 s, 4 s … apart, are behind it) and 20 s after
-	// the idle groups were Ready, for 150 s.
-	time.Sleep(max(time.Until(created.Add(time.Minute)), 20*time.Second))
+	// first retries, 1 s, 2 s, 4 s … apart, are behind it), for 150 s,
+	// before the failing group reads its role and references again (5
+	// minutes after it read them).
+	time.Sleep(time.Until(created.Add(time.Minute)))
 	before := awsp.CallCounts()
 	const window = 150 * time.Second
 	time.Sleep(window)
