@@ -40,8 +40,11 @@ var (
 )
 
 // The failing group's launch template is refused: these are the calls it
-// repeats.
-var failingOps = []string{"EC2 DescribeLaunchTemplateVersions", "EC2 CreateLaunchTemplate"}
+// makes, its retries (the launch template) and, 5 minutes after it read
+// them, what it reads before (its references, shared with the other groups,
+// and its role); an idle group makes none of them.
+var failingOps = []string{"EC2 DescribeLaunchTemplateVersions", "EC2 CreateLaunchTemplate",
+	"EC2 DescribeSubnets", "EC2 DescribeSecurityGroups", "IAM GetRole", "IAM ListAttachedRolePolicies", "IAM GetInstanceProfile"}
 
 // world is a local environment (control plane, kwok, moto, the bridge) with
 // the demo's cloud (install.NewCloud: the example boundary ConfigMap's

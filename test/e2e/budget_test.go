@@ -25,9 +25,11 @@ const (
 	opDescribe = "EKS DescribeCluster"
 )
 
-// The failing group's launch template is refused; these are the calls it
-// makes on each retry.
-var failingOps = []string{"EC2 DescribeLaunchTemplateVersions", "EC2 CreateLaunchTemplate"}
+// The failing group's launch template is refused: these are the calls it
+// makes, its retries (the launch template) and, 5 minutes after they were
+// read, the references it shares with the other groups (read again because
+// it fails); an idle group makes none of them.
+var failingOps = []string{"EC2 DescribeLaunchTemplateVersions", "EC2 CreateLaunchTemplate", "EC2 DescribeSubnets", "EC2 DescribeSecurityGroups"}
 
 // budgetManager replaces the suite's manager with one whose clients refuse
 // the failing group's launch template (an authorization failure whose text
