@@ -218,7 +218,6 @@ func (r *Reconciler) send(ctx context.Context, notes []Note) {
 	}
 }
 
-
 // SetupWithManager registers the controller (leader only).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	changes := make(chan store.State, 1)
