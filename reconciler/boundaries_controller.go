@@ -145,7 +145,7 @@ func (r *BoundariesReconciler) load(ctx context.Context) error {
 		next = fmt.Sprintf("it rolls out in %d wave(s)", len(cfg.Rollout.Waves))
 	}
 	r.event(cm, corev1.EventTypeNormal, ReasonBoundariesLoaded,
-		"Boundaries loaded (revision %s, hash %s, resourceVersion %s); %s", rev, cfg.Hash(false), cm.ResourceVersion, next)
+		"Boundaries loaded (hash %s, resourceVersion %s) as revision %s; %s", cfg.Hash(false), cm.ResourceVersion, rev, next)
 	return nil
 }
 
