@@ -68,7 +68,7 @@ type Bridge struct {
 	log    logr.Logger
 	region string
 
-	mu             sync.Mutex // serializes Sync
+	mu             sync.Mutex      // serializes Sync
 	neverJoin      map[string]bool // image ids whose instances never join (SetNeverJoinImages)
 	firstSeen      map[string]time.Time
 	problems       map[string]string // instance id -> last problem logged
