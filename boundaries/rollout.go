@@ -248,15 +248,7 @@ func (p *parser) waves(v any, at string, soak time.Duration) []Wave {
 			}
 		}
 		if pv, present := m["percent"]; present {
-			n, ok := pv.(int64)
-			switch {
-			case !ok:
-				p.addf("%s.percent: expected an integer from 1 to 100, got %s", wat, kindOf(pv))
-			case n < 1 || n > 100:
-				p.addf("%s.percent: %d is out of range (valid: an integer from 1 to 100)", wat, n)
-			default:
-				w.Percent = int(n)
-			}
+			w.Percent = p.intIn(pv, wat+".percent", 1, 100)
 			if _, sel := m["selector"]; sel {
 				p.addf("%s: selects by percent and by selector; a wave takes a percentage of the rest or the groups a selector/namespaces match, not both", wat)
 			} else if _, ns := m["namespaces"]; ns {
@@ -310,16 +302,24 @@ func (p *parser) failure(f *FailureCriteria, v any, at string) {
 		}
 	}
 	if uv, present := m["maxUnhealthyPercent"]; present {
-		n, ok := uv.(int64)
-		switch {
-		case !ok:
-			p.addf("%s.maxUnhealthyPercent: expected an integer from 0 to 100, got %s", at, kindOf(uv))
-		case n < 0 || n > 100:
-			p.addf("%s.maxUnhealthyPercent: %d is out of range (valid: an integer from 0 to 100)", at, n)
-		default:
-			f.MaxUnhealthyPercent = int(n)
+		if n := p.intIn(uv, at+".maxUnhealthyPercent", 0, 100); n >= 0 {
+			f.MaxUnhealthyPercent = n
 		}
 	}
+}
+
+// intIn parses an integer from lo to hi; -1 (and a problem) otherwise.
+func (p *parser) intIn(v any, at string, lo, hi int64) int {
+	n, ok := v.(int64)
+	switch {
+	case !ok:
+		p.addf("%s: expected an integer from %d to %d, got %s", at, lo, hi, kindOf(v))
+	case n < lo || n > hi:
+		p.addf("%s: %d is out of range (valid: an integer from %d to %d)", at, n, lo, hi)
+	default:
+		return int(n)
+	}
+	return -1
 }
 
 // duration parses a Go duration string ("90s", "10m", "1h30m"); zeroOK

@@ -131,3 +131,18 @@ func create(t *testing.T, ig *v1alpha1.InstanceGroup) {
 		}
 	})
 }
+
+// groupsByKey reads every InstanceGroup in one List, one consistent
+// snapshot of their stored statuses (a Get per group would compare
+// statuses from different moments), by namespace/name.
+func groupsByKey(ctx context.Context) (map[string]*v1alpha1.InstanceGroup, error) {
+	list := &v1alpha1.InstanceGroupList{}
+	if err := admin.List(ctx, list); err != nil {
+		return nil, err
+	}
+	out := map[string]*v1alpha1.InstanceGroup{}
+	for i := range list.Items {
+		out[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}

@@ -122,13 +122,9 @@ func TestBoundaryRolloutReachesEveryGroupInWaveOrder(t *testing.T) {
 	setBoundaries(t, next)
 	canaryDone := false
 	g.Eventually(func() error {
-		list := &v1alpha1.InstanceGroupList{}
-		if err := admin.List(ctx, list); err != nil {
+		byKey, err := groupsByKey(ctx)
+		if err != nil {
 			return err
-		}
-		byKey := map[string]*v1alpha1.InstanceGroup{}
-		for i := range list.Items {
-			byKey[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 		}
 		c := byKey[canary.Namespace+"/"+canary.Name]
 		if image(c) == cloud.amis[1] && c.Status.CurrentState == v1alpha1.StateReady && c.Status.ObservedGeneration == c.Generation &&
@@ -189,6 +185,8 @@ func TestBoundaryRolloutHaltsOnABrokenImageAndRollsBack(t *testing.T) {
 	setBoundaries(t, broken)
 
 	rec := waitRecord(t, target, record.PhaseHalted, 5*time.Minute)
+	t.Logf("halted: %s; canary moved at %s, clock from %s, halted at %s", rec.Halt.Reason,
+		rec.Waves[0].Groups[0].MovedAt, rec.Waves[0].Groups[0].Since, rec.Halt.At)
 	g.Expect(rec.Halt.Wave).To(Equal("canary"))
 	g.Expect(rec.Halt.Groups).To(Equal([]string{canary.Namespace + "/" + canary.Name}))
 	g.Expect(rec.Halt.Criterion).To(Equal(record.CriterionStartupTimeout))
