@@ -32,7 +32,7 @@ type group struct {
 	updated, total          int    // status.nodesUpdated / nodesTotal
 	readyNodes              int    // Ready nodes labelled for the group
 	nodeImages              []string
-	podsAvailable, podsWant int32 // the tenant's app Deployment
+	podsAvailable, podsWant int32  // the tenant's app Deployment
 	revision, pending       string // status.boundaries: the revision it runs, the one it waits for
 }
 
