@@ -3,10 +3,13 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -100,5 +103,22 @@ func TestMutatorAdmitsAgainstTheGroupsRevision(t *testing.T) {
 	req = request(t, admissionv1.Create, "alice", igJSON(`{"eks":{"maxSize":1}}`, false), nil)
 	if img, _ := patchedImage(t, req, m.Handle(ctx, req)); img != "ami-old" {
 		t.Errorf("create during the rollout got %s, want the last good ami-old", img)
+	}
+}
+
+// The rollout action on the boundary ConfigMap itself is a slip: the
+// change is allowed with a warning naming the rollout record.
+func TestConfigMapWarnsAboutARolloutActionInTheWrongPlace(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	v := &ConfigMapValidator{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), ConfigMap: testConfigMap}
+	cm, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": testConfigMap.Name, "namespace": testConfigMap.Namespace,
+		"annotations": map[string]any{record.AnnotationAction: "rollback"}}, "data": map[string]any{}})
+	res := v.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: testConfigMap.Namespace, Name: testConfigMap.Name, Object: runtime.RawExtension{Raw: cm}}})
+	if !res.Allowed || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "annotate ConfigMap instance-manager/instance-manager-rollout") {
+		t.Errorf("allowed=%v warnings %q", res.Allowed, res.Warnings)
 	}
 }
