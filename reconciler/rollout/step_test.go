@@ -268,3 +268,28 @@ func TestNoPolicyIsTodaysFanOutAndActionsAreRefused(t *testing.T) {
 		t.Fatalf("notes %+v, want the action refused", res.Notes)
 	}
 }
+
+func TestRefusedReadmissionHaltsAndLateGroupsJoinTheLastWave(t *testing.T) {
+	s := newSim(t, policy(t, "soak: 0s\nwaves:\n- {name: canary, namespaces: [canary]}\n"))
+	s.step("")
+	c := s.group("canary/a")
+	c.AtTarget, c.Running, c.Rejected = false, "old", "quota exceeded: spec.eks.maxSize"
+	s.step("")
+	if s.rec.Phase != record.PhaseHalted || s.rec.Halt.Criterion != record.CriterionRejected {
+		t.Fatalf("halt %+v, want the refused re-admission", s.rec.Halt)
+	}
+
+	s = newSim(t, policy(t, "soak: 0s\nwaves:\n- {name: canary, namespaces: [canary]}\n"))
+	s.step("")
+	s.converge("canary/a")
+	s.step("") // the canary is healthy: the rest wave starts, its groups rotate
+	if !s.rec.LastWaveStarted() || s.rec.Phase != record.PhaseProgressing {
+		t.Fatalf("record %+v, want the last wave started", s.rec)
+	}
+	s.groups = append(s.groups, Group{Key: "team-e/e", Namespace: "team-e", Running: "old", Generation: 1, ObservedGeneration: 1,
+		State: v1alpha1.StateReady, Ready: true})
+	s.step("")
+	if s.rec.WaveOf("team-e/e") != len(s.rec.Waves)-1 {
+		t.Fatalf("a group created during the last wave is not in it: %+v", s.rec.Waves)
+	}
+}
