@@ -209,16 +209,7 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
-	var groups []*v1alpha1.InstanceGroup
-	for _, ns := range []string{"e2e-fan-a", "e2e-fan-b", "e2e-fan-c"} {
-		namespace(t, ns)
-		ig := shortGroup(ns, "nodes", 1, 2)
-		create(t, ig)
-		groups = append(groups, ig)
-	}
-	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
-	}
+	groups := readyGroups(t, "e2e-fan-a", "e2e-fan-b", "e2e-fan-c")
 
 	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
 	maxRotating := 0

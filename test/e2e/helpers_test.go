@@ -146,3 +146,20 @@ func groupsByKey(ctx context.Context) (map[string]*v1alpha1.InstanceGroup, error
 	}
 	return out, nil
 }
+
+// readyGroups creates a short group "nodes" (1 to 2 nodes) in each
+// namespace and waits until every one is Ready.
+func readyGroups(t *testing.T, namespaces ...string) []*v1alpha1.InstanceGroup {
+	t.Helper()
+	var groups []*v1alpha1.InstanceGroup
+	for _, ns := range namespaces {
+		namespace(t, ns)
+		ig := shortGroup(ns, "nodes", 1, 2)
+		create(t, ig)
+		groups = append(groups, ig)
+	}
+	for _, ig := range groups {
+		waitReady(t, ig, 3*time.Minute)
+	}
+	return groups
+}

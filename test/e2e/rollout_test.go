@@ -95,16 +95,7 @@ func startFrom(t *testing.T, image string, policy map[string]string) string {
 // others.
 func rolloutGroups(t *testing.T, prefix string) (*v1alpha1.InstanceGroup, []*v1alpha1.InstanceGroup) {
 	t.Helper()
-	var groups []*v1alpha1.InstanceGroup
-	for _, ns := range []string{prefix + "-canary", prefix + "-b", prefix + "-c"} {
-		namespace(t, ns)
-		ig := shortGroup(ns, "nodes", 1, 2)
-		create(t, ig)
-		groups = append(groups, ig)
-	}
-	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
-	}
+	groups := readyGroups(t, prefix+"-canary", prefix+"-b", prefix+"-c")
 	return groups[0], groups[1:]
 }
 
