@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -59,11 +60,10 @@ type BoundariesReconciler struct {
 // Reconcile implements reconcile.Reconciler for the one ConfigMap.
 func (r *BoundariesReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	// The record first: admission starts once the ConfigMap is loaded,
-	// and must know the rollout by then.
-	if err := r.loadRecord(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, r.load(ctx)
+	// and should know the rollout by then; the boundaries load whatever
+	// becomes of the record.
+	recErr := r.loadRecord(ctx)
+	return ctrl.Result{}, errors.Join(r.load(ctx), recErr)
 }
 
 // loadRecord reads the rollout record into the Store when it changed:
@@ -141,7 +141,7 @@ func (r *BoundariesReconciler) load(ctx context.Context) error {
 	boundariesValid.Set(1)
 	logger.Info("boundaries loaded", "resourceVersion", cm.ResourceVersion, "revision", rev, "hash", cfg.Hash(false))
 	next := "stale InstanceGroups are re-admitted"
-	if cfg.Rollout != nil {
+	if cfg.Rollout != nil && r.Record != nil {
 		next = fmt.Sprintf("it rolls out in %d wave(s)", len(cfg.Rollout.Waves))
 	}
 	r.event(cm, corev1.EventTypeNormal, ReasonBoundariesLoaded,
@@ -188,8 +188,8 @@ func (l initialLoad) NeedLeaderElection() bool { return false }
 func (l initialLoad) Start(ctx context.Context) error {
 	return wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := l.r.loadRecord(ctx); err != nil {
-			log.FromContext(ctx).Error(err, "initial load of the rollout record failed; retrying")
-			return false, nil
+			// The watch of the record brings it in later.
+			log.FromContext(ctx).Error(err, "initial load of the rollout record failed; the boundaries load without it")
 		}
 		if err := l.r.load(ctx); err != nil {
 			log.FromContext(ctx).Error(err, "initial load of the boundary ConfigMap failed; retrying")
