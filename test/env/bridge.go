@@ -68,7 +68,8 @@ type Bridge struct {
 	log    logr.Logger
 	region string
 
-	mu             sync.Mutex // serializes Sync
+	mu             sync.Mutex      // serializes Sync
+	neverJoin      map[string]bool // image ids whose instances never join (SetNeverJoinImages)
 	firstSeen      map[string]time.Time
 	problems       map[string]string // instance id -> last problem logged
 	kubeletVersion string
@@ -137,6 +138,19 @@ func (b *Bridge) Run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+	}
+}
+
+// SetNeverJoinImages makes instances of these AMI ids never become Nodes
+// (as with a broken image whose kubelet never starts); the instances stay
+// running. Instances that joined already keep their Nodes. Calling it
+// again replaces the set; no ids clears it.
+func (b *Bridge) SetNeverJoinImages(ids ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.neverJoin = map[string]bool{}
+	for _, id := range ids {
+		b.neverJoin[id] = true
 	}
 }
 
@@ -221,6 +235,15 @@ func (b *Bridge) sync(ctx context.Context) (readErr, problems error) {
 			b.firstSeen[id] = now
 		}
 		if nodeOf[id] != nil || now.Sub(b.firstSeen[id]) < b.opts.JoinDelay {
+			continue
+		}
+		if image := aws.ToString(inst.ImageId); b.neverJoin[image] {
+			// A broken image: the instance runs but its kubelet never
+			// registers. Logged once, not reported as a problem.
+			if b.problems[id] == "" {
+				b.problems[id] = "never joins"
+				b.log.Info("instance never joins: its image is set to never join", "instance", id, "image", image, "group", groups[id].name)
+			}
 			continue
 		}
 		if err := b.register(ctx, inst, groups[id]); err != nil {
