@@ -52,7 +52,9 @@ type Observation struct {
 	LatestTemplateVersion string
 	// RoleARN is the IAM role of the nodes (or the pod execution role).
 	RoleARN string
-	// Min, Max and Desired are the group's sizes in instances.
+	// Min, Max and Desired are the group's sizes as the cloud counts them:
+	// instances, or capacity units when the group weighs its instance
+	// types (eks mixed instances with weights; see Instance.Weight).
 	Min, Max, Desired int
 	// Lifecycle is v1alpha1.LifecycleNormal, LifecycleSpot or LifecycleMixed.
 	Lifecycle string
@@ -88,6 +90,25 @@ type Instance struct {
 	// PrivateDNSName is the instance's private DNS name from EC2, the name
 	// its Node registers with; "" when unknown.
 	PrivateDNSName string
+	// Weight is the capacity units the instance counts for toward Min,
+	// Max and Desired: its weight in a weighted mixed instances policy,
+	// else 1. Zero is read as 1.
+	Weight int
+}
+
+// Units is the capacity the instance counts for (Weight, at least 1).
+func (i Instance) Units() int { return max(i.Weight, 1) }
+
+// Capacity sums the capacity units of the instances keep accepts (every
+// instance when keep is nil).
+func Capacity(instances []Instance, keep func(Instance) bool) int {
+	n := 0
+	for _, in := range instances {
+		if keep == nil || keep(in) {
+			n += in.Units()
+		}
+	}
+	return n
 }
 
 // InService reports whether the instance serves traffic for its group.

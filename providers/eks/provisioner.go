@@ -47,6 +47,7 @@ type Provisioner struct {
 	images    *images
 	launched  *launchedVersions
 	templates ownedTemplates
+	pools     *instancePools
 
 	mu     sync.Mutex
 	groups map[string]*awsp.ScalingGroupCache // by cluster name
@@ -74,6 +75,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
+		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
 }
@@ -117,6 +119,10 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err != nil {
 		return nil, err
 	}
+	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
+	if err != nil {
+		return nil, err
+	}
 	roleARN, profile, err := ensureRole(ctx, p.aws.IAM, ig)
 	if err != nil {
 		return nil, err
@@ -152,7 +158,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	ud := b.UserData()
-	data := launchTemplateData(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
+	data := launchDataOf(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
 	version, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data)
 	if err != nil {
 		return nil, err
@@ -168,7 +174,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			return nil, err
 		}
 	}
-	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize)}
+	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
+		instanceTypes: instanceTypes}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {
 		return nil, err
@@ -205,6 +212,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
+	weights := weightsOf(instanceTypes)
 	dnsNames := p.launched.dnsNames(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
@@ -219,6 +227,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			UpToDate:       v == obs.LatestTemplateVersion,
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
+			Weight:         instanceWeight(in, weights),
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {

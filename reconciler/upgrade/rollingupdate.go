@@ -113,7 +113,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		ig.Status.SurgeBaseCapacity = 0 // the surge batch gave its capacity back
 	}
 
-	// 2. Wait until the previous batch's replacements are Ready.
+	// 2. Wait until the previous batch's replacements are Ready and the
+	// group holds its desired capacity (in capacity units: with weights,
+	// Desired counts units, as Auto Scaling does).
 	waiting := 0
 	inService := 0
 	for _, in := range obs.Instances {
@@ -121,13 +123,18 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			waiting++
 			continue
 		}
-		inService++
+		inService += in.Units()
 		if node := nodes[in.ProviderID]; in.UpToDate && (node == nil || !NodeReady(node)) {
 			waiting++
 		}
 	}
-	if waiting > 0 || inService < obs.Desired {
-		p.Message = fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", max(waiting, obs.Desired-inService))
+	switch {
+	case waiting > 0:
+		p.Message = fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", waiting)
+		return p, nil
+	case inService < obs.Desired:
+		p.Message = fmt.Sprintf("waiting for %d capacity unit(s) of replacement instances to come into service (desired capacity %d, in service %d)",
+			obs.Desired-inService, obs.Desired, inService)
 		return p, nil
 	}
 
@@ -139,7 +146,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if base := ig.Status.SurgeBaseCapacity; base > 0 && obs.Desired > base {
 		surging = true // the surge instances are Ready: drain as many old ones
 	} else if surge := MaxSurge(ig, obs.Desired, obs.Max); surge > 0 {
-		surge = min(surge, len(drifted))
+		surge = min(surge, providers.Capacity(drifted, nil))
 		if err := r.recordSurgeBase(ctx, ig, obs.Desired); err != nil {
 			return p, err
 		}
@@ -153,11 +160,17 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if surging {
 		batchSize = obs.Desired - ig.Status.SurgeBaseCapacity
 	}
+	// The batch holds drifted instances worth at most batchSize capacity
+	// units (at least one instance, even one that weighs more).
 	var batch []string
 	var skipped []string
+	units := 0
 	for _, in := range drifted {
-		if len(batch) >= batchSize {
+		if units >= batchSize {
 			break
+		}
+		if units > 0 && units+in.Units() > batchSize {
+			continue // too heavy for what is left; a lighter one may fit
 		}
 		node := nodes[in.ProviderID]
 		if node == nil {
@@ -166,6 +179,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 				return p, fmt.Errorf("terminating instance %s without a node: %w", in.ID, err)
 			}
 			batch = append(batch, in.ID)
+			units += in.Units()
 			continue
 		}
 		if r.Drainer.skipped(node) {
@@ -176,13 +190,14 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			return p, err
 		}
 		batch = append(batch, node.Name)
+		units += in.Units()
 	}
 	if len(batch) == 0 {
 		p.Message = "every remaining drifted node is blocked by a PodDisruptionBudget and skipped for now: " + strings.Join(skipped, ", ")
 		return p, nil
 	}
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonRotationBatch, "Rotate",
-		"Rotating %s (%d of %d drifted, maxUnavailable %d)", strings.Join(batch, ", "), len(batch), len(drifted), batchSize)
+		"Rotating %s (%d of %d drifted, %d capacity unit(s) of at most %d)", strings.Join(batch, ", "), len(batch), len(drifted), units, batchSize)
 	p.Message = "draining " + strings.Join(batch, ", ")
 	return p, nil
 }
