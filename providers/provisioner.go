@@ -35,12 +35,20 @@ type Provisioner interface {
 type Rotator interface {
 	// Terminate terminates one instance of the group. With decrement false
 	// the group launches a replacement; with true its desired capacity drops
-	// by one (used after a surge).
+	// by the instance's weight (used to give a surge back). A decrement the
+	// cloud refuses because the desired capacity is at the group's minimum
+	// is an error wrapping ErrDesiredAtMinSize (nothing was terminated).
 	Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error
-	// SetDesiredCapacity sets the group's desired capacity (instances),
-	// within its min and max; used for maxSurge.
-	SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error
+	// AddCapacity adds delta (negative: removes) to the group's desired
+	// capacity as it is at the time of the call, read from the cloud, not
+	// from a cache, so capacity others set meanwhile is kept; the result
+	// is kept within the group's min and max. It returns the change made.
+	AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error)
 }
+
+// ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
+// because the desired capacity is at the group's minimum size.
+var ErrDesiredAtMinSize = errors.New("the desired capacity is at the group's minimum size, it cannot be decremented")
 
 // Observation is the state of the group's cloud resources after Apply.
 type Observation struct {

@@ -191,7 +191,17 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		releaseSlot = progress.Done
 	default:
 		releaseSlot = true
-		ig.Status.SurgeBaseCapacity = 0
+		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 {
+			// A surge record left by a rollout that ended in another pass
+			// (Settle reads the stored record, not this cached one).
+			rot, _ := prov.(providers.Rotator)
+			if err := r.Rolling.Settle(ctx, ig, rot); err != nil {
+				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
+					return ctrl.Result{}, ferr
+				}
+				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+			}
+		}
 	}
 
 	ready := false

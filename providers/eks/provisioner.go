@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,26 +288,61 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 }
 
 // Terminate implements providers.Rotator (Auto Scaling
-// TerminateInstanceInAutoScalingGroup).
+// TerminateInstanceInAutoScalingGroup). A decrement refused because the
+// desired capacity is at minSize (ValidationError) wraps
+// providers.ErrDesiredAtMinSize.
 func (p *Provisioner) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error {
 	_, err := p.aws.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: awssdk.String(instanceID), ShouldDecrementDesiredCapacity: awssdk.Bool(decrement)})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
 	if err != nil {
+		if decrement && refusedAtMinSize(err) {
+			return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
+		}
 		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
 	}
 	return nil
 }
 
-// SetDesiredCapacity implements providers.Rotator (Auto Scaling SetDesiredCapacity).
-func (p *Provisioner) SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error {
-	_, err := p.aws.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-		AutoScalingGroupName: awssdk.String(groupName(ig)), DesiredCapacity: awssdk.Int32(int32(desired))})
+// refusedAtMinSize reports whether err is Auto Scaling's refusal to
+// decrement a desired capacity at the group's minimum size.
+func refusedAtMinSize(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		return false
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	return strings.Contains(msg, "min size") || strings.Contains(msg, "minsize") || strings.Contains(msg, "min_size") || strings.Contains(msg, "minimum")
+}
+
+// AddCapacity implements providers.Rotator: it reads the group's desired
+// capacity from Auto Scaling (DescribeAutoScalingGroups by name, not the
+// cluster's cached listing) and sets it plus delta, within MinSize and
+// MaxSize (SetDesiredCapacity). Someone else (the cluster-autoscaler) may
+// still change it between the two calls; that window is one round trip,
+// not a cache's age.
+func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error) {
+	name := groupName(ig)
+	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	if len(out.AutoScalingGroups) == 0 {
+		return 0, fmt.Errorf("Auto Scaling group %s not found", name)
+	}
+	g := out.AutoScalingGroups[0]
+	cur := int(awssdk.ToInt32(g.DesiredCapacity))
+	want := min(max(cur+delta, int(awssdk.ToInt32(g.MinSize))), int(awssdk.ToInt32(g.MaxSize)))
+	if want == cur {
+		return 0, nil
+	}
+	_, err = p.aws.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: awssdk.String(name), DesiredCapacity: awssdk.Int32(int32(want))})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
 	if err != nil {
-		return fmt.Errorf("autoscaling SetDesiredCapacity %s: %w", groupName(ig), err)
+		return 0, fmt.Errorf("autoscaling SetDesiredCapacity %s %d: %w", name, want, err)
 	}
-	return nil
+	return want - cur, nil
 }
 
 func isGroupGone(err error) bool {

@@ -36,6 +36,8 @@ type fakeGroup struct {
 	next                 int
 	terminated           []string // instance ids, "+d" when decremented
 	refuseDecrementAtMin bool     // answer a decrement at minSize as AWS does
+	staleBy              int      // the observation's desired capacity is this much behind (a cache)
+	refused              int      // decrements refused at minSize
 }
 
 func (g *fakeGroup) add(id string, weight int, upToDate bool) {
@@ -61,6 +63,10 @@ func (g *fakeGroup) find(id string) int {
 func (g *fakeGroup) Terminate(_ context.Context, _ *v1alpha1.InstanceGroup, id string, decrement bool) error {
 	i := g.find(id)
 	w := g.instances[i].Units()
+	if decrement && g.refuseDecrementAtMin && g.desired-w < g.min {
+		g.refused++
+		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", id, providers.ErrDesiredAtMinSize)
+	}
 	g.instances = append(g.instances[:i], g.instances[i+1:]...)
 	if decrement {
 		g.desired -= w
@@ -72,10 +78,36 @@ func (g *fakeGroup) Terminate(_ context.Context, _ *v1alpha1.InstanceGroup, id s
 	return nil
 }
 
-func (g *fakeGroup) SetDesiredCapacity(_ context.Context, _ *v1alpha1.InstanceGroup, desired int) error {
-	g.desired = desired
+func (g *fakeGroup) AddCapacity(_ context.Context, _ *v1alpha1.InstanceGroup, delta int) (int, error) {
+	want := min(max(g.desired+delta, g.min), g.max)
+	delta = want - g.desired
+	g.desired = want
 	g.fill()
-	return nil
+	g.trim()
+	return delta, nil
+}
+
+// trim terminates up-to-date instances (Auto Scaling's choice) while the
+// group holds more than its desired capacity.
+func (g *fakeGroup) trim() {
+	for i := len(g.instances) - 1; i >= 0 && providers.Capacity(g.instances, nil)-g.instances[i].Units() >= g.desired; i-- {
+		if g.instances[i].UpToDate {
+			g.instances = append(g.instances[:i], g.instances[i+1:]...)
+		}
+	}
+}
+
+// scaleIn is the cluster-autoscaler removing an instance with a decrement.
+func (g *fakeGroup) scaleIn(id string) {
+	i := g.find(id)
+	g.desired -= g.instances[i].Units()
+	g.instances = append(g.instances[:i], g.instances[i+1:]...)
+}
+
+// scaleOut is the cluster-autoscaler raising the desired capacity.
+func (g *fakeGroup) scaleOut(by int) {
+	g.desired += by
+	g.fill()
 }
 
 // fill launches instances until the group holds its desired capacity.
@@ -86,7 +118,7 @@ func (g *fakeGroup) fill() {
 }
 
 func (g *fakeGroup) observation() *providers.Observation {
-	return &providers.Observation{Min: g.min, Max: g.max, Desired: g.desired, Instances: append([]providers.Instance(nil), g.instances...)}
+	return &providers.Observation{Min: g.min, Max: g.max, Desired: g.desired + g.staleBy, Instances: append([]providers.Instance(nil), g.instances...)}
 }
 
 // rollout runs a RollingUpdate against a fakeGroup with nodes in a fake
@@ -100,6 +132,8 @@ type rollout struct {
 	events *events.FakeRecorder
 	// notReady are instance ids whose nodes are NotReady.
 	notReady map[string]bool
+	// between runs before step i (the cluster-autoscaler acting).
+	between func(i int)
 	// maxUnavailableSeen is the most capacity units ever unavailable
 	// (not in service with a Ready, schedulable node) at a step, over the
 	// group's desired capacity at that step.
@@ -174,18 +208,17 @@ func (r *rollout) step() Progress {
 
 // baseline is the desired capacity the surge accounting must return to:
 // what the test says others want.
-func (r *rollout) baseline() int {
-	if b := r.ig.Status.SurgeBaseCapacity; b > 0 {
-		return b
-	}
-	return r.group.desired
-}
+func (r *rollout) baseline() int { return r.group.desired - r.ig.Status.SurgeCapacity }
 
-// run steps until the rollout is done (at most n steps).
+// run steps until the rollout is done (at most n steps); before each step
+// others may act on the group (r.between).
 func (r *rollout) run(n int) []string {
 	r.t.Helper()
 	var messages []string
-	for range n {
+	for i := range n {
+		if r.between != nil {
+			r.between(i)
+		}
 		p := r.step()
 		messages = append(messages, p.Message)
 		if p.Done {
@@ -232,5 +265,231 @@ func TestABatchTakesOneInstanceHeavierThanMaxUnavailable(t *testing.T) {
 	r.run(40)
 	if len(g.terminated) != 2 || r.maxUnavailableSeen > 2 {
 		t.Errorf("terminated %v with up to %d units unavailable; want both, one at a time", g.terminated, r.maxUnavailableSeen)
+	}
+}
+
+// schedulable is the capacity of the group's instances whose nodes are
+// Ready and not cordoned.
+func (r *rollout) schedulable() int {
+	nodes := r.nodes()
+	n := 0
+	for _, in := range r.group.instances {
+		if node := nodes[in.ProviderID]; node != nil && !node.Spec.Unschedulable && !r.notReady[in.ID] {
+			n += in.Units()
+		}
+	}
+	return n
+}
+
+func surgeStrategy(surge int) *v1alpha1.RollingUpdateStrategy {
+	return &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(int32(surge)))}
+}
+
+func oldGroup(min, max, desired int) *fakeGroup {
+	g := &fakeGroup{min: min, max: max, desired: desired}
+	for i := range desired {
+		g.add(fmt.Sprintf("i-old%d", i), 1, false)
+	}
+	return g
+}
+
+// checkDone: every old instance went, the surge record is cleared and the
+// desired capacity is what others want.
+func (r *rollout) checkDone(want int) {
+	r.t.Helper()
+	for _, in := range r.group.instances {
+		if !in.UpToDate {
+			r.t.Errorf("instance %s not rotated", in.ID)
+		}
+	}
+	if r.ig.Status.SurgeCapacity != 0 {
+		r.t.Errorf("status.surgeCapacity %d after the rollout, want 0", r.ig.Status.SurgeCapacity)
+	}
+	if r.group.desired != want {
+		r.t.Errorf("desired capacity %d after the rollout, want %d", r.group.desired, want)
+	}
+}
+
+// A surge adds on top of the desired capacity as it is and gives back
+// exactly what it added: the cluster-autoscaler's raise during the
+// rollout stays (review finding 8: base 10, surge 2, the autoscaler to 16
+// drained 6 and took its capacity back).
+func TestSurgeKeepsCapacityTheAutoscalerAdds(t *testing.T) {
+	g := oldGroup(2, 20, 10)
+	r := newRollout(t, surgeStrategy(2), g)
+	others := 10
+	r.between = func(i int) {
+		if got := r.schedulable(); got < others {
+			t.Errorf("before step %d: %d schedulable capacity units, below the %d others want", i, got, others)
+		}
+		if r.ig.Status.SurgeCapacity > 0 && others == 10 {
+			g.scaleOut(6) // the autoscaler: 12 -> 18 while the first surge is out
+			others = 16
+		}
+	}
+	r.run(80)
+	r.checkDone(16)
+	if others != 16 {
+		t.Fatal("the autoscaler never acted during a surge")
+	}
+}
+
+// The autoscaler scales in during a surge (an old instance, with a
+// decrement): its decision stays; the surge gives back only what it added.
+func TestSurgeKeepsTheAutoscalersScaleIn(t *testing.T) {
+	g := oldGroup(1, 20, 4)
+	r := newRollout(t, surgeStrategy(2), g)
+	acted := false
+	r.between = func(int) {
+		if r.ig.Status.SurgeCapacity > 0 && !acted {
+			g.scaleIn("i-old3")
+			acted = true
+		}
+	}
+	r.run(80)
+	r.checkDone(3)
+}
+
+// Every old instance goes before the surge batch drains it (the
+// autoscaler scaled them in): the surge it was for is given back when the
+// rollout ends, so capacity is where others left it.
+func TestSurgeLeftOverIsGivenBack(t *testing.T) {
+	g := oldGroup(1, 20, 4)
+	g.add("i-cur0", 1, true)
+	g.add("i-cur1", 1, true)
+	g.desired = 6
+	g.instances = append(g.instances[2:], g.instances[:2]...) // i-old2, i-old3, i-cur0, i-cur1, i-old0, i-old1
+	r := newRollout(t, surgeStrategy(4), g)
+	acted := false
+	r.between = func(int) {
+		if r.ig.Status.SurgeCapacity > 0 && !acted {
+			for _, id := range []string{"i-old0", "i-old1", "i-old2", "i-old3"} {
+				g.scaleIn(id)
+			}
+			acted = true
+		}
+	}
+	r.run(80)
+	r.checkDone(2) // 6, minus the autoscaler's 4
+	if !r.sawEvent(ReasonSurgeReturned) {
+		t.Errorf("no %s Event", ReasonSurgeReturned)
+	}
+}
+
+// At minSize a surge node is terminated without a decrement (a
+// replacement keeps the minimum), whether the observation shows it or
+// Auto Scaling refuses the decrement: no terminate-with-decrement loop
+// (review finding 12), minSize untouched.
+func TestSurgeAtMinSizeTerminatesWithoutDecrement(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stale observation %v", stale), func(t *testing.T) {
+			g := oldGroup(2, 6, 2)
+			g.refuseDecrementAtMin = true
+			r := newRollout(t, surgeStrategy(1), g)
+			acted := false
+			r.between = func(int) {
+				g.staleBy = 0
+				nodes := r.nodes()
+				for _, in := range g.instances {
+					// Once the surge node is cordoned, the autoscaler scales
+					// in an up-to-date instance: desired back at minSize.
+					if n := nodes[in.ProviderID]; n != nil && n.Annotations[AnnotationSurge] == "true" && !acted {
+						for _, cur := range g.instances {
+							if cur.UpToDate {
+								g.scaleIn(cur.ID)
+								break
+							}
+						}
+						acted = true
+						if stale {
+							g.staleBy = 1 // for one step the controller still sees the surge
+						}
+					}
+				}
+			}
+			r.run(80)
+			g.staleBy = 0
+			r.checkDone(2)
+			if g.min != 2 {
+				t.Errorf("minSize changed to %d", g.min)
+			}
+			if g.terminated[0] != "i-old0" {
+				t.Errorf("terminated %v: the surge node at minSize must go without a decrement", g.terminated)
+			}
+			if want := map[bool]int{false: 0, true: 1}[stale]; g.refused != want {
+				t.Errorf("Auto Scaling refused %d decrements, want %d (the observation shows minSize unless stale)", g.refused, want)
+			}
+			if !r.sawEvent(ReasonSurgeAtMinSize) {
+				t.Errorf("no %s Event", ReasonSurgeAtMinSize)
+			}
+		})
+	}
+}
+
+// With weights a surge adds whole instances: maxSurge 1 unit against
+// instances of weight 2 adds 2 units, and gives back 2.
+func TestWeightedSurgeAddsAndGivesBackWholeInstances(t *testing.T) {
+	g := &fakeGroup{min: 4, max: 10, desired: 4, newWeight: 2}
+	g.add("i-a", 2, false)
+	g.add("i-b", 2, false)
+	r := newRollout(t, surgeStrategy(1), g)
+	r.between = func(i int) {
+		if got := r.schedulable(); got < 4 {
+			t.Errorf("before step %d: %d schedulable units, below 4", i, got)
+		}
+	}
+	r.run(80)
+	r.checkDone(4)
+	for _, id := range g.terminated {
+		if !strings.HasSuffix(id, "+d") {
+			t.Errorf("terminated %v: each surge instance should give its 2 units back", g.terminated)
+		}
+	}
+}
+
+// A record written by an earlier version (status.surgeBaseCapacity, the
+// desired capacity before the surge) is read once as the capacity the
+// surge added.
+func TestSurgeRecordOfAnEarlierVersionIsConverted(t *testing.T) {
+	g := oldGroup(1, 10, 3)
+	g.add("i-surge", 1, true)
+	g.desired = 4
+	r := newRollout(t, surgeStrategy(1), g)
+	r.ig.Status.SurgeBaseCapacity = 3
+	if err := r.kube.Status().Update(context.Background(), r.ig); err != nil {
+		t.Fatal(err)
+	}
+	r.ig.Status.SurgeBaseCapacity = 0 // the reconciler's copy may be stale: the stored record counts
+	r.run(80)
+	r.checkDone(3)
+	if r.ig.Status.SurgeBaseCapacity != 0 {
+		t.Errorf("surgeBaseCapacity %d, want cleared", r.ig.Status.SurgeBaseCapacity)
+	}
+}
+
+// The reconciler's copy of the group comes from a cache that may not have
+// seen the last surge record yet: the strategy acts on the stored record,
+// or it would surge twice or give a surge back twice.
+func TestSurgeActsOnTheStoredRecordNotAStaleCopy(t *testing.T) {
+	g := oldGroup(1, 10, 3)
+	r := newRollout(t, surgeStrategy(1), g)
+	r.between = func(int) {
+		r.ig.Status.SurgeCapacity = 0 // as the cache saw it before the last write
+	}
+	r.run(80)
+	r.checkDone(3)
+}
+
+// sawEvent reports whether an Event of reason was recorded.
+func (r *rollout) sawEvent(reason string) bool {
+	for {
+		select {
+		case e := <-r.events.Events:
+			if strings.Contains(e, " "+reason+" ") {
+				return true
+			}
+		default:
+			return false
+		}
 	}
 }
