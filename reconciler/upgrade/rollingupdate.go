@@ -90,7 +90,17 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		p.Done = true
 		return p, r.Settle(ctx, ig, rot)
 	}
-	sort.Slice(drifted, func(i, j int) bool { return drifted[i].ID < drifted[j].ID })
+	// Rotation order: drifted instances that serve nothing already (no
+	// node, a node not Ready, or unhealthy in Auto Scaling) first, so they
+	// are replaced first and use up maxUnavailable (or the surge) before
+	// any Ready node is cordoned; then by id, so a restarted controller
+	// picks the same ones.
+	sort.Slice(drifted, func(i, j int) bool {
+		if a, b := unavailable(drifted[i], nodes), unavailable(drifted[j], nodes); a != b {
+			return a
+		}
+		return drifted[i].ID < drifted[j].ID
+	})
 
 	// 1. Finish the batch in flight.
 	var inflight []string
@@ -219,6 +229,13 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		"Rotating %s (%d of %d drifted, %d capacity unit(s) of at most %d)", strings.Join(batch, ", "), len(batch), len(drifted), units, batchSize)
 	p.Message = "draining " + strings.Join(batch, ", ")
 	return p, nil
+}
+
+// unavailable reports whether an instance serves no capacity now: no
+// node, a node not Ready, or unhealthy in the cloud.
+func unavailable(in providers.Instance, nodes map[string]*corev1.Node) bool {
+	node := nodes[in.ProviderID]
+	return node == nil || !NodeReady(node) || !in.Healthy
 }
 
 // pick returns the leading drifted instances (in rotation order) worth at

@@ -493,3 +493,42 @@ func (r *rollout) sawEvent(reason string) bool {
 		}
 	}
 }
+
+// Drifted instances that serve nothing already (node NotReady, unhealthy
+// in Auto Scaling, or never joined) are replaced first and use up
+// maxUnavailable: no Ready node is cordoned while they take the batch.
+func TestUnavailableDriftedInstancesGoFirst(t *testing.T) {
+	g := oldGroup(1, 10, 5)
+	g.instances[3].Healthy = false // i-old3
+	r := newRollout(t, &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}, g)
+	r.notReady["i-old4"] = true
+	r.step()
+	cordoned := map[string]bool{}
+	for _, n := range r.nodes() {
+		if n.Spec.Unschedulable {
+			cordoned[n.Name] = true
+		}
+	}
+	if len(cordoned) != 2 || !cordoned["i-old3"] || !cordoned["i-old4"] {
+		t.Fatalf("first batch %v, want the unhealthy i-old3 and the NotReady i-old4 only", cordoned)
+	}
+	r.run(80)
+	r.checkDone(5)
+	if r.maxUnavailableSeen > 2 {
+		t.Errorf("up to %d units unavailable at once, maxUnavailable 2", r.maxUnavailableSeen)
+	}
+}
+
+// More unavailable drifted capacity than maxUnavailable: the batch holds
+// only unavailable ones, never a Ready node besides.
+func TestUnavailableDriftedInstancesUseUpMaxUnavailable(t *testing.T) {
+	g := oldGroup(1, 10, 4)
+	r := newRollout(t, &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, g)
+	r.notReady["i-old2"], r.notReady["i-old3"] = true, true
+	r.step()
+	for _, n := range r.nodes() {
+		if n.Spec.Unschedulable && n.Name != "i-old2" {
+			t.Errorf("node %s cordoned; with two NotReady drifted nodes and maxUnavailable 1 only i-old2 (first by id) may be", n.Name)
+		}
+	}
+}
