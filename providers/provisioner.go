@@ -79,6 +79,10 @@ type Observation struct {
 	Active bool
 	// Message carries cloud-reported problems (health issues), if any.
 	Message string
+	// Hold, when set, says why a rotation must not start another batch
+	// yet (eks: the warm pool is being replaced so no instance of an older
+	// launch template version joins from it).
+	Hold string
 }
 
 // Instance is one instance of a group.

@@ -49,6 +49,7 @@ type Provisioner struct {
 	launched  *launchedVersions
 	templates ownedTemplates
 	pools     *instancePools
+	warm      warmPools
 
 	mu     sync.Mutex
 	groups map[string]*awsp.ScalingGroupCache // by cluster name
@@ -198,11 +199,18 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err := p.access.grant(ctx, ig, cluster, roleARN); err != nil {
 		return nil, err
 	}
+	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, p.launched.lookup)
+	if err != nil {
+		return nil, err
+	}
+	if wrote {
+		cache.Invalidate()
+	}
 
 	obs := &providers.Observation{
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),
-		Lifecycle: lifecycleOf(ig),
+		Lifecycle: lifecycleOf(ig), Hold: hold,
 	}
 	ids := make([]string, 0, len(current.Instances))
 	for _, in := range current.Instances {

@@ -161,6 +161,11 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return p, nil
 	}
 
+	if obs.Hold != "" {
+		p.Message = obs.Hold
+		return p, nil
+	}
+
 	// 3. Start the next batch. With maxSurge, first add capacity on top of
 	// the desired capacity as it is now and let the surge instances become
 	// Ready nodes; the batch that follows drains old instances worth that

@@ -38,6 +38,7 @@ type fakeGroup struct {
 	refuseDecrementAtMin bool     // answer a decrement at minSize as AWS does
 	staleBy              int      // the observation's desired capacity is this much behind (a cache)
 	refused              int      // decrements refused at minSize
+	hold                 string   // Observation.Hold
 }
 
 func (g *fakeGroup) add(id string, weight int, upToDate bool) {
@@ -118,7 +119,7 @@ func (g *fakeGroup) fill() {
 }
 
 func (g *fakeGroup) observation() *providers.Observation {
-	return &providers.Observation{Min: g.min, Max: g.max, Desired: g.desired + g.staleBy, Instances: append([]providers.Instance(nil), g.instances...)}
+	return &providers.Observation{Min: g.min, Max: g.max, Desired: g.desired + g.staleBy, Hold: g.hold, Instances: append([]providers.Instance(nil), g.instances...)}
 }
 
 // rollout runs a RollingUpdate against a fakeGroup with nodes in a fake
@@ -531,4 +532,25 @@ func TestUnavailableDriftedInstancesUseUpMaxUnavailable(t *testing.T) {
 			t.Errorf("node %s cordoned; with two NotReady drifted nodes and maxUnavailable 1 only i-old2 (first by id) may be", n.Name)
 		}
 	}
+}
+
+// While the provider holds the rotation (a warm pool being replaced), no
+// batch starts; once released the rotation goes on.
+func TestHeldRotationStartsNoBatch(t *testing.T) {
+	g := oldGroup(1, 10, 2)
+	g.hold = "replacing the warm pool"
+	r := newRollout(t, &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, g)
+	for range 3 {
+		if p := r.step(); p.Message != g.hold {
+			t.Fatalf("message %q, want the hold", p.Message)
+		}
+	}
+	for _, n := range r.nodes() {
+		if n.Spec.Unschedulable {
+			t.Fatalf("node %s cordoned while held", n.Name)
+		}
+	}
+	g.hold = ""
+	r.run(40)
+	r.checkDone(2)
 }
