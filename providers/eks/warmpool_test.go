@@ -80,7 +80,9 @@ func TestWarmPoolOfAnOlderVersionIsReplacedBeforeTheRotation(t *testing.T) {
 	}
 	// The version an instance does not report comes from its EC2 tag.
 	f = &fakeWarmPool{versions: map[string]string{"i-warm5": ""}}
-	tags := func(context.Context, []string) (map[string]string, error) { return map[string]string{"i-warm5": "2"}, nil }
+	tags := func(context.Context, []string) (map[string]string, error) {
+		return map[string]string{"i-warm5": "2"}, nil
+	}
 	if _, wrote, _ := w.hold(ctx, f, ig, group, 3, tags); !wrote {
 		t.Error("a warm instance tagged with version 2 is kept at version 3")
 	}

@@ -88,6 +88,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	}
 	if len(drifted) == 0 {
 		p.Done = true
+		if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
+			return p, nil
+		}
 		return p, r.Settle(ctx, ig, rot)
 	}
 	// Rotation order: drifted instances that serve nothing already (no
@@ -346,6 +349,12 @@ func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.Insta
 // (into ig too), converting a record of an earlier version
 // (status.surgeBaseCapacity, the desired capacity before the surge) once.
 func (r *RollingUpdate) outstandingSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation) (int, error) {
+	if ru := ig.Spec.Strategy.RollingUpdate; (ru == nil || ru.MaxSurge == nil) && ig.Status.SurgeCapacity == 0 && ig.Status.SurgeBaseCapacity == 0 {
+		// No surge configured nor recorded: nothing to read. (Records are
+		// only written with maxSurge set, and a spec change that removes it
+		// reaches the cache after the record it followed.)
+		return 0, nil
+	}
 	if err := r.readSurge(ctx, ig); err != nil {
 		return 0, err
 	}
