@@ -70,6 +70,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 			Drainer:  drainer,
 			Recorder: recorder,
 			Client:   mgr.GetClient(),
+			Reader:   mgr.GetAPIReader(),
 		},
 		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder, Boundaries: st},
 		Slots:          slots,
