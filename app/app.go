@@ -97,6 +97,13 @@ type Options struct {
 	// FailureBackoffMax caps the wait between retries of an InstanceGroup
 	// whose reconcile keeps failing (1s, 2s, 4s … up to it; default 5m).
 	FailureBackoffMax time.Duration
+	// CloudResyncPeriod is how long what a group read from AWS (IAM role,
+	// policies and instance profile, launch template, access entry,
+	// subnets, security groups) is trusted while its spec does not change
+	// (default 1h); CloudPollPeriod how often each cluster's Auto Scaling
+	// groups are listed, in one shared listing, to notice changes made
+	// outside instance-manager (default 2m).
+	CloudResyncPeriod, CloudPollPeriod time.Duration
 	// InProcessRestarts allows a second manager in the same process after
 	// the first stopped (tests that restart the controller): controller
 	// names are otherwise required to be unique per process.
@@ -156,6 +163,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
+	fs.DurationVar(&o.CloudResyncPeriod, "cloud-resync-period", time.Hour, "How long what a group read from AWS (its IAM role, policies and instance profile, launch template, access entry, subnets and security groups) is trusted while its spec does not change; a change made to those by hand is undone within it. A failing group reads them again after 5 minutes.")
+	fs.DurationVar(&o.CloudPollPeriod, "cloud-poll-period", 2*time.Minute, "How often each cluster's Auto Scaling groups are listed (one shared, paginated listing per cluster) to notice changes made outside instance-manager: an instance terminated, sizes or the launch template changed, a group deleted.")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")

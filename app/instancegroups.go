@@ -37,7 +37,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 	if err != nil {
 		return err
 	}
-	eksProvisioner := eks.New(clients, mgr.GetClient(), eks.Options{})
+	eksProvisioner := eks.New(clients, mgr.GetClient(), eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod})
 	slots := &upgrade.Slots{Max: func() int {
 		if c := st.Get().Config; c != nil && c.MaxConcurrentUpgrades > 0 {
 			return c.MaxConcurrentUpgrades
@@ -63,8 +63,8 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
-			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients),
-			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients),
+			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads()),
+			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod}),
 		},
 		Rolling: &upgrade.RollingUpdate{
 			Drainer:  drainer,

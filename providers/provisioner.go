@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
@@ -49,6 +51,17 @@ type Rotator interface {
 // ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
 // because the desired capacity is at the group's minimum size.
 var ErrDesiredAtMinSize = errors.New("the desired capacity is at the group's minimum size, it cannot be decremented")
+
+// Watcher is implemented by provisioners that observe their groups in
+// shared, periodic listings (eks: one Auto Scaling listing per cluster).
+// Watch runs until ctx ends and calls changed with each InstanceGroup whose
+// cloud resources changed between two listings, whoever changed them (an
+// instance terminated, sizes or the launch template changed by hand, a
+// group deleted), so that group alone is reconciled, without waiting for
+// its resync.
+type Watcher interface {
+	Watch(ctx context.Context, changed func(types.NamespacedName)) error
+}
 
 // Observation is the state of the group's cloud resources after Apply.
 type Observation struct {

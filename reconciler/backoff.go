@@ -63,10 +63,12 @@ func (b *failureBackoff) succeeded(key types.NamespacedName) {
 	delete(b.groups, key)
 }
 
-// Per-call noise in error texts: AWS request ids (a new one on every call)
-// and the ephemeral local port of a failed connection.
+// Per-call noise in error texts: AWS request ids (a new one on every call),
+// the encoded message of an authorization failure (encrypted anew on every
+// call) and the ephemeral local port of a failed connection.
 var (
 	requestIDPattern     = regexp.MustCompile(`(RequestID|HostID|request id): ?[^,\s]*,?\s*`)
+	encodedAuthPattern   = regexp.MustCompile(`(Encoded authorization failure message:) ?[^\s,]+`)
 	ephemeralPortPattern = regexp.MustCompile(`(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]):\d+->`)
 )
 
@@ -75,5 +77,6 @@ var (
 // rewritten on every retry. The full text stays in the log and the Event.
 func stableMessage(msg string) string {
 	msg = requestIDPattern.ReplaceAllString(msg, "")
+	msg = encodedAuthPattern.ReplaceAllString(msg, "$1 (see the Event)")
 	return ephemeralPortPattern.ReplaceAllString(msg, "$1->")
 }

@@ -35,10 +35,11 @@ func TestFailureBackoffDoublesToItsCapAndResetsOnSpecChange(t *testing.T) {
 
 func TestStableMessageDropsPerCallNoise(t *testing.T) {
 	cases := map[string]string{
-		"operation error Auto Scaling: CreateAutoScalingGroup, https response error StatusCode: 400, RequestID: 8f0c1f7e-2d41-4c7b-9d0a-3b1e6a1c2f55, api error ValidationError: bad": "operation error Auto Scaling: CreateAutoScalingGroup, https response error StatusCode: 400, api error ValidationError: bad",
-		"operation error EC2: DescribeSubnets, exceeded maximum number of attempts, 3, https response error StatusCode: 503, RequestID: abc, api error RequestLimitExceeded: slow":    "operation error EC2: DescribeSubnets, exceeded maximum number of attempts, 3, https response error StatusCode: 503, api error RequestLimitExceeded: slow",
-		"read tcp 127.0.0.1:53412->127.0.0.1:4566: read: connection reset by peer":                                                                                                    "read tcp 127.0.0.1->127.0.0.1:4566: read: connection reset by peer",
-		"spec.eks.configuration.subnets: subnet-1 does not exist":                                                                                                                     "spec.eks.configuration.subnets: subnet-1 does not exist",
+		"operation error Auto Scaling: CreateAutoScalingGroup, https response error StatusCode: 400, RequestID: 8f0c1f7e-2d41-4c7b-9d0a-3b1e6a1c2f55, api error ValidationError: bad":                                                            "operation error Auto Scaling: CreateAutoScalingGroup, https response error StatusCode: 400, api error ValidationError: bad",
+		"operation error EC2: DescribeSubnets, exceeded maximum number of attempts, 3, https response error StatusCode: 503, RequestID: abc, api error RequestLimitExceeded: slow":                                                               "operation error EC2: DescribeSubnets, exceeded maximum number of attempts, 3, https response error StatusCode: 503, api error RequestLimitExceeded: slow",
+		"read tcp 127.0.0.1:53412->127.0.0.1:4566: read: connection reset by peer":                                                                                                                                                               "read tcp 127.0.0.1->127.0.0.1:4566: read: connection reset by peer",
+		"operation error EC2: CreateLaunchTemplate, https response error StatusCode: 403, RequestID: 5d2, api error UnauthorizedOperation: You are not authorized to perform this operation. Encoded authorization failure message: Xq3v-9aB_c0": "operation error EC2: CreateLaunchTemplate, https response error StatusCode: 403, api error UnauthorizedOperation: You are not authorized to perform this operation. Encoded authorization failure message: (see the Event)",
+		"spec.eks.configuration.subnets: subnet-1 does not exist": "spec.eks.configuration.subnets: subnet-1 does not exist",
 	}
 	for in, want := range cases {
 		if got := stableMessage(in); got != want {

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -78,12 +76,16 @@ type InstanceGroupReconciler struct {
 	FailureBackoffBase, FailureBackoffMax time.Duration
 
 	backoff *failureBackoff
+	owners  nodeOwners // provider id -> group, for Nodes without the group's labels
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ig := &v1alpha1.InstanceGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ig); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.owners.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := ig.DeepCopy()
@@ -132,6 +134,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
 	}
 
+	r.owners.set(req.NamespacedName, obs.Instances)
 	nodes, err := r.groupNodes(ctx, obs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -429,22 +432,25 @@ func setCondition(ig *v1alpha1.InstanceGroup, typ string, status bool, reason, m
 // SetupWithManager registers the controller. An InstanceGroup is
 // reconciled when its spec, labels, annotations, finalizers or deletion
 // change, never for a status write (its own would loop); a Node enqueues
-// the group named by its labels when something the group judges changes
-// (see nodeChanged), not on every heartbeat.
+// the one group that owns it (by its labels or its provider id, see
+// nodeGroup) when something the group judges changes (see nodeChanged),
+// not on every heartbeat; a provisioner's shared cloud listing enqueues
+// the Ready groups whose cloud resources changed (see watchCloud).
 func (r *InstanceGroupReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.backoff = newFailureBackoff(r.FailureBackoffBase, r.FailureBackoffMax)
-	return ctrl.NewControllerManagedBy(mgr).
+	cloud, err := r.watchCloud(mgr)
+	if err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("instancegroup").
 		For(&v1alpha1.InstanceGroup{}, builder.WithPredicates(instanceGroupChanged)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			name, ns := o.GetLabels()[v1alpha1.LabelInstanceGroup], o.GetLabels()[v1alpha1.LabelInstanceGroupNamespace]
-			if name == "" || ns == "" {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
-		}), builder.WithPredicates(nodeChanged)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Complete(r)
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeGroup), builder.WithPredicates(nodeChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+	if cloud != nil {
+		b = b.WatchesRawSource(cloud)
+	}
+	return b.Complete(r)
 }
 
 // instanceGroupChanged passes every InstanceGroup event but a status-only

@@ -3,12 +3,14 @@ package aws
 import (
 	"context"
 	"errors"
+	"slices"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -122,4 +124,69 @@ func count(ctx context.Context, c *prometheus.CounterVec, err error) {
 	// The SDK puts the service ID (e.g. "Auto Scaling") and operation name in
 	// the context before it runs the stack.
 	c.WithLabelValues(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), outcome(err)).Inc()
+}
+
+// Calls is a reading of the APICallsMetric counters by operation ("EC2
+// DescribeSubnets"), all outcomes together.
+type Calls map[string]float64
+
+// CallCounts reads the APICallsMetric counters (every client this
+// package instrumented in this process counts there): what the benchmarks
+// and the call budget tests measure.
+func CallCounts() Calls {
+	out := Calls{}
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		apiCalls.Collect(ch)
+		close(ch)
+	}()
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			continue
+		}
+		var service, operation string
+		for _, l := range pb.GetLabel() {
+			switch l.GetName() {
+			case "service":
+				service = l.GetValue()
+			case "operation":
+				operation = l.GetValue()
+			}
+		}
+		out[service+" "+operation] += pb.GetCounter().GetValue()
+	}
+	return out
+}
+
+// Since returns the calls made after before was read: the operations whose
+// count grew, by how much.
+func (c Calls) Since(before Calls) Calls {
+	out := Calls{}
+	for op, n := range c {
+		if d := n - before[op]; d > 0 {
+			out[op] = d
+		}
+	}
+	return out
+}
+
+// Total is the sum over every operation.
+func (c Calls) Total() float64 {
+	var n float64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// Without returns the calls of every operation but ops.
+func (c Calls) Without(ops ...string) Calls {
+	out := Calls{}
+	for op, n := range c {
+		if !slices.Contains(ops, op) {
+			out[op] = n
+		}
+	}
+	return out
 }

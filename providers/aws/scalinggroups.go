@@ -2,6 +2,8 @@ package aws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -42,6 +44,11 @@ func ClusterTagKey(clusterName string) string {
 // share one refresh. Writers call Invalidate after changing a group so the
 // next read sees the change.
 //
+// Each listing is also compared with the one before it: the groups that
+// appeared, changed (sizes, launch template, instances and their states,
+// tags, ...) or disappeared in between are handed to the OnChange callback,
+// so out-of-band changes are noticed from the shared listing alone.
+//
 // A ScalingGroupCache is safe for concurrent use. The groups it returns are
 // shallow copies: change their top-level fields freely, but treat the
 // slices and pointers inside (Instances, Tags, ...) as read-only.
@@ -58,12 +65,15 @@ type ScalingGroupCache struct {
 	fetchedAt time.Time     // when the refresh that produced listing began
 	fresh     bool          // false after Invalidate until the next refresh
 	gen       uint64        // bumped by Invalidate
+	onChange  func([]types.AutoScalingGroup)
+	lastRead  time.Time // the last Get, GetWithin or List
 }
 
 // groupListing is one complete, immutable listing.
 type groupListing struct {
 	byName map[string]*types.AutoScalingGroup
 	sorted []types.AutoScalingGroup // by name
+	prints map[string]string        // fingerprint by name
 }
 
 // NewScalingGroupCache returns a cache of the Auto Scaling groups tagged
@@ -85,7 +95,14 @@ func NewScalingGroupCache(api AutoScalingAPI, clusterName string, ttl time.Durat
 // It returns an error when that refresh fails (wrapping the
 // DescribeAutoScalingGroups error) or ctx ends while waiting for it.
 func (c *ScalingGroupCache) Get(ctx context.Context, name string) (*types.AutoScalingGroup, bool, error) {
-	l, err := c.current(ctx)
+	return c.GetWithin(ctx, name, c.ttl)
+}
+
+// GetWithin is Get with a listing no older than maxAge instead of the TTL:
+// a group that is converging asks for a recent view, a settled one accepts
+// an older one (which the periodic Refresh keeps up to date).
+func (c *ScalingGroupCache) GetWithin(ctx context.Context, name string, maxAge time.Duration) (*types.AutoScalingGroup, bool, error) {
+	l, err := c.current(ctx, maxAge, true)
 	if err != nil {
 		return nil, false, err
 	}
@@ -100,7 +117,7 @@ func (c *ScalingGroupCache) Get(ctx context.Context, name string) (*types.AutoSc
 // List returns all of the cluster's Auto Scaling groups, sorted by name, in
 // a slice the caller owns. It refreshes and fails like Get.
 func (c *ScalingGroupCache) List(ctx context.Context) ([]types.AutoScalingGroup, error) {
-	l, err := c.current(ctx)
+	l, err := c.current(ctx, c.ttl, true)
 	if err != nil {
 		return nil, err
 	}
@@ -117,10 +134,40 @@ func (c *ScalingGroupCache) Invalidate() {
 	c.fresh = false
 }
 
-// current returns a listing no older than the TTL, refreshing it if needed.
-func (c *ScalingGroupCache) current(ctx context.Context) (*groupListing, error) {
+// Refresh lists the groups again unless the listing is younger than
+// olderThan (a write's refresh may just have happened): the periodic poll of
+// a cluster. It fails like Get.
+func (c *ScalingGroupCache) Refresh(ctx context.Context, olderThan time.Duration) error {
+	_, err := c.current(ctx, olderThan, false)
+	return err
+}
+
+// LastRead is when the cache was last read (Get, GetWithin, List; not
+// Refresh): the zero time when it never was.
+func (c *ScalingGroupCache) LastRead() time.Time {
 	c.mu.Lock()
-	if c.fresh && c.now().Sub(c.fetchedAt) < c.ttl {
+	defer c.mu.Unlock()
+	return c.lastRead
+}
+
+// OnChange sets the function called after each refresh with the groups that
+// appeared or changed since the previous listing (as listed now) and those
+// that disappeared (as last listed). The first listing has nothing to be
+// compared with and reports nothing. fn runs on the refreshing goroutine,
+// outside the cache's lock; it must not block for long.
+func (c *ScalingGroupCache) OnChange(fn func(changed []types.AutoScalingGroup)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onChange = fn
+}
+
+// current returns a listing no older than maxAge, refreshing it if needed.
+func (c *ScalingGroupCache) current(ctx context.Context, maxAge time.Duration, read bool) (*groupListing, error) {
+	c.mu.Lock()
+	if read {
+		c.lastRead = c.now()
+	}
+	if c.fresh && c.now().Sub(c.fetchedAt) < maxAge {
 		l := c.listing
 		c.mu.Unlock()
 		return l, nil
@@ -181,16 +228,70 @@ func (c *ScalingGroupCache) refresh(ctx context.Context, gen uint64) (*groupList
 	l.sorted = slices.CompactFunc(l.sorted, func(a, b types.AutoScalingGroup) bool {
 		return *a.AutoScalingGroupName == *b.AutoScalingGroupName
 	})
+	l.prints = make(map[string]string, len(l.sorted))
 	for i := range l.sorted {
 		l.byName[*l.sorted[i].AutoScalingGroupName] = &l.sorted[i]
+		l.prints[*l.sorted[i].AutoScalingGroupName] = fingerprint(l.sorted[i])
 	}
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gen == gen {
-		c.listing, c.fetchedAt, c.fresh = l, started, true
+	if c.gen != gen {
+		c.mu.Unlock()
+		return l, nil
+	}
+	prev, notify := c.listing, c.onChange
+	c.listing, c.fetchedAt, c.fresh = l, started, true
+	c.mu.Unlock()
+	if prev != nil && notify != nil {
+		if changed := diff(prev, l); len(changed) > 0 {
+			notify(changed)
+		}
 	}
 	return l, nil
+}
+
+// diff returns the groups of next that are new or changed since prev, and
+// those of prev that next no longer has.
+func diff(prev, next *groupListing) []types.AutoScalingGroup {
+	var out []types.AutoScalingGroup
+	for _, g := range next.sorted {
+		if prev.prints[*g.AutoScalingGroupName] != next.prints[*g.AutoScalingGroupName] {
+			out = append(out, g)
+		}
+	}
+	for _, g := range prev.sorted {
+		if _, ok := next.byName[*g.AutoScalingGroupName]; !ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// fingerprint identifies what a listing says about a group: everything in
+// its description, with the lists whose order means nothing sorted.
+func fingerprint(g types.AutoScalingGroup) string {
+	g.Instances = slices.Clone(g.Instances)
+	slices.SortFunc(g.Instances, func(a, b types.Instance) int {
+		return strings.Compare(awssdk.ToString(a.InstanceId), awssdk.ToString(b.InstanceId))
+	})
+	g.Tags = slices.Clone(g.Tags)
+	slices.SortFunc(g.Tags, func(a, b types.TagDescription) int {
+		return strings.Compare(awssdk.ToString(a.Key), awssdk.ToString(b.Key))
+	})
+	g.SuspendedProcesses = slices.Clone(g.SuspendedProcesses)
+	slices.SortFunc(g.SuspendedProcesses, func(a, b types.SuspendedProcess) int {
+		return strings.Compare(awssdk.ToString(a.ProcessName), awssdk.ToString(b.ProcessName))
+	})
+	g.EnabledMetrics = slices.Clone(g.EnabledMetrics)
+	slices.SortFunc(g.EnabledMetrics, func(a, b types.EnabledMetric) int {
+		return strings.Compare(awssdk.ToString(a.Metric), awssdk.ToString(b.Metric))
+	})
+	raw, err := json.Marshal(g)
+	if err != nil {
+		return "unencodable: " + err.Error() // never equal to a real fingerprint
+	}
+	sum := sha256.Sum256(raw)
+	return string(sum[:])
 }
 
 func hasTagKey(tags []types.TagDescription, key string) bool {

@@ -507,3 +507,59 @@ func BenchmarkScalingGroupCacheRefresh(b *testing.B) {
 		}
 	}
 }
+
+func TestScalingGroupCacheReportsWhatChangedBetweenListings(t *testing.T) {
+	g := NewWithT(t)
+	own := ClusterTagKey(testCluster)
+	withInstances := func(gr types.AutoScalingGroup, ids ...string) types.AutoScalingGroup {
+		for _, id := range ids {
+			gr.Instances = append(gr.Instances, types.Instance{InstanceId: awssdk.String(id), LifecycleState: types.LifecycleStateInService})
+		}
+		return gr
+	}
+	api := &fakeAutoScaling{groups: []types.AutoScalingGroup{
+		withInstances(group("ig-a", 2, own), "i-1", "i-2"), group("ig-b", 1, own), group("ig-c", 1, own)}}
+	cache, clock := newTestCache(api, time.Minute)
+	var reported [][]string
+	cache.OnChange(func(changed []types.AutoScalingGroup) { reported = append(reported, names(changed)) })
+	ctx := context.Background()
+
+	g.Expect(cache.Refresh(ctx, time.Minute)).To(Succeed())
+	g.Expect(reported).To(BeEmpty(), "the first listing has nothing to compare with")
+
+	// Nothing changed; the same instances listed in another order.
+	api.set(withInstances(group("ig-a", 2, own), "i-2", "i-1"), group("ig-b", 1, own), group("ig-c", 1, own))
+	clock.Advance(time.Minute)
+	g.Expect(cache.Refresh(ctx, time.Minute)).To(Succeed())
+	g.Expect(reported).To(BeEmpty())
+
+	// An instance gone from ig-a, ig-b's desired capacity changed, ig-c
+	// deleted, ig-d created.
+	api.set(withInstances(group("ig-a", 2, own), "i-2"), group("ig-b", 3, own), group("ig-d", 1, own))
+	clock.Advance(time.Minute)
+	g.Expect(cache.Refresh(ctx, time.Minute)).To(Succeed())
+	g.Expect(reported).To(Equal([][]string{{"ig-a", "ig-b", "ig-d", "ig-c"}}))
+}
+
+func TestScalingGroupCacheRefreshAndGetWithinHonourTheirAge(t *testing.T) {
+	g := NewWithT(t)
+	own := ClusterTagKey(testCluster)
+	api := &fakeAutoScaling{groups: []types.AutoScalingGroup{group("ig-a", 1, own)}}
+	cache, clock := newTestCache(api, 30*time.Second)
+	ctx := context.Background()
+	g.Expect(cache.LastRead()).To(BeZero())
+
+	g.Expect(cache.Refresh(ctx, 2*time.Minute)).To(Succeed())
+	g.Expect(cache.LastRead()).To(BeZero(), "a poll is not a read")
+	clock.Advance(time.Minute)
+	g.Expect(cache.Refresh(ctx, 2*time.Minute)).To(Succeed())
+	g.Expect(api.calls()).To(Equal(1), "a poll skips a listing younger than asked")
+
+	_, _, err := cache.GetWithin(ctx, "ig-a", 4*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(api.calls()).To(Equal(1), "a settled group accepts a listing older than the TTL")
+	g.Expect(cache.LastRead()).To(Equal(clock.Now()))
+	_, _, err = cache.Get(ctx, "ig-a")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(api.calls()).To(Equal(2), "a converging group asks for one within the TTL")
+}

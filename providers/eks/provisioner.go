@@ -6,16 +6,22 @@ package eks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -28,8 +34,22 @@ import (
 // Options tune the provisioner.
 type Options struct {
 	// GroupCacheTTL is how long one listing of a cluster's Auto Scaling
-	// groups serves every group (our own writes invalidate it). Default 30s.
+	// groups serves a group that is converging (being created, scaled,
+	// rotated, failing); our own writes invalidate it. Default 30s. A Ready
+	// group accepts a listing up to twice PollPeriod old.
 	GroupCacheTTL time.Duration
+	// PollPeriod is how often Watch lists each cluster's Auto Scaling
+	// groups (one paginated, tag-filtered DescribeAutoScalingGroups
+	// sequence per cluster), comparing each listing with the one before:
+	// changes made outside instance-manager are noticed within it. Default
+	// 2m.
+	PollPeriod time.Duration
+	// CloudResync is how long what a group read is trusted while its spec
+	// does not change: its IAM role, policies and instance profile, launch
+	// template, node access (access entries), and the subnets and security
+	// groups its references name (see Reads). A change made to those by
+	// hand is undone within it. Default 1h.
+	CloudResync time.Duration
 	// ImageRecheck is how often "latest" and "ssm://" images are re-read
 	// from SSM. Default 10m.
 	ImageRecheck time.Duration
@@ -50,6 +70,9 @@ type Provisioner struct {
 	templates ownedTemplates
 	pools     *instancePools
 	warm      warmPools
+
+	reads  *Reads
+	notify atomic.Pointer[func(types.NamespacedName)] // set by Watch
 
 	mu     sync.Mutex
 	groups map[string]*awsp.ScalingGroupCache // by cluster name
@@ -72,15 +95,26 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 	if opts.KeepVersions <= 0 {
 		opts.KeepVersions = 3
 	}
+	if opts.PollPeriod <= 0 {
+		opts.PollPeriod = 2 * time.Minute
+	}
+	if opts.CloudResync <= 0 {
+		opts.CloudResync = DefaultCloudResync
+	}
 	return &Provisioner{
 		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS}, opts: opts,
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
 		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
+		reads:    NewReads(opts.CloudResync),
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
 }
+
+// Reads is what the provisioner remembers of its reads (tests, the
+// benchmarks).
+func (p *Provisioner) Reads() *Reads { return p.reads }
 
 func (p *Provisioner) groupCache(cluster string) *awsp.ScalingGroupCache {
 	p.mu.Lock()
@@ -88,9 +122,60 @@ func (p *Provisioner) groupCache(cluster string) *awsp.ScalingGroupCache {
 	c, ok := p.groups[cluster]
 	if !ok {
 		c = awsp.NewScalingGroupCache(p.aws.AutoScaling, cluster, p.opts.GroupCacheTTL)
+		c.OnChange(p.changed)
 		p.groups[cluster] = c
 	}
 	return c
+}
+
+// changed tells Watch's caller which InstanceGroups own the Auto Scaling
+// groups a listing found changed (by their ownership tag).
+func (p *Provisioner) changed(groups []astypes.AutoScalingGroup) {
+	notify := p.notify.Load()
+	if notify == nil {
+		return
+	}
+	for _, g := range groups {
+		owner := asgTagMap(g.Tags)[TagInstanceGroup]
+		if ns, name, ok := strings.Cut(owner, "/"); ok && ns != "" && name != "" {
+			(*notify)(types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
+}
+
+// Watch implements providers.Watcher: every PollPeriod it lists the Auto
+// Scaling groups of each cluster that groups were reconciled for within
+// CloudResync (unless a write's refresh just did), and calls changed with
+// the owner of every Auto Scaling group that appeared, changed or
+// disappeared between two listings, whoever made the change. It returns
+// when ctx ends.
+func (p *Provisioner) Watch(ctx context.Context, changed func(types.NamespacedName)) error {
+	p.notify.Store(&changed)
+	defer p.notify.Store(nil)
+	tick := time.NewTicker(max(p.opts.PollPeriod/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		caches := make(map[string]*awsp.ScalingGroupCache, len(p.groups))
+		for cluster, c := range p.groups {
+			caches[cluster] = c
+		}
+		p.mu.Unlock()
+		for _, cluster := range slices.Sorted(maps.Keys(caches)) {
+			c := caches[cluster]
+			if time.Since(c.LastRead()) > p.opts.CloudResync {
+				continue // no group of this cluster any more
+			}
+			if err := c.Refresh(ctx, p.opts.PollPeriod); err != nil && ctx.Err() == nil {
+				log.FromContext(ctx).Info("could not list Auto Scaling groups", "cluster", cluster, "error", err.Error())
+			}
+		}
+	}
 }
 
 func configured(ig *v1alpha1.InstanceGroup) error {
@@ -100,24 +185,59 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 	return nil
 }
 
+// Stages of a group's reads (see Reads).
+const (
+	stageRole     = "role"
+	stageTemplate = "launch-template"
+	stageAccess   = "node-access"
+	stagePrune    = "pruned-versions"
+)
+
+// readsID identifies the group in Reads: its name and UID, so a group
+// deleted and created again starts afresh.
+func readsID(ig *v1alpha1.InstanceGroup) types.UID {
+	return types.UID(Owner(ig) + "/" + string(ig.UID))
+}
+
+// settled reports whether the group was Ready for its current spec when
+// this reconcile began: it then accepts an older listing of its Auto
+// Scaling group (Watch keeps the listing current).
+func settled(ig *v1alpha1.InstanceGroup) bool {
+	return ig.Status.CurrentState == v1alpha1.StateReady && ig.Status.ObservedGeneration == ig.Generation
+}
+
 // Apply converges the group's IAM role, launch template, Auto Scaling group
 // and node access to ig.Spec and observes the group. See
 // providers.Provisioner.
-func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+//
+// What it reads besides the shared Auto Scaling listing (the role, the
+// launch template, subnets and security groups, node access) is kept in
+// Reads and read again only when what it depends on changes, after
+// CloudResync, or sooner while the group fails: a Ready group whose spec and
+// Auto Scaling group have not changed makes no AWS call of its own.
+func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
+	gid := readsID(ig)
+	stage := "" // the read in progress, forgotten when it fails
+	defer func() {
+		if err != nil && stage != "" {
+			p.reads.Drop(gid, stage)
+		}
+		p.reads.Done(gid, err)
+	}()
 	spec := ig.Spec.EKS
 	c := spec.Configuration
 	cluster, err := p.clusters.get(ctx, c.ClusterName)
 	if err != nil {
 		return nil, err
 	}
-	subnets, err := ResolveSubnets(ctx, p.aws.EC2, c.Subnets, "spec.eks.configuration.subnets")
+	subnets, err := p.reads.Subnets(ctx, p.aws.EC2, gid, c.Subnets, "spec.eks.configuration.subnets")
 	if err != nil {
 		return nil, err
 	}
-	sgs, err := ResolveSecurityGroups(ctx, p.aws.EC2, c.SecurityGroups, "spec.eks.configuration.securityGroups")
+	sgs, err := p.reads.SecurityGroups(ctx, p.aws.EC2, gid, c.SecurityGroups, "spec.eks.configuration.securityGroups")
 	if err != nil {
 		return nil, err
 	}
@@ -125,16 +245,15 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err != nil {
 		return nil, err
 	}
-	roleARN, profile, err := ensureRole(ctx, p.aws.IAM, ig)
+	stage = stageRole
+	roleARN, profile, err := p.role(ctx, ig, gid)
 	if err != nil {
 		return nil, err
 	}
 	name := groupName(ig)
-	tmpl, err := describeTemplate(ctx, p.aws.EC2, name)
+	stage = stageTemplate
+	tmpl, err := p.template(ctx, ig, gid, name)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.templates.check(ctx, p.aws.EC2, ig, name, tmpl); err != nil {
 		return nil, err
 	}
 	image, err := p.images.resolve(ctx, ig, cluster.Version)
@@ -165,9 +284,18 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err != nil {
 		return nil, err
 	}
+	if desc := data.description(); !tmpl.exists || tmpl.latest != version || tmpl.description != desc {
+		// What this call wrote is the template's latest version now.
+		p.reads.Update(gid, stageTemplate, name, templateState{exists: true, id: tmpl.id, latest: version, latestImageID: image, description: desc})
+	}
+	stage = ""
 
 	cache := p.groupCache(c.ClusterName)
-	current, _, err := cache.Get(ctx, name)
+	maxAge := p.opts.GroupCacheTTL
+	if settled(ig) {
+		maxAge = 2 * p.opts.PollPeriod
+	}
+	current, _, err := cache.GetWithin(ctx, name, maxAge)
 	if err != nil {
 		return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
 	}
@@ -196,7 +324,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	} else if wrote {
 		cache.Invalidate()
 	}
-	if err := p.access.grant(ctx, ig, cluster, roleARN); err != nil {
+	stage = stageAccess
+	if err := p.grant(ctx, ig, gid, cluster, roleARN); err != nil {
 		return nil, err
 	}
 	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, p.launched.lookup)
@@ -206,6 +335,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if wrote {
 		cache.Invalidate()
 	}
+	stage = ""
 
 	obs := &providers.Observation{
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
@@ -240,12 +370,78 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {
-		// Housekeeping: a failure is logged, never fails the reconcile.
-		if err := pruneVersions(ctx, p.aws.EC2, name, p.opts.KeepVersions, inUse); err != nil {
-			log.FromContext(ctx).Info("could not prune old launch template versions", "launchTemplate", name, "error", err.Error())
+		// Housekeeping, once per latest version and set of versions in
+		// use: a failure is logged, never fails the reconcile.
+		key := fmt.Sprint(slices.Sorted(maps.Keys(inUse)))
+		if _, done := p.reads.Load(gid, gid, stagePrune, key); !done {
+			if err := pruneVersions(ctx, p.aws.EC2, name, p.opts.KeepVersions, inUse); err != nil {
+				log.FromContext(ctx).Info("could not prune old launch template versions", "launchTemplate", name, "error", err.Error())
+			} else {
+				p.reads.Store(gid, stagePrune, key, true)
+			}
 		}
 	}
 	return obs, nil
+}
+
+// role returns the nodes' role ARN and instance profile (ensureRole), read
+// again only when what shapes them changes (or per Reads).
+func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID) (string, string, error) {
+	c := ig.Spec.EKS.Configuration
+	key := "byo\x00" + c.RoleName + "\x00" + c.InstanceProfileName
+	if !byoRole(ig) {
+		raw, err := json.Marshal(nodeRole(ig))
+		if err != nil {
+			return "", "", err
+		}
+		key = string(raw)
+	}
+	if v, ok := p.reads.Load(gid, gid, stageRole, key); ok {
+		r := v.([2]string)
+		return r[0], r[1], nil
+	}
+	arn, profile, err := ensureRole(ctx, p.aws.IAM, ig)
+	if err != nil {
+		return "", "", err
+	}
+	p.reads.Store(gid, stageRole, key, [2]string{arn, profile})
+	return arn, profile, nil
+}
+
+// template returns the launch template as last read or written
+// (describeTemplate and its ownership check when not known).
+func (p *Provisioner) template(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID, name string) (templateState, error) {
+	if v, ok := p.reads.Load(gid, gid, stageTemplate, name); ok {
+		return v.(templateState), nil
+	}
+	tmpl, err := describeTemplate(ctx, p.aws.EC2, name)
+	if err != nil {
+		return templateState{}, err
+	}
+	if err := p.templates.check(ctx, p.aws.EC2, ig, name, tmpl); err != nil {
+		return templateState{}, err
+	}
+	p.reads.Store(gid, stageTemplate, name, tmpl)
+	return tmpl, nil
+}
+
+// grant gives the nodes access (nodeAccess.grant). An access entry, once
+// made or found, is not asked for again (per Reads): EKS would answer each
+// repeat with ResourceInUseException. aws-auth costs no AWS call and is
+// checked every time.
+func (p *Provisioner) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID, cluster ClusterInfo, roleARN string) error {
+	if cluster.AuthenticationMode != modeAPI && cluster.AuthenticationMode != modeBoth {
+		return p.access.grant(ctx, ig, cluster, roleARN)
+	}
+	key := strings.Join([]string{cluster.Name, cluster.AuthenticationMode, roleARN, osFamily(ig)}, "\x00")
+	if _, ok := p.reads.Load(gid, gid, stageAccess, key); ok {
+		return nil
+	}
+	if err := p.access.grant(ctx, ig, cluster, roleARN); err != nil {
+		return err
+	}
+	p.reads.Store(gid, stageAccess, key, true)
+	return nil
 }
 
 // Delete removes the Auto Scaling group (terminating its instances), then
@@ -292,6 +488,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err := deleteRole(ctx, p.aws.IAM, ig); err != nil {
 		return false, err
 	}
+	p.reads.Forget(readsID(ig))
 	return true, nil
 }
 

@@ -69,12 +69,16 @@ type OwnedRole struct {
 // else is an *ownership.ForeignError (its message names the owner found
 // and r.Hint); failed calls are returned wrapped with the operation and
 // role name. Ownership tags missing on a role of an earlier version are
-// added (IAM TagRole).
+// added (IAM TagRole). A role it has just created has no policies to list,
+// and its instance profile is created without being looked up first (one
+// that exists after all is then read).
 func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string, error) {
 	var arn string
+	created := false
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
 	switch {
 	case isNoSuchEntity(err):
+		created = true
 		created, err := api.CreateRole(ctx, &iam.CreateRoleInput{
 			RoleName: awssdk.String(r.Name), AssumeRolePolicyDocument: awssdk.String(r.TrustPolicy),
 			Description: awssdk.String(r.Description),
@@ -98,21 +102,25 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 		}
 		arn = awssdk.ToString(got.Role.Arn)
 	}
-	if err := syncPolicies(ctx, api, r); err != nil {
+	if err := syncPolicies(ctx, api, r, created); err != nil {
 		return "", err
 	}
 	if r.InstanceProfile {
-		if err := ensureInstanceProfile(ctx, api, r); err != nil {
+		if err := ensureInstanceProfile(ctx, api, r, created); err != nil {
 			return "", err
 		}
 	}
 	return arn, nil
 }
 
-func syncPolicies(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
-	attached, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(r.Name)})
-	if err != nil {
-		return fmt.Errorf("iam ListAttachedRolePolicies %s: %w", r.Name, err)
+func syncPolicies(ctx context.Context, api awsp.IAMAPI, r OwnedRole, created bool) error {
+	attached := &iam.ListAttachedRolePoliciesOutput{} // a role just created has none
+	if !created {
+		var err error
+		attached, err = api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(r.Name)})
+		if err != nil {
+			return fmt.Errorf("iam ListAttachedRolePolicies %s: %w", r.Name, err)
+		}
 	}
 	want := map[string]bool{}
 	for _, p := range r.Policies {
@@ -142,17 +150,31 @@ func syncPolicies(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
 	return nil
 }
 
-func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
+// ensureInstanceProfile ensures the instance profile holding the role.
+// With roleCreated (the role did not exist, so neither should the profile)
+// it creates the profile without looking it up first.
+func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole, roleCreated bool) error {
 	name := r.Name
-	profile, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
-	if isNoSuchEntity(err) {
-		created, cerr := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String(name), Tags: iamTags(r.Owner.Tags())})
-		if cerr != nil {
-			return fmt.Errorf("iam CreateInstanceProfile %s: %w", name, cerr)
-		}
-		profile, err = &iam.GetInstanceProfileOutput{InstanceProfile: created.InstanceProfile}, nil
+	var profile *iam.GetInstanceProfileOutput
+	var lookupErr error = &iamtypes.NoSuchEntityException{}
+	if !roleCreated {
+		profile, lookupErr = api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
 	}
-	if err != nil {
+	if isNoSuchEntity(lookupErr) {
+		created, cerr := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String(name), Tags: iamTags(r.Owner.Tags())})
+		var exists *iamtypes.EntityAlreadyExistsException
+		switch {
+		case errors.As(cerr, &exists):
+			// There after all (a crash after it was made, or someone
+			// else's): read it, and check whose it is below.
+			profile, lookupErr = api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
+		case cerr != nil:
+			return fmt.Errorf("iam CreateInstanceProfile %s: %w", name, cerr)
+		default:
+			profile, lookupErr = &iam.GetInstanceProfileOutput{InstanceProfile: created.InstanceProfile}, nil
+		}
+	}
+	if err := lookupErr; err != nil {
 		return fmt.Errorf("iam GetInstanceProfile %s: %w", name, err)
 	}
 	if err := profileOwned(r, profile.InstanceProfile); err != nil {

@@ -26,6 +26,8 @@ type fakeEKS struct {
 	awsp.EKSAPI // calls outside the subset panic
 	profiles    map[string]*ekstypes.FargateProfile
 	calls       []string
+	lists       int            // ListFargateProfiles pages served
+	describes   map[string]int // DescribeFargateProfile by name
 }
 
 func newFakeEKS() *fakeEKS { return &fakeEKS{profiles: map[string]*ekstypes.FargateProfile{}} }
@@ -68,6 +70,10 @@ func (f *fakeEKS) CreateFargateProfile(_ context.Context, in *eks.CreateFargateP
 }
 
 func (f *fakeEKS) DescribeFargateProfile(_ context.Context, in *eks.DescribeFargateProfileInput, _ ...func(*eks.Options)) (*eks.DescribeFargateProfileOutput, error) {
+	if f.describes == nil {
+		f.describes = map[string]int{}
+	}
+	f.describes[*in.FargateProfileName]++
 	p, ok := f.profiles[*in.FargateProfileName]
 	if !ok || *in.ClusterName != "prod" {
 		return nil, notFound()
@@ -77,6 +83,7 @@ func (f *fakeEKS) DescribeFargateProfile(_ context.Context, in *eks.DescribeFarg
 }
 
 func (f *fakeEKS) ListFargateProfiles(_ context.Context, in *eks.ListFargateProfilesInput, _ ...func(*eks.Options)) (*eks.ListFargateProfilesOutput, error) {
+	f.lists++
 	if *in.ClusterName != "prod" {
 		return nil, notFound()
 	}

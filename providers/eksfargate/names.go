@@ -98,3 +98,20 @@ func (s shape) selectors() []ekstypes.FargateProfileSelector {
 	}
 	return out
 }
+
+// ownName reports whether a Fargate profile name can be one of ig's: its
+// prefix (of this version or an earlier one) and a shape hash. Only such
+// profiles are described; their ownership tags decide.
+func ownName(ig *v1alpha1.InstanceGroup) func(string) bool {
+	f := ig.Spec.EKSFargate
+	limit := ownership.LimitFargateProfile - hashLen - 1
+	prefixes := []string{ownership.Name(limit, f.ClusterName, ig.Namespace, ig.Name), eks.EKSName(limit, f.ClusterName, ig.Namespace, ig.Name)}
+	return func(name string) bool {
+		for _, p := range prefixes {
+			if len(name) == len(p)+1+hashLen && strings.HasPrefix(name, p+"-") {
+				return true
+			}
+		}
+		return false
+	}
+}

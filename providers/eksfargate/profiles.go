@@ -18,30 +18,39 @@ import (
 // errNoCluster is returned by ownedProfiles when the cluster does not exist.
 var errNoCluster = errors.New("EKS cluster does not exist")
 
-// ownedProfiles returns the cluster's Fargate profiles tagged
-// as owner's (ownership.Owner.Check), sorted by name, and whether a
-// profile named taken exists with another (or no) owner, described by
-// ownership.Describe (EKS
-// ListFargateProfiles, all pages, and DescribeFargateProfile for each; a
-// profile gone between the two is skipped). A missing cluster is
-// errNoCluster; other failures are wrapped with the operation.
-func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, owner ownership.Owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
+// listNames returns the names of the cluster's Fargate profiles (EKS
+// ListFargateProfiles, all pages). A missing cluster is errNoCluster.
+func listNames(ctx context.Context, api awsp.EKSAPI, cluster string) ([]string, error) {
 	var names []string
 	var token *string
 	for {
 		out, err := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: awssdk.String(cluster), NextToken: token})
 		if isNotFound(err) {
-			return nil, nil, errNoCluster
+			return nil, errNoCluster
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("eks ListFargateProfiles (cluster %s): %w", cluster, err)
+			return nil, fmt.Errorf("eks ListFargateProfiles (cluster %s): %w", cluster, err)
 		}
 		names = append(names, out.FargateProfileNames...)
 		if token = out.NextToken; token == nil || *token == "" {
 			break
 		}
 	}
+	return names, nil
+}
+
+// ownedProfiles returns the profiles among names that candidate accepts
+// (those that can be the group's, by their name) and are tagged as
+// owner's (ownership.Owner.Check), sorted by name, and whether a profile
+// named taken exists with another (or no) owner, described by
+// ownership.Describe (EKS DescribeFargateProfile for each candidate only;
+// a profile gone meanwhile is skipped). Failures are wrapped with the
+// operation.
+func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, names []string, candidate func(string) bool, owner ownership.Owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
 	for _, name := range names {
+		if !candidate(name) {
+			continue
+		}
 		p, err := describe(ctx, api, cluster, name)
 		if err != nil {
 			return nil, nil, err

@@ -15,11 +15,17 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
+	"sync"
+	"time"
+
+	"encoding/json"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -29,16 +35,85 @@ import (
 )
 
 // Provisioner implements providers.Provisioner for provisioner
-// "eks-fargate". It keeps no state between calls.
+// "eks-fargate".
 type Provisioner struct {
-	aws *awsp.Clients
+	aws   *awsp.Clients
+	opts  Options
+	names profileNames
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
 
+// Options tune the provisioner.
+type Options struct {
+	// Reads keeps what groups read (subnets, the pod execution role, a
+	// profile found ACTIVE); default eks.NewReads(0).
+	Reads *eksprov.Reads
+	// PollPeriod is how old the shared listing of a cluster's profile
+	// names may be for a group whose profile was ACTIVE (a profile deleted
+	// by hand is noticed within it). Default 2m.
+	PollPeriod time.Duration
+}
+
 // New returns the eks-fargate provisioner using the EKS, EC2 (subnet
 // references) and IAM (pod execution role) clients.
-func New(clients *awsp.Clients) *Provisioner { return &Provisioner{aws: clients} }
+func New(clients *awsp.Clients, opts Options) *Provisioner {
+	if opts.Reads == nil {
+		opts.Reads = eksprov.NewReads(0)
+	}
+	if opts.PollPeriod <= 0 {
+		opts.PollPeriod = 2 * time.Minute
+	}
+	return &Provisioner{aws: clients, opts: opts}
+}
+
+// Stages of a group's reads (see eks.Reads).
+const (
+	stageRole   = "fargate-role"
+	stageSteady = "fargate-active" // the profile ACTIVE, no other of the group's
+)
+
+// readsID identifies the group in Reads.
+func readsID(ig *v1alpha1.InstanceGroup) types.UID {
+	return types.UID(eksprov.Owner(ig) + "/" + string(ig.UID))
+}
+
+// profileNames is the shared listing of each cluster's profile names.
+type profileNames struct {
+	mu sync.Mutex
+	m  map[string]namesEntry
+}
+
+type namesEntry struct {
+	names []string
+	at    time.Time
+}
+
+// get returns the cluster's profile names, listed again when older than
+// maxAge.
+func (n *profileNames) get(ctx context.Context, api awsp.EKSAPI, cluster string, maxAge time.Duration) ([]string, error) {
+	n.mu.Lock()
+	e, ok := n.m[cluster]
+	n.mu.Unlock()
+	if ok && time.Since(e.at) < maxAge {
+		return e.names, nil
+	}
+	names, err := listNames(ctx, api, cluster)
+	if err != nil {
+		return nil, err
+	}
+	n.put(cluster, names)
+	return names, nil
+}
+
+func (n *profileNames) put(cluster string, names []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.m == nil {
+		n.m = map[string]namesEntry{}
+	}
+	n.m[cluster] = namesEntry{names: names, at: time.Now()}
+}
 
 func configured(ig *v1alpha1.InstanceGroup) error {
 	if ig.Spec.EKSFargate == nil {
@@ -51,35 +126,54 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // CreateFargateProfile) and, once it is ACTIVE, deletes the group's other
 // profiles (DeleteFargateProfile). It resolves subnets (EC2
 // DescribeSubnets) and the pod execution role (IAM GetRole, or the owned
-// role's calls, see eks.EnsureOwnedRole) and lists the cluster's profiles
-// (ListFargateProfiles, DescribeFargateProfile). Errors: a
+// role's calls, see eks.EnsureOwnedRole), both kept in Reads, and reads
+// only the group's own profiles: the cluster's profile names
+// (ListFargateProfiles), then DescribeFargateProfile for the names that can
+// be the group's. A group whose profile was ACTIVE alone is only looked
+// for in the shared listing of names (at most PollPeriod old) until its
+// spec changes. Errors: a
 // *providers.SpecError for unknown subnets, a missing role or cluster, or
 // a profile of the same name that another owner tagged; other failures
 // are wrapped with the EKS operation and profile name.
-func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
+	reads, gid := p.opts.Reads, readsID(ig)
+	defer func() {
+		if err != nil {
+			reads.Drop(gid, stageSteady)
+		}
+		reads.Done(gid, err)
+	}()
 	f := ig.Spec.EKSFargate
-	subnets, err := eksprov.ResolveSubnets(ctx, p.aws.EC2, f.Subnets, specPath+".subnets")
+	subnets, err := reads.Subnets(ctx, p.aws.EC2, gid, f.Subnets, specPath+".subnets")
 	if err != nil {
 		return nil, err
 	}
-	roleARN := f.PodExecutionRoleArn
-	if roleARN != "" {
-		err = eksprov.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
-	} else {
-		roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, podRole(ig))
-	}
+	roleARN, err := p.role(ctx, ig, gid)
 	if err != nil {
 		return nil, err
 	}
 	s := newShape(roleARN, subnets, f.Selectors)
 	name := profileName(ig, s)
-	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, f.ClusterName, eksprov.OwnerOf(ig, f.ClusterName), name)
+	own := ownName(ig)
+	if _, ok := reads.Load(gid, gid, stageSteady, name); ok {
+		listed, err := p.names.get(ctx, p.aws.EKS, f.ClusterName, p.opts.PollPeriod)
+		if err == nil && slices.Equal(slices.DeleteFunc(slices.Clone(listed), func(n string) bool { return !own(n) }), []string{name}) {
+			return &providers.Observation{GroupName: name, RoleARN: roleARN, Managed: true, Active: true}, nil
+		}
+		reads.Drop(gid, stageSteady) // gone, or another profile of the group appeared: look
+	}
+	listed, err := listNames(ctx, p.aws.EKS, f.ClusterName)
 	if errors.Is(err, errNoCluster) {
 		return nil, &providers.SpecError{Field: specPath + ".clusterName", Detail: fmt.Sprintf("EKS cluster %q does not exist", f.ClusterName)}
 	}
+	if err != nil {
+		return nil, err
+	}
+	p.names.put(f.ClusterName, listed)
+	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, f.ClusterName, listed, own, eksprov.OwnerOf(ig, f.ClusterName), name)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +198,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	switch cur.Status {
 	case ekstypes.FargateProfileStatusActive:
 		obs.Active = true
+		if len(old) == 0 {
+			reads.Store(gid, stageSteady, name, true)
+		}
 		if len(old) > 0 {
 			obs.Updating = true
 			notes = append(notes, fmt.Sprintf("replacing Fargate profile(s) %s with %s", strings.Join(names(old), ", "), name))
@@ -186,8 +283,38 @@ func names(profiles []ekstypes.FargateProfile) []string {
 	return out
 }
 
+// role returns the pod execution role's ARN: the spec's (checked to exist,
+// IAM GetRole) or the owned role's (eks.EnsureOwnedRole), kept in Reads.
+func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID) (string, error) {
+	f := ig.Spec.EKSFargate
+	key := "byo\x00" + f.PodExecutionRoleArn
+	if f.PodExecutionRoleArn == "" {
+		raw, err := json.Marshal(podRole(ig))
+		if err != nil {
+			return "", err
+		}
+		key = string(raw)
+	}
+	if v, ok := p.opts.Reads.Load(gid, gid, stageRole, key); ok {
+		return v.(string), nil
+	}
+	roleARN := f.PodExecutionRoleArn
+	var err error
+	if roleARN != "" {
+		err = eksprov.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
+	} else {
+		roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, podRole(ig))
+	}
+	if err != nil {
+		return "", err
+	}
+	p.opts.Reads.Store(gid, stageRole, key, roleARN)
+	return roleARN, nil
+}
+
 // Delete deletes every Fargate profile tagged for the group (EKS
-// ListFargateProfiles, DescribeFargateProfile, DeleteFargateProfile) and
+// ListFargateProfiles, DescribeFargateProfile of the names that can be the
+// group's, DeleteFargateProfile) and
 // returns false until none is left (an error names a profile that failed
 // to delete, which is tried again); then it deletes the pod execution role
 // the group created, if any (see eks.DeleteOwnedRole), and returns true.
@@ -197,8 +324,12 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 		return true, nil // nothing could have been created
 	}
 	cluster := ig.Spec.EKSFargate.ClusterName
-	owned, _, err := ownedProfiles(ctx, p.aws.EKS, cluster, eksprov.OwnerOf(ig, cluster), "")
+	listed, err := listNames(ctx, p.aws.EKS, cluster)
 	if err != nil && !errors.Is(err, errNoCluster) {
+		return false, err
+	}
+	owned, _, err := ownedProfiles(ctx, p.aws.EKS, cluster, listed, ownName(ig), eksprov.OwnerOf(ig, cluster), "")
+	if err != nil {
 		return false, err
 	}
 	if len(owned) > 0 {
@@ -216,5 +347,6 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, podRole(ig)); err != nil {
 		return false, err
 	}
+	p.opts.Reads.Forget(readsID(ig))
 	return true, nil
 }

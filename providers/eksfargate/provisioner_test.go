@@ -2,10 +2,12 @@ package eksfargate
 
 import (
 	"context"
+	"fmt"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -17,7 +19,7 @@ const owner = "team-a/batch"
 func newProvisioner() (*Provisioner, *fakeEKS) {
 	f := newFakeEKS()
 	return New(&awsp.Clients{EKS: f, EC2: &fakeEC2{subnets: map[string]bool{"subnet-a": true, "subnet-b": true}},
-		IAM: &fakeIAM{roles: map[string]bool{"pods": true}}}), f
+		IAM: &fakeIAM{roles: map[string]bool{"pods": true}}}, Options{}), f
 }
 
 func batchGroup() *v1alpha1.InstanceGroup {
@@ -200,5 +202,40 @@ func TestDeleteReportsAProfileThatFailedToDelete(t *testing.T) {
 	}
 	if calls := f.takeCalls(); !reflect.DeepEqual(calls, []string{"Delete prod-team-a-batch-00000001"}) {
 		t.Fatalf("calls %v, want the delete retried", calls)
+	}
+}
+
+// A group whose profile is ACTIVE makes no call of its own; only the
+// group's own profiles are ever described, never the cluster's others.
+func TestApplyReadsOnlyTheGroupsOwnProfiles(t *testing.T) {
+	p, f := newProvisioner()
+	for i := range 5 {
+		f.add(fmt.Sprintf("prod-team-b-web-%08d", i), "team-b/web", "ACTIVE")
+	}
+	ig := batchGroup()
+	name := apply(t, p, ig).GroupName
+	f.settle()
+	apply(t, p, ig)
+	for n, c := range f.describes {
+		if n != name {
+			t.Errorf("described %s (%d times), a profile that cannot be the group's", n, c)
+		}
+	}
+	f.lists, f.describes = 0, nil
+	for range 5 {
+		if obs := apply(t, p, ig); !obs.Active || obs.Updating {
+			t.Fatalf("observation %+v", obs)
+		}
+	}
+	if f.lists != 0 || len(f.describes) != 0 {
+		t.Fatalf("an ACTIVE group reconciled 5 times listed %d pages and described %v", f.lists, f.describes)
+	}
+
+	// Deleted by hand: noticed from the cluster's listing (here at once),
+	// and created again.
+	p.opts.PollPeriod = time.Nanosecond
+	delete(f.profiles, name)
+	if obs := apply(t, p, ig); obs.Active || f.profiles[name] == nil {
+		t.Fatalf("after the profile was deleted by hand: observation %+v, profile %v", obs, f.profiles[name])
 	}
 }

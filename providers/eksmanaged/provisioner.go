@@ -17,6 +17,7 @@ package eksmanaged
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -32,17 +34,30 @@ import (
 )
 
 // Provisioner implements providers.Provisioner for provisioner
-// "eks-managed". It keeps no state between calls: every Apply reads the
-// node group (EKS DescribeNodegroup).
+// "eks-managed". Every Apply reads the node group (EKS DescribeNodegroup):
+// EKS has no shared listing of node group states. The references and the
+// node role are kept in Reads.
 type Provisioner struct {
-	aws *awsp.Clients
+	aws   *awsp.Clients
+	reads *eksprov.Reads
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
 
 // New returns the eks-managed provisioner using the EKS, EC2 (subnet and
-// security group references) and IAM (node role) clients.
-func New(clients *awsp.Clients) *Provisioner { return &Provisioner{aws: clients} }
+// security group references) and IAM (node role) clients; reads keeps what
+// groups read (nil: eks.NewReads(0)).
+func New(clients *awsp.Clients, reads *eksprov.Reads) *Provisioner {
+	if reads == nil {
+		reads = eksprov.NewReads(0)
+	}
+	return &Provisioner{aws: clients, reads: reads}
+}
+
+// readsID identifies the group in Reads.
+func readsID(ig *v1alpha1.InstanceGroup) types.UID {
+	return types.UID(eksprov.Owner(ig) + "/" + string(ig.UID))
+}
 
 func configured(ig *v1alpha1.InstanceGroup) error {
 	if ig.Spec.EKSManaged == nil || ig.Spec.EKSManaged.Configuration == nil {
@@ -61,10 +76,11 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // group of that name not tagged for this group, or a change of an
 // immutable field; other failures are wrapped with the EKS operation and
 // node group name.
-func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
+	defer func() { p.reads.Done(readsID(ig), err) }()
 	c := ig.Spec.EKSManaged.Configuration
 	r, err := p.resolve(ctx, ig)
 	if err != nil {
@@ -131,29 +147,46 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 
 // resolve turns the spec's subnet and security group references into ids
 // and returns the node role ARN: the spec's (checked to exist) or the
-// owned role's (created if missing).
+// owned role's (created if missing). What it reads is kept in Reads.
 func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (refs, error) {
 	c := ig.Spec.EKSManaged.Configuration
+	gid := readsID(ig)
 	var r refs
 	var err error
-	if r.subnets, err = eksprov.ResolveSubnets(ctx, p.aws.EC2, c.Subnets, configPath+".subnets"); err != nil {
+	if r.subnets, err = p.reads.Subnets(ctx, p.aws.EC2, gid, c.Subnets, configPath+".subnets"); err != nil {
 		return refs{}, err
 	}
 	if len(c.SecurityGroups) > 0 {
-		if r.sourceSGs, err = eksprov.ResolveSecurityGroups(ctx, p.aws.EC2, c.SecurityGroups, configPath+".securityGroups"); err != nil {
+		if r.sourceSGs, err = p.reads.SecurityGroups(ctx, p.aws.EC2, gid, c.SecurityGroups, configPath+".securityGroups"); err != nil {
 			return refs{}, err
 		}
+	}
+	key := "byo\x00" + c.NodeRole
+	if c.NodeRole == "" {
+		raw, err := json.Marshal(nodeRole(ig))
+		if err != nil {
+			return refs{}, err
+		}
+		key = string(raw)
+	}
+	if v, ok := p.reads.Load(gid, gid, stageRole, key); ok {
+		r.roleARN = v.(string)
+		return r, nil
 	}
 	if c.NodeRole != "" {
 		if err := eksprov.CheckRoleARN(ctx, p.aws.IAM, c.NodeRole, configPath+".nodeRole"); err != nil {
 			return refs{}, err
 		}
 		r.roleARN = c.NodeRole
-		return r, nil
+	} else if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig)); err != nil {
+		return refs{}, err
 	}
-	r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig))
-	return r, err
+	p.reads.Store(gid, stageRole, key, r.roleARN)
+	return r, nil
 }
+
+// stageRole is the node role's entry in Reads.
+const stageRole = "managed-role"
 
 // observe reports the node group: Active when ACTIVE, Updating while EKS
 // creates or updates it or when this call sent an update (sent, a
@@ -221,6 +254,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig)); err != nil {
 		return false, err
 	}
+	p.reads.Forget(readsID(ig))
 	return true, nil
 }
 

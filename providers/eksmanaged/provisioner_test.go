@@ -26,7 +26,7 @@ type env struct {
 func newEnv() *env {
 	e := &env{eks: newFakeEKS(), iam: &fakeIAM{roles: map[string]*fakeRole{}}}
 	ec2 := &fakeEC2{subnets: map[string]string{"subnet-a": "private-a", "subnet-b": "private-b"}, groups: map[string]string{"sg-1": "ops"}}
-	e.p = New(&awsp.Clients{EKS: e.eks, IAM: e.iam, EC2: ec2})
+	e.p = New(&awsp.Clients{EKS: e.eks, IAM: e.iam, EC2: ec2}, nil)
 	return e
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -35,7 +36,12 @@ func main() {
 	out := flag.String("out", "test/bench/results.json", "where to write the figures as JSON")
 	admissionFor := flag.Duration("admission-duration", 15*time.Second, "how long the admission load runs")
 	clients := flag.Int("clients", 50, "concurrent admission clients")
+	only := flag.String("only", "admission,apiserver,aws", "which groups of figures to measure (comma-separated: admission, apiserver, aws)")
 	flag.Parse()
+	want := map[string]bool{}
+	for _, f := range strings.Split(*only, ",") {
+		want[strings.TrimSpace(f)] = true
+	}
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 
 	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: fmt.Sprintf("%s/%s, %d CPU", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())}
@@ -44,19 +50,34 @@ func main() {
 		res.Figures = append(res.Figures, figure{Name: name, Value: value, Unit: unit})
 	}
 
-	p99, rps, err := benchAdmission(*clients, *admissionFor)
-	if err != nil {
-		fail("admission", err)
+	if want["admission"] {
+		p99, rps, err := benchAdmission(*clients, *admissionFor)
+		if err != nil {
+			fail("admission", err)
+		}
+		report("admission_p99_ms", float64(p99.Microseconds())/1000, "ms")
+		report("admission_throughput_rps", rps, "requests/s")
 	}
-	report("admission_p99_ms", float64(p99.Microseconds())/1000, "ms")
-	report("admission_throughput_rps", rps, "requests/s")
 
-	if err := benchAPIServer(report); err != nil {
-		if err == errNoEnvironment {
-			fmt.Println("BENCH skipped: create latency and fan-out need the local environment (run make bench)")
-			res.Skipped = append(res.Skipped, "create_latency_ratio", "fanout")
-		} else {
-			fail("api server figures", err)
+	if want["apiserver"] {
+		if err := benchAPIServer(report); err != nil {
+			if err == errNoEnvironment {
+				fmt.Println("BENCH skipped: create latency and fan-out need the local environment (run make bench)")
+				res.Skipped = append(res.Skipped, "create_latency_ratio", "fanout")
+			} else {
+				fail("api server figures", err)
+			}
+		}
+	}
+
+	if want["aws"] {
+		if err := benchAWSCalls(report); err != nil {
+			if err == errNoEnvironment {
+				fmt.Println("BENCH skipped: the AWS call figures need the local environment (run make bench)")
+				res.Skipped = append(res.Skipped, "aws_calls", "rotation_overhead_ratio")
+			} else {
+				fail("AWS call figures", err)
+			}
 		}
 	}
 

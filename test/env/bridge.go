@@ -75,6 +75,13 @@ type Bridge struct {
 	kubeletVersion string
 }
 
+// SetJoinDelay changes BridgeOptions.JoinDelay from the next sync on.
+func (b *Bridge) SetJoinDelay(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.opts.JoinDelay = d
+}
+
 // bridgeEC2 is the part of the EC2 API the bridge reads.
 type bridgeEC2 interface {
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
