@@ -24,6 +24,16 @@ const (
 	// AnnotationSurge ("true") marks a node drained after a maxSurge
 	// scale-out: its instance is terminated with a capacity decrement.
 	AnnotationSurge = "instancemgr.keikoproj.io/surge"
+	// AnnotationScaleDownDisabled is the cluster-autoscaler's: it never
+	// picks a node carrying it ("true") for scale-down. A node being
+	// rotated carries it from its cordon until its instance is gone, so the
+	// autoscaler does not terminate it (with a decrement) while the rotation
+	// replaces it without one.
+	AnnotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	// annotationScaleDownDisabledByRotation ("true") records that the
+	// rotation set AnnotationScaleDownDisabled, so that only then is it
+	// removed again (a skipped node); one set by someone else stays.
+	annotationScaleDownDisabledByRotation = "instancemgr.keikoproj.io/scale-down-disabled-by-rotation"
 )
 
 // DrainResult is the outcome of one drain step.
@@ -55,7 +65,8 @@ type Drainer struct {
 }
 
 // Start cordons node and marks the drain start (and, with surge, that its
-// instance gives its capacity back). Errors come from the API server.
+// instance gives its capacity back) and that the cluster-autoscaler must
+// not scale it down. Errors come from the API server.
 func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) error {
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Spec.Unschedulable = true
@@ -66,6 +77,10 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) erro
 		node.Annotations[AnnotationDrainStarted] = d.Now().UTC().Format(time.RFC3339)
 	}
 	delete(node.Annotations, AnnotationDrainSkippedUntil)
+	if _, ok := node.Annotations[AnnotationScaleDownDisabled]; !ok {
+		node.Annotations[AnnotationScaleDownDisabled] = "true"
+		node.Annotations[annotationScaleDownDisabledByRotation] = "true"
+	}
 	if surge {
 		node.Annotations[AnnotationSurge] = "true"
 	}
@@ -119,6 +134,10 @@ func (d *Drainer) Skip(ctx context.Context, node *corev1.Node) error {
 	node.Spec.Unschedulable = false
 	delete(node.Annotations, AnnotationDrainStarted)
 	delete(node.Annotations, AnnotationSurge)
+	if node.Annotations[annotationScaleDownDisabledByRotation] == "true" {
+		delete(node.Annotations, AnnotationScaleDownDisabled)
+		delete(node.Annotations, annotationScaleDownDisabledByRotation)
+	}
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}
