@@ -20,6 +20,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -73,6 +74,7 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		},
 		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder, Boundaries: st},
 		Slots:          slots,
+		NodeHealth:     &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),

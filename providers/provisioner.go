@@ -8,6 +8,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
@@ -88,6 +89,8 @@ type Instance struct {
 	// PrivateDNSName is the instance's private DNS name from EC2, the name
 	// its Node registers with; "" when unknown.
 	PrivateDNSName string
+	// LaunchTime is when EC2 launched the instance; zero when unknown.
+	LaunchTime time.Time
 }
 
 // InService reports whether the instance serves traffic for its group.

@@ -29,6 +29,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -67,7 +68,9 @@ type InstanceGroupReconciler struct {
 	Rolling      *upgrade.RollingUpdate
 	CRD          *upgrade.CRDStrategy
 	Slots        *upgrade.Slots
-	Recorder     events.EventRecorder
+	// NodeHealth replaces the unhealthy instances of eks groups (nil: off).
+	NodeHealth *nodehealth.Repairer
+	Recorder   events.EventRecorder
 	// PollInterval is how often a group that is converging is re-checked;
 	// ResyncInterval how often a Ready group is (new AMIs, outside changes).
 	PollInterval   time.Duration
@@ -147,6 +150,17 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 
+	var healthCheck time.Duration
+	if r.NodeHealth != nil && !obs.Managed {
+		rot, _ := prov.(providers.Rotator)
+		if healthCheck, err = r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
+			if ferr := r.fail(ctx, ig, "NodeRepairFailed", err.Error()); ferr != nil {
+				return ctrl.Result{}, ferr
+			}
+			return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
+		}
+	}
+
 	progress := upgrade.Progress{Done: true, Total: len(obs.Instances)}
 	for _, in := range obs.Instances {
 		if in.UpToDate {
@@ -194,7 +208,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	} else {
 		ready = readyNodes >= obs.Min && inService >= obs.Min
 	}
-	return r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready, releaseSlot)
+	res, err := r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready, releaseSlot)
+	if err == nil && healthCheck > 0 && (res.RequeueAfter == 0 || healthCheck < res.RequeueAfter) {
+		res.RequeueAfter = healthCheck // an instance may turn unhealthy before the next resync
+	}
+	return res, err
 }
 
 func hasDrift(obs *providers.Observation) bool {
@@ -307,6 +325,7 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 		}
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
 	}
+	nodehealth.Forget(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
 }

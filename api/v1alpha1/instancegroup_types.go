@@ -230,7 +230,7 @@ type InstanceGroupStatus struct {
 	// +optional
 	SurgeBaseCapacity int `json:"surgeBaseCapacity,omitempty"`
 
-	// Conditions: Ready, NodesReady, Upgrading, BoundariesApplied.
+	// Conditions: Ready, NodesReady, NodesHealthy, Upgrading, BoundariesApplied.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -89,6 +89,11 @@ const (
 	ConditionNodesReady = "NodesReady"
 	// ConditionUpgrading is True while drifted nodes are being rotated.
 	ConditionUpgrading = "Upgrading"
+	// ConditionNodesHealthy is False while instances are unhealthy (no
+	// Ready node within the startup timeout, or NotReady past the unhealthy
+	// timeout): reason Repairing while they are replaced, RepairHalted when
+	// more than 20% of the group is unhealthy and replacement stops.
+	ConditionNodesHealthy = "NodesHealthy"
 	// ConditionBoundariesApplied is True when the stored spec was computed
 	// from the current boundary ConfigMap (the boundaries-hash matches).
 	ConditionBoundariesApplied = "BoundariesApplied"

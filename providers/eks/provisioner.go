@@ -205,7 +205,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
-	dnsNames := p.launched.dnsNames(ids)
+	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
 		if !ok && in.LaunchTemplate != nil {
@@ -219,6 +219,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			UpToDate:       v == obs.LatestTemplateVersion,
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
+			LaunchTime:     launchTimes[awssdk.ToString(in.InstanceId)],
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {
