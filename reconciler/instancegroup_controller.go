@@ -278,6 +278,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
 
 	written, err := r.writeStatus(ctx, before, ig)
+	if err == nil {
+		observeGroup(ig)
+	}
 	if errors.Is(err, errStatusConflict) {
 		// The group changed during this pass. The change may be a status
 		// write of another controller (the fan-out's BoundariesApplied),
@@ -326,6 +329,7 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
 	}
 	nodehealth.Forget(ig.Namespace, ig.Name)
+	forgetGroup(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
 }
@@ -341,6 +345,7 @@ func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.Instanc
 	setCondition(ig, v1alpha1.ConditionReady, false, reason, stableMessage(msg))
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	log.FromContext(ctx).Info("reconcile failed", "reason", reason, "message", msg)
+	observeGroup(ig)
 	return r.patchStatus(ctx, before, ig)
 }
 

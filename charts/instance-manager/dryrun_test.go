@@ -66,7 +66,7 @@ func renderingCases(t *testing.T) []renderingCase {
 			if hasEnv(c, "AWS_REGION") {
 				t.Error("AWS_REGION is set without awsRegion")
 			}
-			for _, kind := range []string{"ServiceMonitor", "ConfigMap", "Issuer", "Certificate"} {
+			for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "Issuer", "Certificate"} {
 				if objs := r.all(kind); len(objs) > 0 {
 					t.Errorf("the default rendering has a %s", kind)
 				}
