@@ -32,6 +32,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/dryrun"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
@@ -119,6 +120,14 @@ type Options struct {
 	// cloud references they introduce (refcheck); the binary's flag
 	// defaults to true.
 	CloudChecks bool
+	// DryRun records every mutating AWS and Kubernetes call (a log line
+	// and a DryRun Event "would …") instead of making it; reads are real
+	// (package dryrun). The webhooks still answer, and the manager's own
+	// upkeep (leader election Lease, rotated webhook certificate) is real.
+	DryRun bool
+	// DryRunObserve, when set, also gets each call a dry run records
+	// (tests).
+	DryRunObserve func(call string)
 	// InstallationID identifies this installation in the ownership tag
 	// instancemgr.keikoproj.io/installation. Default: the UID of the
 	// kube-system Namespace.
@@ -157,6 +166,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
 	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Record every mutating AWS and Kubernetes call (log line and a DryRun Event \"would ...\") instead of making it; reads are real. Try the controller on a real account before switching it on.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
 
@@ -238,7 +248,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
-	clients, err := awsClients(opts, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
+	kube := mgr.GetClient()
+	var dry *dryrun.Recorder
+	if opts.DryRun {
+		dry = &dryrun.Recorder{Events: recorder, Observe: opts.DryRunObserve}
+		kube = dryrun.Client(kube, dry)
+		opts.GCDryRun = true
+	}
+	clients, err := awsClients(opts, dry, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
 	if err != nil {
 		return nil, err
 	}
@@ -253,14 +270,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
 	if err := (&reconciler.BoundariesReconciler{
-		Client: mgr.GetClient(), Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
+	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
-	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
+	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, dry); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -192,6 +192,7 @@ func renderingCases(t *testing.T) []renderingCase {
 			"extraEnv":                  []any{map[string]any{"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"}},
 			"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/instance": "platform"}}}},
 			"allowNoBoundaries":         true,
+			"dryRun":                    true,
 			"networkPolicy": map[string]any{"enabled": true, "metricsFrom": []any{
 				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
 			}},
@@ -219,6 +220,9 @@ func renderingCases(t *testing.T) []renderingCase {
 			}
 			if !strings.HasPrefix(d.Name, "platform") {
 				t.Errorf("Deployment %s is not named after the release", d.Name)
+			}
+			if !slices.Contains(c.Args, "--dry-run") {
+				t.Errorf("dryRun: no --dry-run in %v", c.Args)
 			}
 			if !slices.Contains(c.Args, "--allow-no-boundaries") {
 				t.Errorf("allowNoBoundaries: no --allow-no-boundaries in %v", c.Args)

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -62,6 +63,10 @@ type Drainer struct {
 	Step time.Duration
 	// Now returns the current time (tests).
 	Now func() time.Time
+	// DryRun, when set, makes evictions with dryRun=All (nothing is
+	// evicted) and gets a line per eviction ("evicting pod <ns>/<name>
+	// (server dry run)"): the manager's --dry-run.
+	DryRun io.Writer
 }
 
 // Start cordons node and marks the drain start (and, with surge, that its
@@ -102,6 +107,9 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Force: true,
 		GracePeriodSeconds: -1, Timeout: d.Step, EvictErrorRetryDelay: time.Second,
 		Out: io.Discard, ErrOut: io.Discard,
+	}
+	if d.DryRun != nil {
+		helper.DryRunStrategy, helper.Out = cmdutil.DryRunServer, d.DryRun
 	}
 	list, errs := helper.GetPodsForDeletion(node.Name)
 	if len(errs) > 0 {

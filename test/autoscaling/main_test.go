@@ -13,24 +13,16 @@ package autoscaling
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
@@ -41,7 +33,7 @@ const cluster = "ca-cluster"
 var (
 	environment *env.Environment
 	admin       client.Client
-	cloud       *fixture
+	cloud       *harness.Cloud
 	manager     *harness.Manager
 	// controllerCalls records every AWS call instance-manager makes.
 	controllerCalls *env.AWSRecorder
@@ -93,7 +85,7 @@ func run(m *testing.M) int {
 		}
 	}
 	if err == nil {
-		cloud, err = newFixture(context.Background(), e.AWS)
+		cloud, err = harness.NewCloud(context.Background(), e.AWS, cluster, "10.1.0.0/16")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
@@ -106,7 +98,7 @@ func run(m *testing.M) int {
 		GCPeriod: time.Hour, GCGrace: time.Hour,
 	})
 	if err == nil {
-		err = harness.SetBoundaries(context.Background(), admin, cloud.boundaries())
+		err = harness.SetBoundaries(context.Background(), admin, cloud.Boundaries())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
@@ -126,88 +118,5 @@ func requireAutoscaler(t *testing.T) {
 	}
 	if environment == nil {
 		t.Fatal("the local environment did not start (see the output before the tests)")
-	}
-}
-
-// fixture is what the cluster admin has in AWS: a VPC with two subnets and
-// a security group, an EKS cluster, and AMIs.
-type fixture struct {
-	subnets       []string
-	securityGroup string
-	amis          []string
-}
-
-func newFixture(ctx context.Context, cfg aws.Config) (*fixture, error) {
-	ec2c := ec2.NewFromConfig(cfg)
-	f := &fixture{}
-	vpc, err := ec2c.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.1.0.0/16")})
-	if err != nil {
-		return nil, fmt.Errorf("CreateVpc: %w", err)
-	}
-	for i, az := range []string{"us-west-2a", "us-west-2b"} {
-		sn, err := ec2c.CreateSubnet(ctx, &ec2.CreateSubnetInput{
-			VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("10.1.%d.0/24", i)), AvailabilityZone: aws.String(az)})
-		if err != nil {
-			return nil, fmt.Errorf("CreateSubnet: %w", err)
-		}
-		f.subnets = append(f.subnets, aws.ToString(sn.Subnet.SubnetId))
-	}
-	sg, err := ec2c.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
-		GroupName: aws.String("ca-nodes"), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId})
-	if err != nil {
-		return nil, fmt.Errorf("CreateSecurityGroup: %w", err)
-	}
-	f.securityGroup = aws.ToString(sg.GroupId)
-	if _, err := eks.NewFromConfig(cfg).CreateCluster(ctx, &eks.CreateClusterInput{
-		Name: aws.String(cluster), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks-cluster"),
-		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: f.subnets},
-	}); err != nil {
-		return nil, fmt.Errorf("CreateCluster: %w", err)
-	}
-	images, err := ec2c.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
-	if err != nil {
-		return nil, fmt.Errorf("DescribeImages: %w", err)
-	}
-	for _, im := range images.Images {
-		f.amis = append(f.amis, aws.ToString(im.ImageId))
-	}
-	sort.Strings(f.amis)
-	if len(f.amis) == 0 {
-		return nil, errors.New("the emulator offers no x86_64 AMI")
-	}
-	return f, nil
-}
-
-// boundaries is the admin's boundary ConfigMap: the cluster, image,
-// subnets and security group are the admin's; tenants may annotate their
-// groups for the cluster-autoscaler.
-func (f *fixture) boundaries() map[string]string {
-	return map[string]string{
-		"boundaries": `shared:
-  merge:
-  - spec.eks.configuration.labels
-  replace:
-  - spec.strategy
-restricted:
-- spec.eks.configuration.clusterName
-- spec.eks.configuration.image
-- spec.eks.configuration.subnets
-- spec.eks.configuration.securityGroups
-`,
-		"defaults": fmt.Sprintf(`spec:
-  provisioner: eks
-  strategy:
-    type: rollingUpdate
-    rollingUpdate:
-      maxUnavailable: 1
-  eks:
-    configuration:
-      clusterName: %s
-      image: %s
-      subnets: [%s, %s]
-      securityGroups: [%s]
-`, cluster, f.amis[0], f.subnets[0], f.subnets[1], f.securityGroup),
-		// Tenants may ask for the cluster-autoscaler's tags.
-		"sharedAnnotations": "- " + v1alpha1.AnnotationClusterAutoscalerEnabled + "\n",
 	}
 }
