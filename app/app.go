@@ -13,6 +13,7 @@ import (
 	"fmt"
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -37,6 +38,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
 
@@ -120,6 +122,11 @@ type Options struct {
 	// cloud references they introduce (refcheck); the binary's flag
 	// defaults to true.
 	CloudChecks bool
+	// AutoscalerPriorityConfigMap, "<namespace>/<name>", makes the
+	// controller keep the cluster-autoscaler's priority expander ConfigMap
+	// from the groups' priorities (package reconciler/autoscalerpriority);
+	// empty: off.
+	AutoscalerPriorityConfigMap string
 	// DryRun records every mutating AWS and Kubernetes call (a log line
 	// and a DryRun Event "would …") instead of making it; reads are real
 	// (package dryrun). The webhooks still answer, and the manager's own
@@ -166,6 +173,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
 	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
+	fs.StringVar(&o.AutoscalerPriorityConfigMap, "cluster-autoscaler-priority-configmap", "", "Keep this ConfigMap (<namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander) of the cluster-autoscaler's priority expander from the groups' instancemgr.keikoproj.io/cluster-autoscaler-priority annotations; empty: off.")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "Record every mutating AWS and Kubernetes call (log line and a DryRun Event \"would ...\") instead of making it; reads are real. Try the controller on a real account before switching it on.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
@@ -276,6 +284,16 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
+	}
+	if cm := opts.AutoscalerPriorityConfigMap; cm != "" {
+		ns, name, ok := strings.Cut(cm, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--cluster-autoscaler-priority-configmap %q: want <namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander", cm)
+		}
+		if err := (&autoscalerpriority.Reconciler{Client: kube, Reader: mgr.GetAPIReader(),
+			ConfigMap: types.NamespacedName{Namespace: ns, Name: name}}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the cluster-autoscaler priority controller: %w", err)
+		}
 	}
 	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, dry); err != nil {
 		return nil, err

@@ -91,6 +91,11 @@ func validateAnnotations(a map[string]string) field.ErrorList {
 	if v, ok := a[v1alpha1.AnnotationOSFamily]; ok && !osFamilies[v] {
 		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationOSFamily), v, slices.Sorted(maps.Keys(osFamilies))))
 	}
+	if v, ok := a[v1alpha1.AnnotationClusterAutoscalerPriority]; ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			errs = append(errs, field.Invalid(path.Key(v1alpha1.AnnotationClusterAutoscalerPriority), v, "must be a non-negative integer (the higher, the sooner the cluster-autoscaler's priority expander scales the group up)"))
+		}
+	}
 	if v, ok := a[v1alpha1.AnnotationArchitecture]; ok && !architectures[v] {
 		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationArchitecture), v, slices.Sorted(maps.Keys(architectures))))
 	}

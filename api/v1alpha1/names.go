@@ -63,6 +63,14 @@ const (
 	// AnnotationClusterAutoscalerEnabled, value "true", adds the
 	// cluster-autoscaler auto-discovery and node-template tags to the group.
 	AnnotationClusterAutoscalerEnabled = "instancemgr.keikoproj.io/cluster-autoscaler-enabled"
+	// AnnotationClusterAutoscalerPriority, a non-negative integer, is the
+	// group's priority for the cluster-autoscaler's priority expander (the
+	// higher, the sooner it is scaled up): with
+	// --cluster-autoscaler-priority-configmap the controller keeps that
+	// ConfigMap listing every group by its priority, so an overflow order
+	// (spot before on-demand, preferred types before others) is stated on
+	// the groups.
+	AnnotationClusterAutoscalerPriority = "instancemgr.keikoproj.io/cluster-autoscaler-priority"
 )
 
 // Node labels the eks provisioner registers through the kubelet, naming the

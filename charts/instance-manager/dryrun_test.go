@@ -193,6 +193,7 @@ func renderingCases(t *testing.T) []renderingCase {
 			"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/instance": "platform"}}}},
 			"allowNoBoundaries":         true,
 			"dryRun":                    true,
+			"clusterAutoscaler":         map[string]any{"priorityConfigMap": map[string]any{"enabled": true}},
 			"networkPolicy": map[string]any{"enabled": true, "metricsFrom": []any{
 				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
 			}},
@@ -220,6 +221,12 @@ func renderingCases(t *testing.T) []renderingCase {
 			}
 			if !strings.HasPrefix(d.Name, "platform") {
 				t.Errorf("Deployment %s is not named after the release", d.Name)
+			}
+			if !slices.Contains(c.Args, "--cluster-autoscaler-priority-configmap=kube-system/cluster-autoscaler-priority-expander") {
+				t.Errorf("clusterAutoscaler.priorityConfigMap: no --cluster-autoscaler-priority-configmap in %v", c.Args)
+			}
+			if role := r.find("Role", "platform-instance-manager-autoscaler-priority"); role == nil || role.GetNamespace() != "kube-system" {
+				t.Errorf("no Role for the priority ConfigMap in kube-system: %v", role)
 			}
 			if !slices.Contains(c.Args, "--dry-run") {
 				t.Errorf("dryRun: no --dry-run in %v", c.Args)

@@ -30,6 +30,10 @@ import (
 
 const cluster = "ca-cluster"
 
+// priorityConfigMap is the ConfigMap the autoscaler's priority expander
+// reads in its namespace (kube-system), which the manager keeps.
+const priorityConfigMap = "cluster-autoscaler-priority-expander"
+
 var (
 	environment *env.Environment
 	admin       client.Client
@@ -96,6 +100,7 @@ func run(m *testing.M) int {
 		AWS: &awsCfg, MaxConcurrentUpgrades: 5, Workers: 4,
 		DrainTimeout: 30 * time.Second, PollInterval: time.Second, ResyncInterval: 10 * time.Second,
 		GCPeriod: time.Hour, GCGrace: time.Hour,
+		AutoscalerPriorityConfigMap: "kube-system/" + priorityConfigMap,
 	})
 	if err == nil {
 		err = harness.SetBoundaries(context.Background(), admin, cloud.Boundaries())

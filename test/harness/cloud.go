@@ -72,7 +72,7 @@ func NewCloud(ctx context.Context, cfg aws.Config, cluster, cidr string) (*Cloud
 // Boundaries is a boundary ConfigMap for the cloud: the cluster, image,
 // subnets and security group are the admin's (restricted, from the
 // defaults); rollingUpdate with maxUnavailable 1; tenants may annotate
-// their groups for the cluster-autoscaler.
+// their groups for the cluster-autoscaler (enabled, priority).
 func (f *Cloud) Boundaries() map[string]string {
 	return map[string]string{
 		"boundaries": `shared:
@@ -100,6 +100,6 @@ restricted:
       securityGroups: [%s]
 `, f.Cluster, f.AMIs[0], f.Subnets[0], f.Subnets[1], f.SecurityGroup),
 		// Tenants may ask for the cluster-autoscaler's tags.
-		"sharedAnnotations": "- " + v1alpha1.AnnotationClusterAutoscalerEnabled + "\n",
+		"sharedAnnotations": "- " + v1alpha1.AnnotationClusterAutoscalerEnabled + "\n- " + v1alpha1.AnnotationClusterAutoscalerPriority + "\n",
 	}
 }
