@@ -75,7 +75,7 @@ manifests: $(BIN)/controller-gen ## Generate the CRD into config/crd and the cha
 	cp config/crd/*.yaml charts/instance-manager/crds/
 
 .PHONY: demo
-demo: tools image ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, deletion (DEMO_KEEP=1 keeps it running).
+demo: tools image ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, a broken image halted after its canary and rolled back, deletion (DEMO_KEEP=1 keeps it running).
 	go build -o $(BIN)/demo ./test/demo
 	$(TEST_ENV) $(BIN)/demo -dir $(LOCAL)/demo
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,11 +40,17 @@ import (
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
+	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 // ConfigMapName is the name of the boundary ConfigMap (BOUNDARIES.md).
 const ConfigMapName = "instance-manager"
+
+// RolloutRecordName is the ConfigMap, beside the boundary ConfigMap, in
+// which the controller keeps the boundaries rollout: its state and the
+// revisions groups may still run (boundaries/record).
+const RolloutRecordName = ConfigMapName + "-rollout"
 
 // Options are the command-line settings of the manager.
 type Options struct {
@@ -277,10 +284,29 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st), Cloud: cloud},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
+	recordName := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: RolloutRecordName}
+	records, err := recordCache(mgr, recordName)
+	if err != nil {
+		return nil, err
+	}
+	if records == nil {
+		// Not allowed to keep the rollout record (an image newer than the
+		// chart's RBAC): boundary changes reach every group at once.
+		ctrl.Log.WithName("setup").Info("WARNING: the controller may not read and write ConfigMap " + recordName.String() +
+			" (chart RBAC older than the image?): progressive rollouts are off, boundary changes reach every group at once")
+	}
 	if err := (&reconciler.BoundariesReconciler{
 		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+		Record: records, RecordName: recordName,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
+	}
+	if records != nil {
+		if err := (&rollout.Reconciler{
+			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
+		}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the rollout controller: %w", err)
+		}
 	}
 	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
@@ -306,6 +332,49 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	return mgr, nil
 }
+
+// recordCache is a cache of the one rollout record ConfigMap, on every
+// replica (their webhooks admit groups against the revisions it keeps).
+// It is a cache of its own because the manager's caches the boundary
+// ConfigMap by name in the same namespace, and RBAC grants reading these
+// two ConfigMaps by name only.
+//
+// It returns nil when RBAC does not let the controller watch and update
+// the record (SelfSubjectAccessReview): a watch it may not list would
+// never sync.
+func recordCache(mgr ctrl.Manager, name types.NamespacedName) (cache.Cache, error) {
+	for _, verb := range []string{"watch", "update"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: name.Namespace, Verb: verb, Resource: "configmaps", Name: name.Name},
+		}}
+		if err := mgr.GetClient().Create(context.Background(), review); err != nil {
+			return nil, fmt.Errorf("checking whether the controller may %s ConfigMap %s (SelfSubjectAccessReview): %w", verb, name, err)
+		}
+		if !review.Status.Allowed {
+			return nil, nil
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
+			name.Namespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", name.Name)},
+		}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the cache of the rollout record %s: %w", name, err)
+	}
+	// Started and synced with the manager's caches, before the
+	// controllers and webhooks that read it.
+	if err := mgr.Add(cacheRunnable{c}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// cacheRunnable makes the manager start a cache with its own caches.
+type cacheRunnable struct{ cache.Cache }
+
+func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
 
 // setInstallation sets the installation id of the ownership tags: id, or
 // the UID of the kube-system Namespace (stable for the cluster's life).

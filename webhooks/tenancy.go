@@ -25,12 +25,16 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 	adminNS := ig.Namespace == v.ConfigMap.Namespace
 	cm := v.ConfigMap.String()
 
-	if cfg != nil && !excluded {
+	// The restricted paths are re-checked against the boundaries revision
+	// the mutating webhook computed the spec from (the group's, during a
+	// progressive rollout); quotas, crd kinds and namespaces follow the
+	// newest ConfigMap.
+	if rev, _ := state.ForAdmission(ig.Annotations[v1alpha1.AnnotationBoundariesHash], ig.Namespace); rev.Config != nil && !rev.Config.Excluded(ig.Namespace) {
 		submitted, err := SubmittedSpec(ig)
 		if err != nil {
 			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
 		}
-		probs, err := canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
+		probs, err := canonicalConfig(rev.Config).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
 		}

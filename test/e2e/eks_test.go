@@ -209,31 +209,16 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
-	var groups []*v1alpha1.InstanceGroup
-	for _, ns := range []string{"e2e-fan-a", "e2e-fan-b", "e2e-fan-c"} {
-		namespace(t, ns)
-		ig := shortGroup(ns, "nodes", 1, 2)
-		create(t, ig)
-		groups = append(groups, ig)
-	}
-	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
-	}
+	groups := readyGroups(t, "e2e-fan-a", "e2e-fan-b", "e2e-fan-c")
 
 	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
 	maxRotating := 0
 	g.Eventually(func() bool {
-		// One List is one consistent snapshot of every group's stored
-		// status; a Get per group would compare statuses from different
-		// moments and could count a group that stopped before another
-		// started.
-		list := &v1alpha1.InstanceGroupList{}
-		if err := admin.List(ctx, list); err != nil {
+		// One snapshot: a Get per group could count a group that stopped
+		// before another started.
+		current, err := groupsByKey(ctx)
+		if err != nil {
 			return false
-		}
-		current := map[string]*v1alpha1.InstanceGroup{}
-		for i := range list.Items {
-			current[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 		}
 		rotating, done := 0, 0
 		for _, ig := range groups {

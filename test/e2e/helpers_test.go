@@ -131,3 +131,35 @@ func create(t *testing.T, ig *v1alpha1.InstanceGroup) {
 		}
 	})
 }
+
+// groupsByKey reads every InstanceGroup in one List, one consistent
+// snapshot of their stored statuses (a Get per group would compare
+// statuses from different moments), by namespace/name.
+func groupsByKey(ctx context.Context) (map[string]*v1alpha1.InstanceGroup, error) {
+	list := &v1alpha1.InstanceGroupList{}
+	if err := admin.List(ctx, list); err != nil {
+		return nil, err
+	}
+	out := map[string]*v1alpha1.InstanceGroup{}
+	for i := range list.Items {
+		out[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// readyGroups creates a short group "nodes" (1 to 2 nodes) in each
+// namespace and waits until every one is Ready.
+func readyGroups(t *testing.T, namespaces ...string) []*v1alpha1.InstanceGroup {
+	t.Helper()
+	var groups []*v1alpha1.InstanceGroup
+	for _, ns := range namespaces {
+		namespace(t, ns)
+		ig := shortGroup(ns, "nodes", 1, 2)
+		create(t, ig)
+		groups = append(groups, ig)
+	}
+	for _, ig := range groups {
+		waitReady(t, ig, 3*time.Minute)
+	}
+	return groups
+}

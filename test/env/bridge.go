@@ -68,8 +68,9 @@ type Bridge struct {
 	log    logr.Logger
 	region string
 
-	mu             sync.Mutex // serializes Sync
-	neverJoin      func(group, instanceID string) bool
+	mu             sync.Mutex                          // serializes Sync
+	neverJoin      map[string]bool                     // image ids whose instances never join (SetNeverJoinImages)
+	neverJoinIf    func(group, instanceID string) bool // SetNeverJoin
 	firstSeen      map[string]time.Time
 	problems       map[string]string // instance id -> last problem logged
 	kubeletVersion string
@@ -138,6 +139,19 @@ func (b *Bridge) Run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+	}
+}
+
+// SetNeverJoinImages makes instances of these AMI ids never become Nodes
+// (as with a broken image whose kubelet never starts); the instances stay
+// running. Instances that joined already keep their Nodes. Calling it
+// again replaces the set; no ids clears it.
+func (b *Bridge) SetNeverJoinImages(ids ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.neverJoin = map[string]bool{}
+	for _, id := range ids {
+		b.neverJoin[id] = true
 	}
 }
 
@@ -224,8 +238,17 @@ func (b *Bridge) sync(ctx context.Context) (readErr, problems error) {
 		if nodeOf[id] != nil || now.Sub(b.firstSeen[id]) < b.opts.JoinDelay {
 			continue
 		}
-		if b.neverJoin != nil && b.neverJoin(groups[id].name, id) {
-			continue // a broken image: the instance runs, its kubelet never registers
+		if image := aws.ToString(inst.ImageId); b.neverJoin[image] {
+			// A broken image: the instance runs but its kubelet never
+			// registers. Logged once, not reported as a problem.
+			if b.problems[id] == "" {
+				b.problems[id] = "never joins"
+				b.log.Info("instance never joins: its image is set to never join", "instance", id, "image", image, "group", groups[id].name)
+			}
+			continue
+		}
+		if b.neverJoinIf != nil && b.neverJoinIf(groups[id].name, id) {
+			continue // a kubelet that never starts on this instance
 		}
 		if err := b.register(ctx, inst, groups[id]); err != nil {
 			problem(id, groups[id].name, fmt.Errorf("instance cannot join: %w", err))
@@ -253,7 +276,7 @@ func (b *Bridge) sync(ctx context.Context) (readErr, problems error) {
 func (b *Bridge) SetNeverJoin(neverJoin func(group, instanceID string) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.neverJoin = neverJoin
+	b.neverJoinIf = neverJoin
 }
 
 // StopKubelet makes the bridge's Node name stop reporting, as a kubelet
