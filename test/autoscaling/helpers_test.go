@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/test/env"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 func namespace(t *testing.T, name string) {
@@ -66,34 +66,16 @@ func get(t *testing.T, ig *v1alpha1.InstanceGroup) *v1alpha1.InstanceGroup {
 	return out
 }
 
-// waitReady waits until the group is Ready for its current spec and
-// returns it.
+// waitReady waits until the group is Ready for its current spec.
 func waitReady(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) *v1alpha1.InstanceGroup {
 	t.Helper()
-	var cur *v1alpha1.InstanceGroup
-	NewWithT(t).Eventually(func() string {
-		cur = get(t, ig)
-		if cur.Status.ObservedGeneration == cur.Generation && cur.Status.CurrentState == v1alpha1.StateReady {
-			return "Ready"
-		}
-		msg := cur.Status.CurrentState
-		for _, c := range cur.Status.Conditions {
-			msg += "; " + c.Type + "=" + string(c.Status) + ": " + c.Message
-		}
-		return msg
-	}, timeout, 500*time.Millisecond).Should(Equal("Ready"), "InstanceGroup %s/%s", ig.Namespace, ig.Name)
-	return cur
+	return harness.WaitReady(t, admin, ig, timeout)
 }
 
 // groupNodes lists the nodes registered for the group.
 func groupNodes(t *testing.T, ig *v1alpha1.InstanceGroup) []corev1.Node {
 	t.Helper()
-	list := &corev1.NodeList{}
-	if err := admin.List(context.Background(), list, client.MatchingLabels{
-		v1alpha1.LabelInstanceGroup: ig.Name, v1alpha1.LabelInstanceGroupNamespace: ig.Namespace}); err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
+	return harness.GroupNodes(t, admin, ig)
 }
 
 // asg describes the group's Auto Scaling group in moto.
