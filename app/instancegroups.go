@@ -80,6 +80,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 			Drainer:  drainer,
 			Recorder: recorder,
 			Client:   kube,
+			Reader:   mgr.GetAPIReader(),
 		},
 		CRD:            &upgrade.CRDStrategy{Client: kube, Recorder: recorder, Boundaries: st},
 		Slots:          slots,

@@ -141,14 +141,20 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Counts of instances, and capacity units (weights) for readiness:
+	// Min is in the units the Auto Scaling group counts.
 	inService, readyNodes := 0, 0
+	units := capacity{}
 	for _, in := range obs.Instances {
 		if !in.InService() {
 			continue
 		}
 		inService++
+		units.inService += in.Units()
+		units.weighted = units.weighted || in.Units() != 1
 		if n := nodes[in.ProviderID]; n != nil && upgrade.NodeReady(n) {
 			readyNodes++
+			units.ready += in.Units()
 		}
 	}
 
@@ -201,20 +207,37 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		releaseSlot = progress.Done
 	default:
 		releaseSlot = true
-		ig.Status.SurgeBaseCapacity = 0
+		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 {
+			// A surge record left by a rollout that ended in another pass
+			// (Settle reads the stored record, not this cached one).
+			rot, _ := prov.(providers.Rotator)
+			if err := r.Rolling.Settle(ctx, ig, rot); err != nil {
+				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
+					return ctrl.Result{}, ferr
+				}
+				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+			}
+		}
 	}
 
 	ready := false
 	if obs.Managed {
 		ready = obs.Active && !obs.Updating
 	} else {
-		ready = readyNodes >= obs.Min && inService >= obs.Min
+		ready = units.ready >= obs.Min && units.inService >= obs.Min
 	}
-	res, err := r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready, releaseSlot)
+	res, err := r.report(ctx, before, ig, obs, progress, inService, readyNodes, units, ready, releaseSlot)
 	if err == nil && healthCheck > 0 && (res.RequeueAfter == 0 || healthCheck < res.RequeueAfter) {
 		res.RequeueAfter = healthCheck // an instance may turn unhealthy before the next resync
 	}
 	return res, err
+}
+
+// capacity is the capacity units of a group's in-service instances and of
+// those with Ready nodes; weighted when an instance counts for more than 1.
+type capacity struct {
+	inService, ready int
+	weighted         bool
 }
 
 func hasDrift(obs *providers.Observation) bool {
@@ -232,7 +255,7 @@ func hasDrift(obs *providers.Observation) bool {
 // still says Upgrading always holds a slot, so users (and tests) never see
 // more groups rotating than the cap allows.
 func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
-	progress upgrade.Progress, inService, readyNodes int, ready, releaseSlot bool) (ctrl.Result, error) {
+	progress upgrade.Progress, inService, readyNodes int, units capacity, ready, releaseSlot bool) (ctrl.Result, error) {
 	st := &ig.Status
 	st.ObservedGeneration = ig.Generation
 	st.CurrentMin, st.CurrentMax = obs.Min, obs.Max
@@ -269,6 +292,10 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 		st.CurrentState = v1alpha1.StateModifying
 	}
 	readyMsg := fmt.Sprintf("%d instance(s) in service with %d Ready node(s); minSize %d", inService, readyNodes, obs.Min)
+	if units.weighted {
+		readyMsg = fmt.Sprintf("%d instance(s) in service (%d capacity units) with %d Ready node(s) (%d units); minSize %d units",
+			inService, units.inService, readyNodes, units.ready, obs.Min)
+	}
 	if obs.Managed {
 		readyMsg = "the cloud reports the group active"
 		if obs.Message != "" {

@@ -189,6 +189,28 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 				errs = append(errs, field.Duplicate(mp.Child("instanceTypes").Index(i).Child("type"), t.Type))
 			}
 			seen[t.Type] = true
+			if t.Weight > v1alpha1.MaxInstanceWeight {
+				errs = append(errs, field.Invalid(mp.Child("instanceTypes").Index(i).Child("weight"), t.Weight,
+					fmt.Sprintf("must be 1 to %d (Auto Scaling's range)", v1alpha1.MaxInstanceWeight)))
+			}
+		}
+		if i, partial := m.PartialWeight(); partial {
+			weighted := 0
+			for j, t := range m.InstanceTypes {
+				if t.Weight > 0 {
+					weighted = j
+					break
+				}
+			}
+			errs = append(errs, field.Required(mp.Child("instanceTypes").Index(i).Child("weight"),
+				fmt.Sprintf("weights are all or none: instanceTypes[%d] (%s) has weight %d, so every instance type needs one (Auto Scaling refuses partial weights; with weights, minSize, maxSize and the desired capacity are capacity units)",
+					weighted, m.InstanceTypes[weighted].Type, m.InstanceTypes[weighted].Weight)))
+		}
+		if m.InstancePool == v1alpha1.InstancePoolSubFamilyFlexible && c.InstanceType != "" {
+			if _, _, ok := v1alpha1.SubFamilyOf(c.InstanceType); !ok {
+				errs = append(errs, field.Invalid(cp.Child("instanceType"), c.InstanceType,
+					"instancePool SubFamilyFlexible derives instance types from the family and generation of instanceType (m5 in m5.xlarge); this type has none, so list mixedInstancesPolicy.instanceTypes instead"))
+			}
 		}
 	}
 	seen := map[string]bool{}

@@ -86,6 +86,25 @@ func TestValidateInstanceGroup(t *testing.T) {
 			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged
 			ig.Spec.EKSFargate = &v1alpha1.EKSFargateSpec{ClusterName: "c", Subnets: []string{"s"}}
 		}, []string{"spec.eks-fargate.selectors"}},
+		{"weights on every instance type", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstanceTypes: []v1alpha1.InstanceTypeSpec{
+				{Type: "m5.large", Weight: 1}, {Type: "m5.xlarge", Weight: 2}}}
+		}, nil},
+		{"partial weights", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstanceTypes: []v1alpha1.InstanceTypeSpec{
+				{Type: "m5.large"}, {Type: "m5.xlarge", Weight: 2}, {Type: "m5.2xlarge", Weight: 4}}}
+		}, []string{"spec.eks.configuration.mixedInstancesPolicy.instanceTypes[0].weight", "all or none", "instanceTypes[1] (m5.xlarge) has weight 2"}},
+		{"weight above Auto Scaling's range", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstanceTypes: []v1alpha1.InstanceTypeSpec{
+				{Type: "m5.large", Weight: 1000}}}
+		}, []string{"spec.eks.configuration.mixedInstancesPolicy.instanceTypes[0].weight", "1 to 999"}},
+		{"SubFamilyFlexible from a type with a family", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstancePool: v1alpha1.InstancePoolSubFamilyFlexible}
+		}, nil},
+		{"SubFamilyFlexible from a type without a family", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.InstanceType = "u-6tb1.metal"
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstancePool: v1alpha1.InstancePoolSubFamilyFlexible}
+		}, []string{"spec.eks.configuration.instanceType", "SubFamilyFlexible", "list mixedInstancesPolicy.instanceTypes instead"}},
 		{"bad os family", func(ig *v1alpha1.InstanceGroup) {
 			ig.Annotations = map[string]string{v1alpha1.AnnotationOSFamily: "plan9"}
 		}, []string{"instancemgr.keikoproj.io/os-family"}},

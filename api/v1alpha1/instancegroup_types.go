@@ -226,9 +226,19 @@ type InstanceGroupStatus struct {
 	// +optional
 	NodesTotal int `json:"nodesTotal,omitempty"`
 
-	// SurgeBaseCapacity is the desired capacity (instances) the group had
-	// before the rollingUpdate strategy scaled it out by maxSurge; 0 when no
-	// surge is in progress.
+	// SurgeCapacity is the capacity (instances, or units with weights) the
+	// rollingUpdate strategy added to the desired capacity for maxSurge and
+	// has not given back yet; 0 when no surge is in progress. A surge adds
+	// to the desired capacity as it is at that moment and gives back
+	// exactly this much, so changes others (the cluster-autoscaler) make
+	// meanwhile are kept.
+	// +optional
+	SurgeCapacity int `json:"surgeCapacity,omitempty"`
+
+	// SurgeBaseCapacity was the desired capacity before a surge, written by
+	// earlier versions; it is read once (as SurgeCapacity = desired - it)
+	// and cleared.
+	// Deprecated: see SurgeCapacity.
 	// +optional
 	SurgeBaseCapacity int `json:"surgeBaseCapacity,omitempty"`
 

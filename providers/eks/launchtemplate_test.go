@@ -45,12 +45,12 @@ func TestLaunchTemplateData(t *testing.T) {
 	})
 	t.Run("the data hash follows the data", func(t *testing.T) {
 		ig := eksGroup(v1alpha1.EKSConfiguration{InstanceType: "m5.large"})
-		a, b := dataHash(launchTemplateData(ig, in)), dataHash(launchTemplateData(ig, in))
+		a, b := launchDataOf(ig, in).description(), launchDataOf(ig, in).description()
 		if a != b {
 			t.Errorf("same data, different hashes: %s %s", a, b)
 		}
 		ig.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
-		if c := dataHash(launchTemplateData(ig, in)); c == a {
+		if c := launchDataOf(ig, in).description(); c == a {
 			t.Errorf("changed instance type, same hash %s", c)
 		}
 	})

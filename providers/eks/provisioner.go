@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,8 @@ type Provisioner struct {
 	images    *images
 	launched  *launchedVersions
 	templates ownedTemplates
+	pools     *instancePools
+	warm      warmPools
 
 	mu     sync.Mutex
 	groups map[string]*awsp.ScalingGroupCache // by cluster name
@@ -74,6 +77,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
+		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
 }
@@ -117,6 +121,10 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err != nil {
 		return nil, err
 	}
+	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
+	if err != nil {
+		return nil, err
+	}
 	roleARN, profile, err := ensureRole(ctx, p.aws.IAM, ig)
 	if err != nil {
 		return nil, err
@@ -152,7 +160,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	ud := b.UserData()
-	data := launchTemplateData(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
+	data := launchDataOf(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
 	version, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data)
 	if err != nil {
 		return nil, err
@@ -168,7 +176,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			return nil, err
 		}
 	}
-	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize)}
+	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
+		instanceTypes: instanceTypes}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {
 		return nil, err
@@ -190,11 +199,18 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 	if err := p.access.grant(ctx, ig, cluster, roleARN); err != nil {
 		return nil, err
 	}
+	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, p.launched.lookup)
+	if err != nil {
+		return nil, err
+	}
+	if wrote {
+		cache.Invalidate()
+	}
 
 	obs := &providers.Observation{
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),
-		Lifecycle: lifecycleOf(ig),
+		Lifecycle: lifecycleOf(ig), Hold: hold,
 	}
 	ids := make([]string, 0, len(current.Instances))
 	for _, in := range current.Instances {
@@ -205,6 +221,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
+	weights := weightsOf(instanceTypes)
 	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
@@ -220,6 +237,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*p
 			UpToDate:       v == obs.LatestTemplateVersion,
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
 			LaunchTime:     launchTimes[awssdk.ToString(in.InstanceId)],
+			Weight:         instanceWeight(in, weights),
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {
@@ -279,26 +297,61 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 }
 
 // Terminate implements providers.Rotator (Auto Scaling
-// TerminateInstanceInAutoScalingGroup).
+// TerminateInstanceInAutoScalingGroup). A decrement refused because the
+// desired capacity is at minSize (ValidationError) wraps
+// providers.ErrDesiredAtMinSize.
 func (p *Provisioner) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error {
 	_, err := p.aws.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: awssdk.String(instanceID), ShouldDecrementDesiredCapacity: awssdk.Bool(decrement)})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
 	if err != nil {
+		if decrement && refusedAtMinSize(err) {
+			return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
+		}
 		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
 	}
 	return nil
 }
 
-// SetDesiredCapacity implements providers.Rotator (Auto Scaling SetDesiredCapacity).
-func (p *Provisioner) SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error {
-	_, err := p.aws.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-		AutoScalingGroupName: awssdk.String(groupName(ig)), DesiredCapacity: awssdk.Int32(int32(desired))})
+// refusedAtMinSize reports whether err is Auto Scaling's refusal to
+// decrement a desired capacity at the group's minimum size.
+func refusedAtMinSize(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		return false
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	return strings.Contains(msg, "min size") || strings.Contains(msg, "minsize") || strings.Contains(msg, "min_size") || strings.Contains(msg, "minimum")
+}
+
+// AddCapacity implements providers.Rotator: it reads the group's desired
+// capacity from Auto Scaling (DescribeAutoScalingGroups by name, not the
+// cluster's cached listing) and sets it plus delta, within MinSize and
+// MaxSize (SetDesiredCapacity). Someone else (the cluster-autoscaler) may
+// still change it between the two calls; that window is one round trip,
+// not a cache's age.
+func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error) {
+	name := groupName(ig)
+	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	if len(out.AutoScalingGroups) == 0 {
+		return 0, fmt.Errorf("Auto Scaling group %s not found", name)
+	}
+	g := out.AutoScalingGroups[0]
+	cur := int(awssdk.ToInt32(g.DesiredCapacity))
+	want := min(max(cur+delta, int(awssdk.ToInt32(g.MinSize))), int(awssdk.ToInt32(g.MaxSize)))
+	if want == cur {
+		return 0, nil
+	}
+	_, err = p.aws.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: awssdk.String(name), DesiredCapacity: awssdk.Int32(int32(want))})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
 	if err != nil {
-		return fmt.Errorf("autoscaling SetDesiredCapacity %s: %w", groupName(ig), err)
+		return 0, fmt.Errorf("autoscaling SetDesiredCapacity %s %d: %w", name, want, err)
 	}
-	return nil
+	return want - cur, nil
 }
 
 func isGroupGone(err error) bool {

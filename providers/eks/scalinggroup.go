@@ -144,50 +144,13 @@ type groupSpec struct {
 	version        int64
 	subnets        []string
 	min, max       int32
+	// instanceTypes of the mixed instances policy, resolved (see
+	// instanceTypesOf).
+	instanceTypes []v1alpha1.InstanceTypeSpec
 }
 
 func (g groupSpec) launchTemplate() *astypes.LaunchTemplateSpecification {
 	return &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String(g.template), Version: awssdk.String(strconv.FormatInt(g.version, 10))}
-}
-
-func mixedInstancesPolicy(ig *v1alpha1.InstanceGroup, g groupSpec) *astypes.MixedInstancesPolicy {
-	m := ig.Spec.EKS.Configuration.MixedInstancesPolicy
-	if m == nil {
-		return nil
-	}
-	var overrides []astypes.LaunchTemplateOverrides
-	for _, t := range m.InstanceTypes {
-		o := astypes.LaunchTemplateOverrides{InstanceType: awssdk.String(t.Type)}
-		if t.Weight > 0 {
-			o.WeightedCapacity = awssdk.String(strconv.FormatInt(t.Weight, 10))
-		}
-		overrides = append(overrides, o)
-	}
-	if len(overrides) == 0 {
-		overrides = []astypes.LaunchTemplateOverrides{{InstanceType: awssdk.String(ig.Spec.EKS.Configuration.InstanceType)}}
-	}
-	strategy := "capacity-optimized"
-	switch m.Strategy {
-	case "LowestPrice":
-		strategy = "lowest-price"
-	case "PriceCapacityOptimized":
-		strategy = "price-capacity-optimized"
-	}
-	dist := &astypes.InstancesDistribution{
-		OnDemandBaseCapacity:                awssdk.Int32(0),
-		OnDemandPercentageAboveBaseCapacity: awssdk.Int32(int32(100 - spotPercent(m))),
-		SpotAllocationStrategy:              awssdk.String(strategy),
-	}
-	if m.BaseCapacity != nil {
-		dist.OnDemandBaseCapacity = awssdk.Int32(int32(*m.BaseCapacity))
-	}
-	if m.SpotPools != nil && strategy == "lowest-price" {
-		dist.SpotInstancePools = awssdk.Int32(int32(*m.SpotPools))
-	}
-	return &astypes.MixedInstancesPolicy{
-		LaunchTemplate:        &astypes.LaunchTemplate{LaunchTemplateSpecification: g.launchTemplate(), Overrides: overrides},
-		InstancesDistribution: dist,
-	}
 }
 
 // ensureScalingGroup creates the Auto Scaling group or updates what
@@ -198,9 +161,11 @@ func mixedInstancesPolicy(ig *v1alpha1.InstanceGroup, g groupSpec) *astypes.Mixe
 // whether it wrote anything (the cache must then be invalidated).
 func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g groupSpec, current *astypes.AutoScalingGroup) (bool, error) {
 	tags := groupTags(ig, g.name)
-	mip := mixedInstancesPolicy(ig, g)
-	if mip != nil {
-		tags[tagMixedHash] = hashOf(mip)
+	policy := mixedPolicyOf(ig, g)
+	var mip *astypes.MixedInstancesPolicy
+	if policy != nil {
+		mip = policy.sdk()
+		tags[tagMixedHash] = policy.hash()
 	}
 	if current == nil {
 		// The cache lists only groups tagged for the cluster: a group of
@@ -253,7 +218,7 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		// The description carries defaults the request did not: compare
 		// the hash recorded in a tag, and the version.
 		cur := current.MixedInstancesPolicy
-		if cur == nil || tagValue(current.Tags, tagMixedHash) != hashOf(mip) || cur.LaunchTemplate == nil ||
+		if cur == nil || tagValue(current.Tags, tagMixedHash) != policy.hash() || cur.LaunchTemplate == nil ||
 			cur.LaunchTemplate.LaunchTemplateSpecification == nil ||
 			awssdk.ToString(cur.LaunchTemplate.LaunchTemplateSpecification.Version) != strconv.FormatInt(g.version, 10) {
 			upd.MixedInstancesPolicy = mip

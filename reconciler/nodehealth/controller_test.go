@@ -28,8 +28,8 @@ func (r *rotator) Terminate(_ context.Context, _ *v1alpha1.InstanceGroup, id str
 	return nil
 }
 
-func (r *rotator) SetDesiredCapacity(context.Context, *v1alpha1.InstanceGroup, int) error {
-	panic("node health never sets the desired capacity")
+func (r *rotator) AddCapacity(context.Context, *v1alpha1.InstanceGroup, int) (int, error) {
+	panic("node health never changes the desired capacity")
 }
 
 func drainEvents(rec *events.FakeRecorder) []string {

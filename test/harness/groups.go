@@ -53,4 +53,3 @@ func GroupNodes(t testing.TB, c client.Client, ig *v1alpha1.InstanceGroup) []cor
 	}
 	return list.Items
 }
-
