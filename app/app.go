@@ -13,6 +13,7 @@ import (
 	"fmt"
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"os"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,10 +34,12 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/dryrun"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -133,6 +136,19 @@ type Options struct {
 	// cloud references they introduce (refcheck); the binary's flag
 	// defaults to true.
 	CloudChecks bool
+	// AutoscalerPriorityConfigMap, "<namespace>/<name>", makes the
+	// controller keep the cluster-autoscaler's priority expander ConfigMap
+	// from the groups' priorities (package reconciler/autoscalerpriority);
+	// empty: off.
+	AutoscalerPriorityConfigMap string
+	// DryRun records every mutating AWS and Kubernetes call (a log line
+	// and a DryRun Event "would …") instead of making it; reads are real
+	// (package dryrun). The webhooks still answer, and the manager's own
+	// upkeep (leader election Lease, rotated webhook certificate) is real.
+	DryRun bool
+	// DryRunObserve, when set, also gets each call a dry run records
+	// (tests).
+	DryRunObserve func(call string)
 	// InstallationID identifies this installation in the ownership tag
 	// instancemgr.keikoproj.io/installation. Default: the UID of the
 	// kube-system Namespace.
@@ -173,6 +189,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
 	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
+	fs.StringVar(&o.AutoscalerPriorityConfigMap, "cluster-autoscaler-priority-configmap", "", "Keep this ConfigMap (<namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander) of the cluster-autoscaler's priority expander from the groups' instancemgr.keikoproj.io/cluster-autoscaler-priority annotations; empty: off.")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Record every mutating AWS and Kubernetes call (log line and a DryRun Event \"would ...\") instead of making it; reads are real. Try the controller on a real account before switching it on.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
 
@@ -254,7 +272,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
-	clients, err := awsClients(opts, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
+	kube := mgr.GetClient()
+	var dry *dryrun.Recorder
+	if opts.DryRun {
+		dry = &dryrun.Recorder{Events: recorder, Observe: opts.DryRunObserve}
+		kube = dryrun.Client(kube, dry)
+		opts.GCDryRun = true
+	}
+	clients, err := awsClients(opts, dry, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
 	if err != nil {
 		return nil, err
 	}
@@ -280,22 +305,32 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			" (chart RBAC older than the image?): progressive rollouts are off, boundary changes reach every group at once")
 	}
 	if err := (&reconciler.BoundariesReconciler{
-		Client: mgr.GetClient(), Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
 		Record: records, RecordName: recordName,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
 	}
 	if records != nil {
 		if err := (&rollout.Reconciler{
-			Client: mgr.GetClient(), Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
+			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
 		}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the rollout controller: %w", err)
 		}
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
+	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
-	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
+	if cm := opts.AutoscalerPriorityConfigMap; cm != "" {
+		ns, name, ok := strings.Cut(cm, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--cluster-autoscaler-priority-configmap %q: want <namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander", cm)
+		}
+		if err := (&autoscalerpriority.Reconciler{Client: kube, Reader: mgr.GetAPIReader(),
+			ConfigMap: types.NamespacedName{Namespace: ns, Name: name}}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the cluster-autoscaler priority controller: %w", err)
+		}
+	}
+	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, dry); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -8,6 +8,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -115,6 +116,8 @@ type Instance struct {
 	// PrivateDNSName is the instance's private DNS name from EC2, the name
 	// its Node registers with; "" when unknown.
 	PrivateDNSName string
+	// LaunchTime is when EC2 launched the instance; zero when unknown.
+	LaunchTime time.Time
 	// Weight is the capacity units the instance counts for toward Min,
 	// Max and Desired: its weight in a weighted mixed instances policy,
 	// else 1. Zero is read as 1.

@@ -25,8 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -65,7 +67,9 @@ type InstanceGroupReconciler struct {
 	Rolling      *upgrade.RollingUpdate
 	CRD          *upgrade.CRDStrategy
 	Slots        *upgrade.Slots
-	Recorder     events.EventRecorder
+	// NodeHealth replaces the unhealthy instances of eks groups (nil: off).
+	NodeHealth *nodehealth.Repairer
+	Recorder   events.EventRecorder
 	// PollInterval is how often a group that is converging is re-checked;
 	// ResyncInterval how often a Ready group is (new AMIs, outside changes).
 	PollInterval   time.Duration
@@ -88,6 +92,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx = dryrun.WithObject(ctx, ig) // a dry run's "would …" Events are about the group
 	before := ig.DeepCopy()
 	name := ig.Spec.Provisioner
 	if name == v1alpha1.ProvisionerEKSCF {
@@ -156,6 +161,17 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 
+	var healthCheck time.Duration
+	if r.NodeHealth != nil && !obs.Managed {
+		rot, _ := prov.(providers.Rotator)
+		if healthCheck, err = r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
+			if ferr := r.fail(ctx, ig, "NodeRepairFailed", err.Error()); ferr != nil {
+				return ctrl.Result{}, ferr
+			}
+			return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
+		}
+	}
+
 	progress := upgrade.Progress{Done: true, Total: len(obs.Instances)}
 	for _, in := range obs.Instances {
 		if in.UpToDate {
@@ -213,7 +229,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	} else {
 		ready = units.ready >= obs.Min && units.inService >= obs.Min
 	}
-	return r.report(ctx, before, ig, obs, progress, inService, readyNodes, units, ready, releaseSlot)
+	res, err := r.report(ctx, before, ig, obs, progress, inService, readyNodes, units, ready, releaseSlot)
+	if err == nil && healthCheck > 0 && (res.RequeueAfter == 0 || healthCheck < res.RequeueAfter) {
+		res.RequeueAfter = healthCheck // an instance may turn unhealthy before the next resync
+	}
+	return res, err
 }
 
 // capacity is the capacity units of a group's in-service instances and of
@@ -290,6 +310,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
 
 	written, err := r.writeStatus(ctx, before, ig)
+	if err == nil {
+		observeGroup(ig)
+	}
 	if errors.Is(err, errStatusConflict) {
 		// The group changed during this pass. The change may be a status
 		// write of another controller (the fan-out's BoundariesApplied),
@@ -337,6 +360,8 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 		}
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
 	}
+	nodehealth.Forget(ig.Namespace, ig.Name)
+	forgetGroup(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
 }
@@ -352,6 +377,7 @@ func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.Instanc
 	setCondition(ig, v1alpha1.ConditionReady, false, reason, stableMessage(msg))
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	log.FromContext(ctx).Info("reconcile failed", "reason", reason, "message", msg)
+	observeGroup(ig)
 	return r.patchStatus(ctx, before, ig)
 }
 

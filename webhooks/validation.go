@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -90,6 +91,11 @@ func validateAnnotations(a map[string]string) field.ErrorList {
 	if v, ok := a[v1alpha1.AnnotationOSFamily]; ok && !osFamilies[v] {
 		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationOSFamily), v, slices.Sorted(maps.Keys(osFamilies))))
 	}
+	if v, ok := a[v1alpha1.AnnotationClusterAutoscalerPriority]; ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			errs = append(errs, field.Invalid(path.Key(v1alpha1.AnnotationClusterAutoscalerPriority), v, "must be a non-negative integer (the higher, the sooner the cluster-autoscaler's priority expander scales the group up)"))
+		}
+	}
 	if v, ok := a[v1alpha1.AnnotationArchitecture]; ok && !architectures[v] {
 		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationArchitecture), v, slices.Sorted(maps.Keys(architectures))))
 	}
@@ -113,6 +119,20 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 		wp := path.Child("warmPool")
 		if eks.WarmPool.MaxSize != -1 && eks.WarmPool.MaxSize < eks.WarmPool.MinSize {
 			errs = append(errs, field.Invalid(wp.Child("maxSize"), eks.WarmPool.MaxSize, "must be -1 (the group's maxSize) or at least warmPool.minSize"))
+		}
+	}
+	if h := eks.NodeHealth; h != nil {
+		hp := path.Child("nodeHealth")
+		for _, d := range []struct {
+			name string
+			d    *metav1.Duration
+		}{{"startupTimeout", h.StartupTimeout}, {"unhealthyTimeout", h.UnhealthyTimeout}} {
+			if d.d != nil && d.d.Duration < 0 {
+				errs = append(errs, field.Invalid(hp.Child(d.name), d.d.Duration.String(), "must be a positive duration such as \"10m\" (0 or absent: the default)"))
+			}
+		}
+		if h.MaxReplacing != nil {
+			errs = append(errs, validatePercent(h.MaxReplacing, hp.Child("maxReplacing"), 0)...)
 		}
 	}
 	c := eks.Configuration

@@ -3,8 +3,10 @@ package webhooks
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -49,6 +51,15 @@ func TestValidateInstanceGroup(t *testing.T) {
 		{"maxUnavailable 30%", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromString("30%"))}
 		}, nil},
+		{"node health", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{StartupTimeout: &metav1.Duration{Duration: 10 * time.Minute}, MaxReplacing: ptr.To(intstr.FromString("25%"))}
+		}, nil},
+		{"node health off", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{MaxReplacing: ptr.To(intstr.FromInt32(0))}
+		}, nil},
+		{"bad node health", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{UnhealthyTimeout: &metav1.Duration{Duration: -time.Minute}, MaxReplacing: ptr.To(intstr.FromString("ten"))}
+		}, []string{"spec.eks.nodeHealth.unhealthyTimeout", "spec.eks.nodeHealth.maxReplacing"}},
 		{"bad taint effect", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Taints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}}
 		}, []string{"spec.eks.configuration.taints[0].effect"}},

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -34,6 +35,37 @@ type EKSSpec struct {
 	// Configuration is the launch and scaling configuration.
 	// +optional
 	Configuration *EKSConfiguration `json:"configuration,omitempty"`
+
+	// NodeHealth replaces instances whose nodes do not become Ready or stop
+	// being Ready (README "Node health"). Defaults apply when absent.
+	// +optional
+	NodeHealth *NodeHealthSpec `json:"nodeHealth,omitempty"`
+}
+
+// NodeHealthSpec is when an instance counts as unhealthy and how many are
+// replaced at once. An unhealthy instance is terminated through its Auto
+// Scaling group without decrementing the desired capacity, so the group
+// launches a replacement; replacement halts while more than 20% of the
+// group's instances (rounded up) are unhealthy at once, which points at a
+// bad image or configuration rather than bad luck.
+type NodeHealthSpec struct {
+	// StartupTimeout is how long after its launch an instance may run
+	// without a Ready node (booting, joining). Default 15m.
+	// +optional
+	StartupTimeout *metav1.Duration `json:"startupTimeout,omitempty"`
+
+	// UnhealthyTimeout is how long a node may stay NotReady (or Unknown)
+	// before its instance is replaced. Default 5m.
+	// +optional
+	UnhealthyTimeout *metav1.Duration `json:"unhealthyTimeout,omitempty"`
+
+	// MaxReplacing is how many instances of the group may be replaced at
+	// once: a count, or a percentage of the group's instances rounded up.
+	// Default "10%" (at least 1). 0 turns replacement off (unhealthy
+	// instances are still reported).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxReplacing *intstr.IntOrString `json:"maxReplacing,omitempty"`
 }
 
 // WarmPoolSpec configures the Auto Scaling group's warm pool.

@@ -248,7 +248,7 @@ type InstanceGroupStatus struct {
 	// +optional
 	Boundaries *BoundariesStatus `json:"boundaries,omitempty"`
 
-	// Conditions: Ready, NodesReady, Upgrading, BoundariesApplied.
+	// Conditions: Ready, NodesReady, NodesHealthy, Upgrading, BoundariesApplied.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

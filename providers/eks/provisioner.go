@@ -352,7 +352,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
 	weights := weightsOf(instanceTypes)
-	dnsNames := p.launched.dnsNames(ids)
+	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
 		if !ok && in.LaunchTemplate != nil {
@@ -366,6 +366,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			UpToDate:       v == obs.LatestTemplateVersion,
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
+			LaunchTime:     launchTimes[awssdk.ToString(in.InstanceId)],
 			Weight:         instanceWeight(in, weights),
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -74,18 +75,66 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 		}
 	}
 	if ig.Annotations[v1alpha1.AnnotationClusterAutoscalerEnabled] == "true" {
-		tags["k8s.io/cluster-autoscaler/enabled"] = "true"
-		tags["k8s.io/cluster-autoscaler/"+c.ClusterName] = "owned"
-		for k, v := range c.Labels {
-			tags["k8s.io/cluster-autoscaler/node-template/label/"+k] = v
-		}
-		for _, t := range c.Taints {
-			tags["k8s.io/cluster-autoscaler/node-template/taint/"+t.Key] = t.Value + ":" + string(t.Effect)
-		}
+		maps.Copy(tags, autoscalerTags(ig))
 	}
 	tags["kubernetes.io/cluster/"+c.ClusterName] = "owned"
 	maps.Copy(tags, ownerOf(ig).Tags())
 	return tags
+}
+
+// Tags of the Kubernetes cluster-autoscaler's AWS provider.
+const (
+	// TagAutoscalerEnabled and TagAutoscalerClusterPrefix+<cluster> are what
+	// its --node-group-auto-discovery=asg:tag=... matches.
+	TagAutoscalerEnabled       = "k8s.io/cluster-autoscaler/enabled"
+	TagAutoscalerClusterPrefix = "k8s.io/cluster-autoscaler/"
+	// The node template: what a node of a group at zero would look like.
+	TagNodeTemplateLabel    = "k8s.io/cluster-autoscaler/node-template/label/"
+	TagNodeTemplateTaint    = "k8s.io/cluster-autoscaler/node-template/taint/"
+	TagNodeTemplateResource = "k8s.io/cluster-autoscaler/node-template/resources/"
+)
+
+// autoscalerTags are the cluster-autoscaler's auto-discovery tags and the
+// node template of a group, so it can scale the group from zero: the
+// labels the kubelet registers (the spec's and the group's own
+// instancemgr.keikoproj.io/instancegroup and /namespace, which workloads
+// select the group by), the taints, and the root volume as
+// ephemeral-storage (CPU, memory and GPUs it knows from the instance type).
+func autoscalerTags(ig *v1alpha1.InstanceGroup) map[string]string {
+	c := ig.Spec.EKS.Configuration
+	tags := map[string]string{
+		TagAutoscalerEnabled:                       "true",
+		TagAutoscalerClusterPrefix + c.ClusterName: "owned",
+	}
+	for k, v := range c.Labels {
+		tags[TagNodeTemplateLabel+k] = v
+	}
+	tags[TagNodeTemplateLabel+v1alpha1.LabelInstanceGroup] = ig.Name
+	tags[TagNodeTemplateLabel+v1alpha1.LabelInstanceGroupNamespace] = ig.Namespace
+	for _, t := range c.Taints {
+		tags[TagNodeTemplateTaint+t.Key] = t.Value + ":" + string(t.Effect)
+	}
+	if gib := rootVolumeGiB(c); gib > 0 {
+		tags[TagNodeTemplateResource+string(corev1.ResourceEphemeralStorage)] = strconv.FormatInt(gib, 10) + "Gi"
+	}
+	return tags
+}
+
+// rootVolumeGiB is the size of the root volume the launch template gives
+// (volSize, or the volume on a root device name), 0 when unknown.
+func rootVolumeGiB(c *v1alpha1.EKSConfiguration) int64 {
+	if len(c.Volumes) == 0 {
+		if c.VolSize > 0 {
+			return c.VolSize
+		}
+		return v1alpha1.DefaultVolumeSize
+	}
+	for _, v := range c.Volumes {
+		if v.Name == "/dev/xvda" || v.Name == "/dev/sda1" {
+			return v.Size
+		}
+	}
+	return 0
 }
 
 // groupSpec is the part of CreateAutoScalingGroup/UpdateAutoScalingGroup
