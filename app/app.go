@@ -251,14 +251,18 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
 			TLSOpts: []func(*tls.Config){http1Only},
 		}),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the boundary ConfigMap and aws-auth are cached, not
-			// every ConfigMap of the cluster.
-			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
-				opts.ConfigNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", ConfigMapName)},
-				"kube-system":        {FieldSelector: fields.OneTermEqualSelector("metadata.name", "aws-auth")},
+		Cache: cache.Options{
+			// No cached object needs its managedFields (a large part of
+			// each Node and InstanceGroup); updates keep the stored ones.
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				// Only the boundary ConfigMap and aws-auth are cached, not
+				// every ConfigMap of the cluster.
+				&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
+					opts.ConfigNamespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", ConfigMapName)},
+					"kube-system":        {FieldSelector: fields.OneTermEqualSelector("metadata.name", "aws-auth")},
+				}},
 			}},
-		}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)

@@ -31,7 +31,7 @@ import (
 var (
 	fleetGroups    = envInt("BENCH_FLEET_GROUPS", 200)
 	fleetIdle      = envDuration("BENCH_FLEET_IDLE", 4*time.Minute)
-	workloadIdle   = envDuration("BENCH_WORKLOAD_IDLE", 6*time.Minute)
+	workloadIdle   = envDuration("BENCH_WORKLOAD_IDLE", 5*time.Minute)
 	rotationJoin   = envDuration("BENCH_ROTATION_JOIN_DELAY", 20*time.Second)
 	workloadJoin   = 5 * time.Second // the demo's node join delay
 	failingWarmup  = time.Minute     // a failing group's first retries, 1 s, 2 s, 4 s … apart

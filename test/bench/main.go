@@ -36,7 +36,7 @@ func main() {
 	out := flag.String("out", "test/bench/results.json", "where to write the figures as JSON")
 	admissionFor := flag.Duration("admission-duration", 15*time.Second, "how long the admission load runs")
 	clients := flag.Int("clients", 50, "concurrent admission clients")
-	only := flag.String("only", "admission,apiserver,aws", "which groups of figures to measure (comma-separated: admission, apiserver, aws)")
+	only := flag.String("only", "admission,apiserver,aws,rss", "which groups of figures to measure (comma-separated: admission, apiserver, aws, rss)")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, f := range strings.Split(*only, ",") {
@@ -77,6 +77,17 @@ func main() {
 				res.Skipped = append(res.Skipped, "aws_calls", "rotation_overhead_ratio")
 			} else {
 				fail("AWS call figures", err)
+			}
+		}
+	}
+
+	if want["rss"] {
+		if err := benchRSS(report); err != nil {
+			if err == errNoEnvironment {
+				fmt.Println("BENCH skipped: the manager's memory needs the local environment (run make bench)")
+				res.Skipped = append(res.Skipped, "manager_rss_mib")
+			} else {
+				fail("manager memory", err)
 			}
 		}
 	}
