@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
@@ -21,6 +22,7 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 // setupInstanceGroups registers the InstanceGroup state machine with the
@@ -78,6 +80,10 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
 
 		FailureBackoffMax: opts.FailureBackoffMax,
+		Boundaries:        st, AllowNoBoundaries: opts.AllowNoBoundaries,
+		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
+			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
+		},
 	}
 	workers := opts.Workers
 	if workers <= 0 {
