@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
@@ -73,5 +76,45 @@ func TestUserDataSize(t *testing.T) {
 	ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "s", Stage: "PreBootstrap", Data: strings.Repeat("#", 4096)}}
 	if got := UserDataSize(ig); got < base+4096 {
 		t.Errorf("with a 4 KB stage UserDataSize = %d, want at least %d", got, base+4096)
+	}
+}
+
+// pruneRecorder answers DescribeLaunchTemplateVersions with versions 1..5
+// and records the options of DeleteLaunchTemplateVersions.
+type pruneRecorder struct {
+	awsp.EC2API
+	opts ec2.Options
+	del  []string
+}
+
+func (r *pruneRecorder) DescribeLaunchTemplateVersions(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+	out := &ec2.DescribeLaunchTemplateVersionsOutput{}
+	for v := int64(1); v <= 5; v++ {
+		out.LaunchTemplateVersions = append(out.LaunchTemplateVersions, ec2types.LaunchTemplateVersion{VersionNumber: awssdk.Int64(v), DefaultVersion: awssdk.Bool(v == 5)})
+	}
+	return out, nil
+}
+
+func (r *pruneRecorder) DeleteLaunchTemplateVersions(_ context.Context, in *ec2.DeleteLaunchTemplateVersionsInput, optFns ...func(*ec2.Options)) (*ec2.DeleteLaunchTemplateVersionsOutput, error) {
+	for _, fn := range optFns {
+		fn(&r.opts)
+	}
+	r.del = in.Versions
+	return &ec2.DeleteLaunchTemplateVersionsOutput{}, nil
+}
+
+// Pruning old launch template versions is housekeeping: one attempt, no
+// retries that would hold the reconcile (on moto, which does not
+// implement it, the SDK's retries took a minute per reconcile).
+func TestPruneVersionsTriesOnce(t *testing.T) {
+	r := &pruneRecorder{}
+	if err := pruneVersions(context.Background(), r, "lt", 2, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.opts.RetryMaxAttempts != 1 {
+		t.Errorf("DeleteLaunchTemplateVersions with RetryMaxAttempts %d, want 1", r.opts.RetryMaxAttempts)
+	}
+	if strings.Join(r.del, ",") != "3,2,1" {
+		t.Errorf("deleted versions %v, want 3,2,1 (keep 2: the default 5 and the newest other, 4)", r.del)
 	}
 }

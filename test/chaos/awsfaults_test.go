@@ -90,7 +90,7 @@ func TestAWSFaults(t *testing.T) {
 
 	var namespaces, keys []string
 	var groups []*v1alpha1.InstanceGroup
-	iamOwners := owners{}
+	iamOwners := &owners{}
 	for i := 0; i < faultTenants; i++ {
 		ns := fmt.Sprintf("chaos-aws-%d", i)
 		namespaces = append(namespaces, ns)

@@ -230,7 +230,7 @@ type snapshot struct {
 	cloud     []string
 }
 
-func takeSnapshot(ctx context.Context, iamOwners owners) (snapshot, error) {
+func takeSnapshot(ctx context.Context, iamOwners *owners) (snapshot, error) {
 	var s snapshot
 	cm := &corev1.ConfigMap{}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: harness.ConfigNamespace, Name: app.ConfigMapName}, cm); err != nil {
@@ -301,7 +301,15 @@ func TestBadInput(t *testing.T) {
 	if err := admin.Create(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = admin.Delete(ctx, victim) }()
+	defer func() {
+		// Gone, cloud resources too, before this test's manager stops.
+		_ = admin.Delete(ctx, victim.DeepCopy())
+		if pending := waitGroups(ctx, []string{inputNamespace}, []string{key(victim)}, 2*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+			return ig == nil, "still there"
+		}); len(pending) > 0 {
+			t.Errorf("the victim group was not deleted: %v", pending)
+		}
+	}()
 	if pending := waitGroups(ctx, []string{inputNamespace}, []string{key(victim)}, 3*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
 		if ig == nil {
 			return false, "not found"
@@ -310,7 +318,7 @@ func TestBadInput(t *testing.T) {
 	}); len(pending) > 0 {
 		t.Fatalf("the victim group is not Ready: %v", pending)
 	}
-	iamOwners := owners{}
+	iamOwners := &owners{}
 	iamOwners.add(inputNamespace, "victim")
 
 	cases := badCases()

@@ -32,30 +32,68 @@ type inventory struct {
 
 type instance struct{ id, image string }
 
-// owners maps the IAM names the suite's groups may have to their owner:
-// roles and instance profiles are listed without tags, so they are
-// recognised by name. A name with the cluster's prefix that no group
-// owns counts as an owner of its own ("?<name>"), so a stray resource is
-// seen as a duplicate and a leak.
-type owners map[string]string
-
-func (o owners) add(namespace, name string) {
-	o[ownership.Name(ownership.LimitIAMRole, cloud.cluster, namespace, name)] = namespace + "/" + name
+// owners are the groups of one test: the namespaces it uses and the IAM
+// names its groups may have. The inventory holds only what belongs to
+// them, so that another test's leftovers are not counted here. Roles and
+// instance profiles are listed without tags, so they are recognised by
+// name; a name with the prefix of one of the test's namespaces that no
+// group owns counts as an owner of its own ("?<name>"), so a stray
+// resource is seen as a duplicate and a leak.
+type owners struct {
+	names      map[string]string
+	namespaces map[string]bool
 }
 
+func (o *owners) add(namespace, name string) {
+	if o.names == nil {
+		o.names, o.namespaces = map[string]string{}, map[string]bool{}
+	}
+	o.names[ownership.Name(ownership.LimitIAMRole, cloud.cluster, namespace, name)] = namespace + "/" + name
+	o.namespaces[namespace] = true
+}
+
+// prefixed reports whether a resource name starts like the names of the
+// test's namespaces ("<cluster>-<namespace>-").
+func (o owners) prefixed(name string) bool {
+	for ns := range o.namespaces {
+		if strings.HasPrefix(name, cloud.cluster+"-"+ns+"-") {
+			return true
+		}
+	}
+	return false
+}
+
+// mine reports whether an owner tag value "<namespace>/<name>" is one of
+// the test's namespaces.
+func (o owners) mine(owner string) bool {
+	ns, _, _ := strings.Cut(owner, "/")
+	return o.namespaces[ns]
+}
+
+// of is the owner of an IAM name, and whether it is the test's.
 func (o owners) of(name string) (string, bool) {
-	if owner, ok := o[name]; ok {
+	if owner, ok := o.names[name]; ok {
 		return owner, true
 	}
-	if strings.HasPrefix(name, cloud.cluster+"-") {
+	if o.prefixed(name) {
 		return "?" + name, true
 	}
 	return "", false
 }
 
+// ownerByTag is the owner of a resource from its ownership tag, and
+// whether it is the test's; an untagged one is the test's when its name
+// has the test's prefix.
+func (o owners) ownerByTag(name, tag string) (string, bool) {
+	if tag != "" {
+		return tag, o.mine(tag)
+	}
+	return "?" + name, o.prefixed(name)
+}
+
 // readInventory reads moto. Errors are moto's (the proxy is not in the
 // way).
-func readInventory(ctx context.Context, cfg aws.Config, iamOwners owners) (inventory, error) {
+func readInventory(ctx context.Context, cfg aws.Config, iamOwners *owners) (inventory, error) {
 	inv := inventory{byKind: map[string]map[string][]string{
 		"asg": {}, "launch-template": {}, "role": {}, "instance-profile": {},
 	}, instances: map[string][]instance{}}
@@ -68,13 +106,15 @@ func readInventory(ctx context.Context, cfg aws.Config, iamOwners owners) (inven
 			return inv, fmt.Errorf("DescribeAutoScalingGroups: %w", err)
 		}
 		for _, g := range page.AutoScalingGroups {
-			owner := "?" + aws.ToString(g.AutoScalingGroupName)
-			for _, tag := range g.Tags {
-				if aws.ToString(tag.Key) == ownership.TagInstanceGroup {
-					owner = aws.ToString(tag.Value)
+			tag := ""
+			for _, t := range g.Tags {
+				if aws.ToString(t.Key) == ownership.TagInstanceGroup {
+					tag = aws.ToString(t.Value)
 				}
 			}
-			add("asg", owner, aws.ToString(g.AutoScalingGroupName))
+			if owner, ok := iamOwners.ownerByTag(aws.ToString(g.AutoScalingGroupName), tag); ok {
+				add("asg", owner, aws.ToString(g.AutoScalingGroupName))
+			}
 		}
 	}
 	ec2c := ec2.NewFromConfig(cfg)
@@ -85,13 +125,15 @@ func readInventory(ctx context.Context, cfg aws.Config, iamOwners owners) (inven
 			return inv, fmt.Errorf("DescribeLaunchTemplates: %w", err)
 		}
 		for _, lt := range page.LaunchTemplates {
-			owner := "?" + aws.ToString(lt.LaunchTemplateName)
-			for _, tag := range lt.Tags {
-				if aws.ToString(tag.Key) == ownership.TagInstanceGroup {
-					owner = aws.ToString(tag.Value)
+			tag := ""
+			for _, t := range lt.Tags {
+				if aws.ToString(t.Key) == ownership.TagInstanceGroup {
+					tag = aws.ToString(t.Value)
 				}
 			}
-			add("launch-template", owner, aws.ToString(lt.LaunchTemplateName))
+			if owner, ok := iamOwners.ownerByTag(aws.ToString(lt.LaunchTemplateName), tag); ok {
+				add("launch-template", owner, aws.ToString(lt.LaunchTemplateName))
+			}
 		}
 	}
 	iamc := iam.NewFromConfig(cfg)
@@ -130,11 +172,17 @@ func readInventory(ctx context.Context, cfg aws.Config, iamOwners owners) (inven
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				group := ""
+				group, name := "", ""
 				for _, tag := range i.Tags {
-					if aws.ToString(tag.Key) == "aws:autoscaling:groupName" {
+					switch aws.ToString(tag.Key) {
+					case "aws:autoscaling:groupName":
 						group = aws.ToString(tag.Value)
+					case "Name":
+						name = aws.ToString(tag.Value)
 					}
+				}
+				if !iamOwners.prefixed(group) && !iamOwners.prefixed(name) {
+					continue // another test's (groups and their instances are named after the group)
 				}
 				inv.instances[group] = append(inv.instances[group], instance{aws.ToString(i.InstanceId), aws.ToString(i.ImageId)})
 			}
@@ -189,7 +237,7 @@ type watcher struct {
 	done       chan struct{}
 }
 
-func watchInventory(cfg aws.Config, iamOwners owners, interval time.Duration) *watcher {
+func watchInventory(cfg aws.Config, iamOwners *owners, interval time.Duration) *watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{duplicates: map[string]bool{}, stop: cancel, done: make(chan struct{})}
 	go func() {

@@ -101,6 +101,11 @@ type Options struct {
 	Eligible func(*Call) bool
 	// Logf, when set, receives one line per injected fault.
 	Logf func(format string, args ...any)
+	// OnCall, when set, sees every AWS call with the fault it gets ("" for
+	// none, the kind, or "rule:<code>"), before the proxy acts on it: a
+	// record of what the caller asked for (which instances it terminated,
+	// in which order).
+	OnCall func(c *Call, fault string)
 }
 
 // Call is an AWS call as the proxy sees it.
@@ -412,6 +417,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.ContentLength = int64(len(body))
 	c := classify(r, service, body)
 	d := p.decide(c)
+	if p.opts.OnCall != nil {
+		fault := string(d.kind)
+		if d.apiErr != nil {
+			fault = "rule:" + d.apiErr.Code
+		}
+		p.opts.OnCall(c, fault)
+	}
 	logf := func(format string, args ...any) {
 		if p.opts.Logf != nil {
 			p.opts.Logf("faults: %s:%s: "+format, append([]any{c.Service, c.Operation}, args...)...)

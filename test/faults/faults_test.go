@@ -280,16 +280,19 @@ func TestRuleTimesAndOperations(t *testing.T) {
 
 func TestOperationNames(t *testing.T) {
 	up := newUpstream(t)
-	var seen []string
+	var seen, observed []string
 	p := startProxy(t, Options{Target: up.URL, Rate: 1, Eligible: func(c *Call) bool {
 		seen = append(seen, c.Service+":"+c.Operation)
 		return false
-	}})
+	}, OnCall: func(c *Call, fault string) { observed = append(observed, c.Service+":"+c.Operation+fault) }})
 	for _, call := range []string{"ec2", "autoscaling", "iam", "sts", "ssm", "eks"} {
 		_ = calls(config(p))[call](context.Background())
 	}
 	want := []string{"ec2:DescribeSubnets", "autoscaling:DescribeAutoScalingGroups", "iam:GetRole", "sts:GetCallerIdentity", "ssm:GetParameter", "eks:DescribeCluster"}
 	if strings.Join(seen, " ") != strings.Join(want, " ") {
 		t.Errorf("operations %v, want %v", seen, want)
+	}
+	if strings.Join(observed, " ") != strings.Join(want, " ") {
+		t.Errorf("OnCall saw %v, want %v (no faults)", observed, want)
 	}
 }
