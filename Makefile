@@ -123,6 +123,18 @@ GO_TEST_FLAGS ?= -count=1 -timeout 45m
 test: tools image vet ## Run every test tier: unit, integration and end-to-end.
 	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
 	$(call timed,fuzz targets,$(MAKE) --no-print-directory fuzz)
+	$(call timed,chaos tests,$(MAKE) --no-print-directory chaos)
+
+# The chaos suite (test/chaos) runs alone, after the other tiers, so its
+# load does not share the machine with them. It prints its figures as
+# FIGURE lines; the full log is in .local/chaos.log.
+CHAOS_RUN ?= .
+
+.PHONY: chaos
+chaos: tools ## Chaos tests: AWS faults, bad input, webhook outage, manager kills (CHAOS_RUN=<regexp>, IM_CHAOS_SEED, IM_CHAOS_GROUPS); prints FIGURE lines.
+	@mkdir -p $(LOCAL)
+	$(TEST_ENV) IM_CHAOS=1 go test $(GO_TEST_FLAGS) -v -run '$(CHAOS_RUN)' ./test/chaos/ 2>&1 | tee $(LOCAL)/chaos.log | \
+		grep --line-buffered -E '^(FIGURE |chaos seed|groups:|=== RUN|--- |\s+--- |ok |FAIL|PASS|panic:)|^\s+[a-z_]+_test\.go:[0-9]+:'
 
 # Fuzz targets and their packages; make fuzz runs each for FUZZTIME.
 FUZZ_TARGETS := boundaries:FuzzParse boundaries:FuzzEffective webhooks:FuzzAdmission

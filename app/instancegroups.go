@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
@@ -26,6 +27,7 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler/gc"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 // setupInstanceGroups registers the InstanceGroup state machine with the
@@ -90,6 +92,10 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
 
 		FailureBackoffMax: opts.FailureBackoffMax,
+		Boundaries:        st, AllowNoBoundaries: opts.AllowNoBoundaries,
+		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
+			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
+		},
 	}
 	workers := opts.Workers
 	if workers <= 0 {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
@@ -78,6 +79,14 @@ type InstanceGroupReconciler struct {
 	// group whose reconcile keeps failing (defaults 1s and 5m); see
 	// failureBackoff.
 	FailureBackoffBase, FailureBackoffMax time.Duration
+	// Boundaries, when set, gates every action but deletion on the group
+	// having been admitted under the boundaries in force (admissionGate);
+	// AllowNoBoundaries is the webhooks' open mode.
+	Boundaries        *store.Store
+	AllowNoBoundaries bool
+	// Violations re-checks a stored spec against the boundaries in force
+	// (webhooks.BoundaryViolations); nil checks the hash only.
+	Violations Violations
 
 	backoff *failureBackoff
 	owners  nodeOwners // provider id -> group, for Nodes without the group's labels
@@ -114,6 +123,35 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		before = ig.DeepCopy()
+	}
+	if r.Boundaries != nil {
+		switch reason, msg := admissionGate(ig, r.Boundaries.Get(), r.AllowNoBoundaries, r.Violations); {
+		case reason == "":
+		case reason == ReasonBoundariesNotLoaded:
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		case reason == ReasonBoundariesStale && !readmissionRefused(ig):
+			// The fan-out is on its way (its update brings the group
+			// back): wait without a Warning for every group.
+			log.FromContext(ctx).V(1).Info("waiting for re-admission", "message", msg)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		case reason == ReasonNotAdmitted:
+			// Re-admit it: the controller's update makes the mutating
+			// webhook recompute the spec from the kept submission under
+			// the boundaries in force (the fan-out does the same, but only
+			// for a hash that differs).
+			res, err := r.hold(ctx, ig, reason, msg)
+			if err != nil {
+				return res, err
+			}
+			if err := r.Client.Update(ctx, ig); err != nil {
+				log.FromContext(ctx).Info("re-admission of a group stored without admission failed; retrying", "error", err.Error())
+				return res, nil
+			}
+			log.FromContext(ctx).Info("re-admitted a group stored without admission")
+			return ctrl.Result{}, nil
+		default:
+			return r.hold(ctx, ig, reason, msg)
+		}
 	}
 
 	if name == v1alpha1.ProvisionerEKS {
@@ -364,6 +402,19 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 	forgetGroup(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
+}
+
+// hold leaves the group as it is in the cloud and says why in the Ready
+// condition (a Warning Event when that reason is new). The fan-out's
+// update of the group brings it back; the requeue is a fallback.
+func (r *InstanceGroupReconciler) hold(ctx context.Context, ig *v1alpha1.InstanceGroup, reason, msg string) (ctrl.Result, error) {
+	before := ig.DeepCopy()
+	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != reason {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+		log.FromContext(ctx).Info("not acting on the group", "reason", reason, "message", msg)
+	}
+	setCondition(ig, v1alpha1.ConditionReady, false, reason, msg)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, r.patchStatus(ctx, before, ig)
 }
 
 // fail records an error state with a Warning Event.

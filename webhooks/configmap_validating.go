@@ -87,7 +87,9 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: listing InstanceGroups: %w", v.ConfigMap, err))
 		}
-		problems, err := checkIntroducedRefs(ctx, v.Cloud, cfg, current, groups)
+		problems, err := withCloudDeadline(ctx, configMapCloudCheckTimeout, func(ctx context.Context) ([]string, error) {
+			return checkIntroducedRefs(ctx, v.Cloud, cfg, current, groups)
+		})
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("ConfigMap %s: could not check its cloud references, nothing was changed; retry: %w", v.ConfigMap, err))
 		}

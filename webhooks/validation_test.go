@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,27 @@ func TestValidateInstanceGroup(t *testing.T) {
 		{"bad label", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Labels = map[string]string{"bad key!": "v"}
 		}, []string{"spec.eks.configuration.labels[bad key!]"}},
+		{"name of 63 characters", func(ig *v1alpha1.InstanceGroup) { ig.Name = strings.Repeat("n", 63) }, nil},
+		{"name past the node label's 63 characters", func(ig *v1alpha1.InstanceGroup) { ig.Name = strings.Repeat("n", 64) },
+			[]string{"metadata.name", "at most 63", "instancemgr.keikoproj.io/instancegroup"}},
+		{"tag key of 128 characters, value of 256", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": strings.Repeat("é", 128), "value": strings.Repeat("v", 256)}}
+		}, nil},
+		{"tag key past 128 characters", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": strings.Repeat("k", 129), "value": "v"}}
+		}, []string{"spec.eks.configuration.tags[0].key", "at most 128"}},
+		{"tag value past 256 characters", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "k", "value": strings.Repeat("v", 257)}}
+		}, []string{"spec.eks.configuration.tags[0].value", "at most 256"}},
+		{"as many tags as the group holds", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Tags = tags(41) }, nil},
+		{"more tags than the group holds", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Tags = tags(42) },
+			[]string{"spec.eks.configuration.tags", "with the 9 that instance-manager sets", "would have 51 tags", "AWS allows 50: at most 41 tags here, remove at least 1"}},
+		{"user data of 14 KB", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "a", Stage: "PreBootstrap", Data: strings.Repeat("#", 14<<10)}}
+		}, nil},
+		{"user data over 16 KB", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "a", Stage: "PreBootstrap", Data: strings.Repeat("#", 16<<10)}}
+		}, []string{"spec.eks.configuration.userData", "EC2 allows 16384 bytes"}},
 		{"tag without key", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"value": "v"}}
 		}, []string{"spec.eks.configuration.tags[0].key"}},
@@ -140,4 +162,14 @@ func TestEKSCFWarns(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "deprecated") {
 		t.Fatalf("warnings = %v", warnings)
 	}
+}
+
+// tags are n distinct tags of 13-character keys (their record takes three
+// tags of 256 characters).
+func tags(n int) []map[string]string {
+	out := make([]map[string]string, n)
+	for i := range out {
+		out[i] = map[string]string{"key": fmt.Sprintf("team-tag-%03d", i), "value": "v"}
+	}
+	return out
 }

@@ -128,7 +128,11 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 	if len(del) == 0 {
 		return nil
 	}
-	if _, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: del}); err != nil {
+	// Housekeeping gets one attempt: the next reconcile tries again, and a
+	// throttled or failing call retried with backoff (up to a minute)
+	// would hold the reconcile, and the rotation it drives, that long.
+	if _, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: del},
+		func(o *ec2.Options) { o.RetryMaxAttempts = 1 }); err != nil {
 		return fmt.Errorf("ec2 DeleteLaunchTemplateVersions %s %v: %w", name, del, err)
 	}
 	return nil

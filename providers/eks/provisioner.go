@@ -263,18 +263,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.latestImageID != "" {
 		image = tmpl.latestImageID // a newly published AMI is not drift while locked
 	}
-	labels := map[string]string{}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
-	// The group's own labels last: a tenant label cannot claim another group.
-	labels[v1alpha1.LabelInstanceGroup], labels[v1alpha1.LabelInstanceGroupNamespace] = ig.Name, ig.Namespace
-	var maxPods int64
-	if c.BootstrapOptions != nil {
-		maxPods = c.BootstrapOptions.MaxPods
-	}
-	b := bootstrap{cluster: cluster, osFamily: osFamily(ig), labels: labels, taints: c.Taints, maxPods: maxPods,
-		extraArgs: c.BootstrapArguments, stages: c.UserData, volumes: c.Volumes}
+	b := groupBootstrap(ig, cluster)
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
