@@ -17,6 +17,15 @@ KUBE_VERSION := v1.36.3# also the k8s.io/kubernetes version in tools/kube/go.mod
 KWOK_VERSION := v0.8.0
 HELM_VERSION := v3.22.0
 CONTROLLER_GEN_VERSION := v0.23.0
+CLUSTER_AUTOSCALER_VERSION := 1.36.1
+
+# The cluster-autoscaler source: the one build input that may come from
+# outside the checkout, because the Go module proxy does not serve
+# k8s.io/autoscaler/cluster-autoscaler. It is the cluster-autoscaler/
+# directory of kubernetes/autoscaler at tag cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION),
+# pruned to the AWS provider (README "Autoscaling" says how to make it from
+# upstream). Override with make tools CA_SOURCE=/path/to/tarball.
+CA_SOURCE ?= $(CURDIR)/../shared/third_party/cluster-autoscaler/cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION)-aws.tar.gz
 
 # The release version: the chart's version and appVersion, the image's tag
 # and the binary's --version all come from the VERSION file.
@@ -66,7 +75,7 @@ manifests: $(BIN)/controller-gen ## Generate the CRD into config/crd and the cha
 	cp config/crd/*.yaml charts/instance-manager/crds/
 
 .PHONY: demo
-demo: tools image ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, deletion (DEMO_KEEP=1 keeps it running).
+demo: tools image ## Run the demo: the chart installed locally, tenants' groups to Ready, an image rollout, a broken image halted after its canary and rolled back, deletion (DEMO_KEEP=1 keeps it running).
 	go build -o $(BIN)/demo ./test/demo
 	$(TEST_ENV) $(BIN)/demo -dir $(LOCAL)/demo
 
@@ -114,6 +123,18 @@ GO_TEST_FLAGS ?= -count=1 -timeout 45m
 test: tools image vet ## Run every test tier: unit, integration and end-to-end.
 	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
 	$(call timed,fuzz targets,$(MAKE) --no-print-directory fuzz)
+	$(call timed,chaos tests,$(MAKE) --no-print-directory chaos)
+
+# The chaos suite (test/chaos) runs alone, after the other tiers, so its
+# load does not share the machine with them. It prints its figures as
+# FIGURE lines; the full log is in .local/chaos.log.
+CHAOS_RUN ?= .
+
+.PHONY: chaos
+chaos: tools ## Chaos tests: AWS faults, bad input, webhook outage, manager kills (CHAOS_RUN=<regexp>, IM_CHAOS_SEED, IM_CHAOS_GROUPS); prints FIGURE lines.
+	@mkdir -p $(LOCAL)
+	$(TEST_ENV) IM_CHAOS=1 go test $(GO_TEST_FLAGS) -v -run '$(CHAOS_RUN)' ./test/chaos/ 2>&1 | tee $(LOCAL)/chaos.log | \
+		grep --line-buffered -E '^(FIGURE |chaos seed|groups:|=== RUN|--- |\s+--- |ok |FAIL|PASS|panic:)|^\s+[a-z_]+_test\.go:[0-9]+:'
 
 # Fuzz targets and their packages; make fuzz runs each for FUZZTIME.
 FUZZ_TARGETS := boundaries:FuzzParse boundaries:FuzzEffective webhooks:FuzzAdmission
@@ -145,7 +166,7 @@ help: ## List the targets.
 ##@ Tools
 
 .PHONY: tools
-tools: $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/helm $(BIN)/controller-gen $(VENV)/bin/moto_server ## Build every tool the tests need (cached).
+tools: $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/helm $(BIN)/controller-gen $(VENV)/bin/moto_server cluster-autoscaler ## Build every tool the tests need (cached).
 
 $(KUBE_BINS) &: tools/kube/go.mod tools/kube/go.sum
 	@mkdir -p $(BIN)
@@ -179,6 +200,36 @@ $(BIN)/.controller-gen-$(CONTROLLER_GEN_VERSION):
 	@touch $@
 $(BIN)/controller-gen: $(BIN)/.controller-gen-$(CONTROLLER_GEN_VERSION)
 	@touch $@
+
+# bin/cluster-autoscaler, built from CA_SOURCE. Its stamp names the version
+# and the tarball's checksum, so a new version or a changed tarball rebuilds
+# it and nothing else does. The source is unpacked into a fixed directory in
+# bin/ (symbolic links resolved, so every checkout sharing that bin/ builds
+# in one place) and Go's build cache, which keys on source paths, serves the
+# next build; only the Go module proxy is
+# used for its dependencies (the tarball carries go.sum). Where the tarball
+# is absent, make tools says so and goes on: the other tests still run, and
+# the autoscaler tests fail naming what is missing (or skip with
+# SKIP_CLUSTER_AUTOSCALER=1).
+CA_PROXY ?= https://proxy.golang.org
+CA_SRC_DIR := $(or $(realpath $(BIN)),$(BIN))/.cluster-autoscaler-src
+.PHONY: cluster-autoscaler
+ifneq ($(wildcard $(CA_SOURCE)),)
+CA_SUM := $(shell sha256sum < '$(CA_SOURCE)' | cut -c1-16)
+CA_STAMP := $(BIN)/.cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION)-$(CA_SUM)
+cluster-autoscaler: $(BIN)/cluster-autoscaler
+$(CA_STAMP):
+	@mkdir -p $(BIN) && rm -f $(BIN)/.cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION)-* && rm -rf $(CA_SRC_DIR) && mkdir -p $(CA_SRC_DIR)
+	tar -xzf '$(CA_SOURCE)' -C $(CA_SRC_DIR)
+	$(call timed,cluster-autoscaler $(CLUSTER_AUTOSCALER_VERSION),cd $(CA_SRC_DIR)/cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION) && GOFLAGS=-mod=readonly GOPROXY=$(CA_PROXY) GOWORK=off go build -tags aws -ldflags "-s -w" -o $(BIN)/cluster-autoscaler .)
+	@touch $@
+$(BIN)/cluster-autoscaler: $(CA_STAMP)
+	@touch $@
+else
+cluster-autoscaler:
+	@echo ">> cluster-autoscaler NOT built: its source $(CA_SOURCE) is missing (set CA_SOURCE=<tarball>);"; \
+	echo "   the autoscaler tests will fail saying so, or skip with SKIP_CLUSTER_AUTOSCALER=1"
+endif
 
 $(VENV)/bin/moto_server: test/env/requirements.txt
 	$(call timed,moto (.venv),python3 -m venv $(VENV) && $(VENV)/bin/pip install --quiet --disable-pip-version-check -r test/env/requirements.txt)

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"os"
+	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,15 +34,23 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/dryrun"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
+	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 // ConfigMapName is the name of the boundary ConfigMap (BOUNDARIES.md).
 const ConfigMapName = "instance-manager"
+
+// RolloutRecordName is the ConfigMap, beside the boundary ConfigMap, in
+// which the controller keeps the boundaries rollout: its state and the
+// revisions groups may still run (boundaries/record).
+const RolloutRecordName = ConfigMapName + "-rollout"
 
 // Options are the command-line settings of the manager.
 type Options struct {
@@ -126,6 +136,19 @@ type Options struct {
 	// cloud references they introduce (refcheck); the binary's flag
 	// defaults to true.
 	CloudChecks bool
+	// AutoscalerPriorityConfigMap, "<namespace>/<name>", makes the
+	// controller keep the cluster-autoscaler's priority expander ConfigMap
+	// from the groups' priorities (package reconciler/autoscalerpriority);
+	// empty: off.
+	AutoscalerPriorityConfigMap string
+	// DryRun records every mutating AWS and Kubernetes call (a log line
+	// and a DryRun Event "would …") instead of making it; reads are real
+	// (package dryrun). The webhooks still answer, and the manager's own
+	// upkeep (leader election Lease, rotated webhook certificate) is real.
+	DryRun bool
+	// DryRunObserve, when set, also gets each call a dry run records
+	// (tests).
+	DryRunObserve func(call string)
 	// InstallationID identifies this installation in the ownership tag
 	// instancemgr.keikoproj.io/installation. Default: the UID of the
 	// kube-system Namespace.
@@ -166,6 +189,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
 	fs.BoolVar(&o.GCDryRun, "gc-dry-run", false, "Only report orphaned cloud resources (log lines); delete nothing.")
 	fs.BoolVar(&o.CloudChecks, "cloud-checks", true, "Refuse a boundary ConfigMap or InstanceGroup whose new cloud references (cluster, subnets, security groups, image, role, instance profile) do not exist or do not fit, at admission.")
+	fs.StringVar(&o.AutoscalerPriorityConfigMap, "cluster-autoscaler-priority-configmap", "", "Keep this ConfigMap (<namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander) of the cluster-autoscaler's priority expander from the groups' instancemgr.keikoproj.io/cluster-autoscaler-priority annotations; empty: off.")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Record every mutating AWS and Kubernetes call (log line and a DryRun Event \"would ...\") instead of making it; reads are real. Try the controller on a real account before switching it on.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "Identity of this installation in the ownership tags (default: the UID of the kube-system Namespace).")
 }
 
@@ -251,7 +276,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 
-	clients, err := awsClients(opts, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
+	kube := mgr.GetClient()
+	var dry *dryrun.Recorder
+	if opts.DryRun {
+		dry = &dryrun.Recorder{Events: recorder, Observe: opts.DryRunObserve}
+		kube = dryrun.Client(kube, dry)
+		opts.GCDryRun = true
+	}
+	clients, err := awsClients(opts, dry, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)))
 	if err != nil {
 		return nil, err
 	}
@@ -265,15 +297,44 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st), Cloud: cloud},
 		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
 	)
+	recordName := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: RolloutRecordName}
+	records, err := recordCache(mgr, recordName)
+	if err != nil {
+		return nil, err
+	}
+	if records == nil {
+		// Not allowed to keep the rollout record (an image newer than the
+		// chart's RBAC): boundary changes reach every group at once.
+		ctrl.Log.WithName("setup").Info("WARNING: the controller may not read and write ConfigMap " + recordName.String() +
+			" (chart RBAC older than the image?): progressive rollouts are off, boundary changes reach every group at once")
+	}
 	if err := (&reconciler.BoundariesReconciler{
-		Client: mgr.GetClient(), Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+		Record: records, RecordName: recordName,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: mgr.GetClient(), Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
+	if records != nil {
+		if err := (&rollout.Reconciler{
+			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
+		}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the rollout controller: %w", err)
+		}
+	}
+	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
-	if err := setupInstanceGroups(mgr, opts, st, recorder, clients); err != nil {
+	if cm := opts.AutoscalerPriorityConfigMap; cm != "" {
+		ns, name, ok := strings.Cut(cm, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--cluster-autoscaler-priority-configmap %q: want <namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander", cm)
+		}
+		if err := (&autoscalerpriority.Reconciler{Client: kube, Reader: mgr.GetAPIReader(),
+			ConfigMap: types.NamespacedName{Namespace: ns, Name: name}}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the cluster-autoscaler priority controller: %w", err)
+		}
+	}
+	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, dry); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -284,6 +345,49 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	return mgr, nil
 }
+
+// recordCache is a cache of the one rollout record ConfigMap, on every
+// replica (their webhooks admit groups against the revisions it keeps).
+// It is a cache of its own because the manager's caches the boundary
+// ConfigMap by name in the same namespace, and RBAC grants reading these
+// two ConfigMaps by name only.
+//
+// It returns nil when RBAC does not let the controller watch and update
+// the record (SelfSubjectAccessReview): a watch it may not list would
+// never sync.
+func recordCache(mgr ctrl.Manager, name types.NamespacedName) (cache.Cache, error) {
+	for _, verb := range []string{"watch", "update"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: name.Namespace, Verb: verb, Resource: "configmaps", Name: name.Name},
+		}}
+		if err := mgr.GetClient().Create(context.Background(), review); err != nil {
+			return nil, fmt.Errorf("checking whether the controller may %s ConfigMap %s (SelfSubjectAccessReview): %w", verb, name, err)
+		}
+		if !review.Status.Allowed {
+			return nil, nil
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
+			name.Namespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", name.Name)},
+		}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the cache of the rollout record %s: %w", name, err)
+	}
+	// Started and synced with the manager's caches, before the
+	// controllers and webhooks that read it.
+	if err := mgr.Add(cacheRunnable{c}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// cacheRunnable makes the manager start a cache with its own caches.
+type cacheRunnable struct{ cache.Cache }
+
+func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
 
 // setInstallation sets the installation id of the ownership tags: id, or
 // the UID of the kube-system Namespace (stable for the cluster's life).

@@ -3,16 +3,21 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/middleware"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/eks"
@@ -20,12 +25,16 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 // setupInstanceGroups registers the InstanceGroup state machine with the
 // provisioners and the upgrade strategies.
-func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients) error {
+// kube is the client the controllers write with (a dry-run client with
+// --dry-run); dry records what a dry run would do (nil otherwise).
+func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients, dry *dryrun.Recorder) error {
 	limits, err := opts.roleLimits()
 	if err != nil {
 		return err
@@ -33,11 +42,11 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 	limited := *clients
 	limited.IAM = awsp.WithRoleLimits(clients.IAM, limits)
 	clients = &limited
-	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	clientset, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
-	eksProvisioner := eks.New(clients, mgr.GetClient(), eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod})
+	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod})
 	slots := &upgrade.Slots{Max: func() int {
 		if c := st.Get().Config; c != nil && c.MaxConcurrentUpgrades > 0 {
 			return c.MaxConcurrentUpgrades
@@ -50,15 +59,18 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		return 0
 	}}
 	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
-	drainer := &upgrade.Drainer{Kube: kube, Client: mgr.GetClient(), Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
-	if err := mgr.Add(&gc.Collector{Client: mgr.GetClient(), AWS: clients, Drainer: drainer, Opts: gc.Options{
+	drainer := &upgrade.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
+	if dry != nil {
+		drainer.DryRun = dry
+	}
+	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drainer: drainer, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
 		DryRun: opts.GCDryRun,
 	}}); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
 	r := &reconciler.InstanceGroupReconciler{
-		Client:          mgr.GetClient(),
+		Client:          kube,
 		Reader:          mgr.GetAPIReader(),
 		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
@@ -69,15 +81,21 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 		Rolling: &upgrade.RollingUpdate{
 			Drainer:  drainer,
 			Recorder: recorder,
-			Client:   mgr.GetClient(),
+			Client:   kube,
+			Reader:   mgr.GetAPIReader(),
 		},
-		CRD:            &upgrade.CRDStrategy{Client: mgr.GetClient(), Recorder: recorder, Boundaries: st},
+		CRD:            &upgrade.CRDStrategy{Client: kube, Recorder: recorder, Boundaries: st},
 		Slots:          slots,
+		NodeHealth:     &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
 
 		FailureBackoffMax: opts.FailureBackoffMax,
+		Boundaries:        st, AllowNoBoundaries: opts.AllowNoBoundaries,
+		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
+			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
+		},
 	}
 	workers := opts.Workers
 	if workers <= 0 {
@@ -89,7 +107,8 @@ func setupInstanceGroups(mgr ctrl.Manager, opts Options, st *store.Store, record
 // awsClients returns the AWS clients: from opts.AWS (instrumented), or
 // from the default configuration chain, with apiOptions added to every
 // client's middleware.
-func awsClients(opts Options, apiOptions ...func(*middleware.Stack) error) (*awsp.Clients, error) {
+// With dry set, writes are answered locally and recorded (dryrun.Transport).
+func awsClients(opts Options, dry *dryrun.Recorder, apiOptions ...func(*middleware.Stack) error) (*awsp.Clients, error) {
 	cfg := opts.AWS
 	if cfg == nil {
 		loaded, err := awsp.LoadConfig(context.Background(), opts.AWSRegion)
@@ -103,6 +122,9 @@ func awsClients(opts Options, apiOptions ...func(*middleware.Stack) error) (*aws
 		cfg = &c
 	}
 	cfg.APIOptions = append(slices.Clip(cfg.APIOptions), apiOptions...)
+	if dry != nil {
+		cfg.HTTPClient = &http.Client{Transport: &dryrun.Transport{Base: awshttp.NewBuildableClient().GetTransport(), Recorder: dry}}
+	}
 	return awsp.NewClients(*cfg), nil
 }
 

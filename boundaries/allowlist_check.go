@@ -97,6 +97,10 @@ type AllowContext struct {
 	// the admin's own (the seed examples live there); only clusterName is
 	// checked.
 	AdminNamespace bool
+	// AdminConfigs are other boundaries whose defaults and conditionals
+	// count as the admin's too: the older revision a group runs during a
+	// progressive rollout.
+	AdminConfigs []*Config
 }
 
 // CheckAllowlists returns a Forbidden error for every reference in spec
@@ -114,6 +118,9 @@ func (c *Config) CheckAllowlists(spec *v1alpha1.InstanceGroupSpec, ctx AllowCont
 		lists = c.Allowlists
 	}
 	admin := c.adminSpecs()
+	for _, other := range ctx.AdminConfigs {
+		admin = append(admin, other.adminSpecs()...)
+	}
 	adminValues := map[string]bool{}
 	for _, s := range admin {
 		for _, r := range Refs(s) {

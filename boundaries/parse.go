@@ -3,7 +3,6 @@ package boundaries
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -64,6 +63,10 @@ type Config struct {
 	// MaxConcurrentUpgrades is the cluster-wide cap on groups rotating
 	// nodes at once because of a boundary change; 0 = not set.
 	MaxConcurrentUpgrades int
+	// Rollout is the progressive rollout of boundary changes (data key
+	// rollout's waves, soak and failure; rollout.go); nil: a change
+	// reaches every group at once.
+	Rollout *RolloutPolicy
 	// Sensitive are paths restricted unless a rule names them or an
 	// ancestor; Parse sets SensitivePaths.
 	Sensitive []string
@@ -115,8 +118,9 @@ func (e *ConfigError) Error() string {
 // unknown data keys, malformed YAML, unknown fields, unknown paths (see
 // ValidatePath), a path listed twice or under two rules, defaults that do
 // not decode strictly into a partial InstanceGroup with only a spec,
-// invalid annotation selectors, an enforcement other than warn or deny, and
-// a rollout other than {maxConcurrentUpgrades: N} with N >= 1, and the
+// invalid annotation selectors, an enforcement other than warn or deny, a
+// rollout other than {maxConcurrentUpgrades: N} with N >= 1 and/or a valid
+// progressive rollout policy (waves, soak, failure; rollout.go), and the
 // tenancy keys of parse_tenancy.go (excludedNamespaces, sharedAnnotations,
 // crdStrategy, quotas). The Config restricts SensitivePaths not named in
 // a rule and allows the crd strategy DefaultCRDKinds unless crdStrategy
@@ -145,7 +149,7 @@ func Parse(data map[string]string) (*Config, error) {
 		c.Enforcement = p.enforcement(v)
 	}
 	if v, ok := p.yaml(data, KeyRollout); ok {
-		c.MaxConcurrentUpgrades = p.rollout(v)
+		p.rollout(c, v)
 	}
 	p.tenancy(c, data)
 	if v, ok := p.yaml(data, KeyAllowlists); ok {
@@ -386,25 +390,4 @@ func (p *parser) enforcement(v any) Enforcement {
 		p.addf("data.%s: expected %s or %s, got %s", KeyEnforcement, EnforcementWarn, EnforcementDeny, kindOf(v))
 	}
 	return EnforcementWarn
-}
-
-func (p *parser) rollout(v any) int {
-	const at = "data." + KeyRollout
-	m, ok := p.object(v, at, "{maxConcurrentUpgrades: N}", "maxConcurrentUpgrades")
-	if !ok {
-		return 0
-	}
-	switch n := m["maxConcurrentUpgrades"].(type) {
-	case nil:
-		p.addf("%s.maxConcurrentUpgrades: required: an integer >= 1", at)
-	case int64:
-		if n < 1 || n > math.MaxInt32 {
-			p.addf("%s.maxConcurrentUpgrades: %d is out of range (valid: an integer from 1 to %d)", at, n, math.MaxInt32)
-			return 0
-		}
-		return int(n)
-	default:
-		p.addf("%s.maxConcurrentUpgrades: expected an integer >= 1, got %s", at, kindOf(n))
-	}
-	return 0
 }

@@ -1,8 +1,13 @@
 package boundaries
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -86,8 +91,8 @@ func (p *parser) tenancy(c *Config, data map[string]string) {
 		var cs struct {
 			AllowedKinds []GroupKind `json:"allowedKinds"`
 		}
-		if err := yaml.UnmarshalStrict([]byte(data[KeyCRDStrategy]), &cs); err != nil {
-			p.addf("data.%s: %v (expected {allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade}]})", KeyCRDStrategy, oneLine(err))
+		if err := decodeStrict(data[KeyCRDStrategy], &cs); err != nil {
+			p.addf("data.%s%v (expected {allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade}]})", KeyCRDStrategy, err)
 		} else {
 			c.CRDKinds = []GroupKind{}
 			for i, k := range cs.AllowedKinds {
@@ -96,7 +101,9 @@ func (p *parser) tenancy(c *Config, data map[string]string) {
 				case k.Kind == "" || strings.Contains(k.Kind, "*") || strings.Contains(k.Group, "*"):
 					p.addf("%s: needs a kind and a group, without wildcards", at)
 				case slices.Contains(forbiddenCRDGroups, k.Group):
-					p.addf("%s: kinds of group %q cannot be created by the crd strategy (it would act with the controller's rights for tenants)", at, k.Group)
+					p.addf("%s: kind %s of group %s cannot be created by the crd strategy: it would act with the controller's rights for tenants "+
+						"(refused groups: %s); allow a kind of another group, e.g. {group: upgrademgr.keikoproj.io, kind: RollingUpgrade}",
+						at, k.Kind, groupName(k.Group), refusedGroups())
 				default:
 					c.CRDKinds = append(c.CRDKinds, k)
 				}
@@ -105,8 +112,8 @@ func (p *parser) tenancy(c *Config, data map[string]string) {
 	}
 	if _, ok := data[KeyQuotas]; ok && strings.TrimSpace(data[KeyQuotas]) != "" {
 		q := &Quotas{}
-		if err := yaml.UnmarshalStrict([]byte(data[KeyQuotas]), q); err != nil {
-			p.addf("data.%s: %v", KeyQuotas, oneLine(err))
+		if err := decodeStrict(data[KeyQuotas], q); err != nil {
+			p.addf("data.%s%v", KeyQuotas, err)
 		} else {
 			for _, pr := range q.validate() {
 				p.addf("data.%s.%s", KeyQuotas, pr)
@@ -137,4 +144,85 @@ func (p *parser) stringList(v any, key, what string) []string {
 
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")), " ")
+}
+
+// groupName is an API group for messages: "" is the core group.
+func groupName(g string) string {
+	if g == "" {
+		return `"" (core: Secrets, ConfigMaps, Pods, ...)`
+	}
+	return strconv.Quote(g)
+}
+
+// refusedGroups lists forbiddenCRDGroups for messages.
+func refusedGroups() string {
+	names := make([]string, len(forbiddenCRDGroups))
+	for i, g := range forbiddenCRDGroups {
+		names[i] = strconv.Quote(g)
+	}
+	return strings.Join(names, ", ")
+}
+
+// decodeStrict decodes the YAML of one data key into v, refusing unknown
+// fields. Its error starts with the path inside the key where there is
+// one (".perNamespace.maxGroups: expected an integer, got a string"),
+// and with ": " otherwise, so that "data.<key>" + err reads as one message.
+func decodeStrict(data string, v any) error {
+	j, err := yaml.YAMLToJSONStrict([]byte(data))
+	if err != nil {
+		return fmt.Errorf(": malformed YAML: %s", oneLine(err))
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Errorf(".%s: expected %s, got %s", typeErr.Field, jsonKind(typeErr.Type), jsonValue(typeErr.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf(": unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		return fmt.Errorf(": %s", oneLine(err))
+	}
+}
+
+// jsonKind names what a Go type holds, for messages.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// jsonValue names what encoding/json says a value was, for messages.
+func jsonValue(v string) string {
+	switch {
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "true or false"
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "an object"
+	case strings.HasPrefix(v, "number"):
+		return "the number" + strings.TrimPrefix(v, "number")
+	}
+	return v
 }

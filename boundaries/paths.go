@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
@@ -174,7 +175,7 @@ func ValidatePath(p string) error {
 		}
 		next, ok := n.fields[s]
 		if !ok {
-			return fmt.Errorf("unknown path %q: %s has no field %q (valid: %s)", p, at, s, nearest(s, n.names))
+			return fmt.Errorf("unknown path %q: %s has no field %q%s (valid: %s)", p, at, s, nonASCII(s), nearest(s, n.names))
 		}
 		n = next
 	}
@@ -323,4 +324,16 @@ func checkScalar(n *schemaNode, v any, path string, problems *[]string) {
 	if !ok {
 		*problems = append(*problems, fmt.Sprintf("%s: expected %s, got %s", path, n.describe(), kindOf(v)))
 	}
+}
+
+// nonASCII points out the first non-ASCII character of a field name, which
+// may look like an ASCII letter (Cyrillic "а" in "lаbels"): "" when there
+// is none.
+func nonASCII(name string) string {
+	for i, r := range name {
+		if r > unicode.MaxASCII {
+			return fmt.Sprintf(" (it contains the non-ASCII character %q, %U, at byte %d; field names are ASCII)", r, r, i)
+		}
+	}
+	return ""
 }

@@ -47,6 +47,7 @@ func TestValidatePathRejects(t *testing.T) {
 		{"spec.eks.configuration.Image", `spec.eks.configuration has no field "Image" (valid: image, `},
 		{"spec.eks.configration.image", `spec.eks has no field "configration" (valid: configuration, `},
 		{"spec.provisoner", `spec has no field "provisoner" (valid: provisioner, `},
+		{"spec.eks.configuration.l\u0430bels", "has no field \"l\u0430bels\" (it contains the non-ASCII character '\u0430', U+0430, at byte 1; field names are ASCII) (valid: labels, "},
 		{"spec.status", `spec has no field "status"`},
 		{"", `unknown path "": paths start at the object root with "spec."`},
 		{"metadata.name", `unknown path "metadata.name": paths start at the object root with "spec."`},

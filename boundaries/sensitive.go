@@ -134,6 +134,7 @@ func coveredBy(path string, paths map[string]ruleKind) bool {
 var BehaviourAnnotations = []string{
 	"instancemgr.keikoproj.io/arch",
 	"instancemgr.keikoproj.io/cluster-autoscaler-enabled",
+	"instancemgr.keikoproj.io/cluster-autoscaler-priority",
 	"instancemgr.keikoproj.io/irsa-enabled",
 	"instancemgr.keikoproj.io/lock-upgrades",
 	"instancemgr.keikoproj.io/os-family",

@@ -179,13 +179,16 @@ func TestParseTenancyKeys(t *testing.T) {
 		t.Errorf("default crd kinds = %v", d.CRDKinds)
 	}
 	for name, tc := range map[string]struct{ data map[string]string }{
-		"data.excludedNamespaces[0]: \"Not_A_Namespace\"":                   {map[string]string{"excludedNamespaces": "[Not_A_Namespace]"}},
-		"data.sharedAnnotations[0]: \"team\" is not a behaviour annotation": {map[string]string{"sharedAnnotations": "[team]"}},
-		"data.crdStrategy.allowedKinds[0]: kinds of group \"\"":             {map[string]string{"crdStrategy": "allowedKinds: [{group: '', kind: Pod}]"}},
-		"data.crdStrategy.allowedKinds[0]: needs a kind and a group":        {map[string]string{"crdStrategy": "allowedKinds: [{group: '*', kind: '*'}]"}},
-		"data.quotas: ": {map[string]string{"quotas": "perNamespace: {maxGroup: 2}"}},
-		"data.quotas.perNamespace.maxSize: -1 is negative": {map[string]string{"quotas": "perNamespace: {maxSize: -1}"}},
-		"data.quotas.total: only maxGroups":                {map[string]string{"quotas": "total: {maxSize: 3}"}},
+		"data.excludedNamespaces[0]: \"Not_A_Namespace\"":                       {map[string]string{"excludedNamespaces": "[Not_A_Namespace]"}},
+		"data.sharedAnnotations[0]: \"team\" is not a behaviour annotation":     {map[string]string{"sharedAnnotations": "[team]"}},
+		"data.crdStrategy.allowedKinds[0]: kind Pod of group \"\"":              {map[string]string{"crdStrategy": "allowedKinds: [{group: '', kind: Pod}]"}},
+		"data.crdStrategy.allowedKinds[0]: needs a kind and a group":            {map[string]string{"crdStrategy": "allowedKinds: [{group: '*', kind: '*'}]"}},
+		"data.quotas: unknown field \"maxGroup\"":                               {map[string]string{"quotas": "perNamespace: {maxGroup: 2}"}},
+		"data.quotas.perNamespace.maxGroups: expected an integer, got a string": {map[string]string{"quotas": "perNamespace: {maxGroups: five}"}},
+		"data.quotas: malformed YAML":                                           {map[string]string{"quotas": "perNamespace: {maxGroups: 1, maxGroups: 2}"}},
+		"data.crdStrategy.allowedKinds: expected a list, got an object":         {map[string]string{"crdStrategy": "allowedKinds: {group: x, kind: Y}"}},
+		"data.quotas.perNamespace.maxSize: -1 is negative":                      {map[string]string{"quotas": "perNamespace: {maxSize: -1}"}},
+		"data.quotas.total: only maxGroups":                                     {map[string]string{"quotas": "total: {maxSize: 3}"}},
 	} {
 		_, err := Parse(tc.data)
 		if err == nil || !strings.Contains(err.Error(), name) {

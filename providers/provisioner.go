@@ -8,6 +8,7 @@ package providers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -37,12 +38,20 @@ type Provisioner interface {
 type Rotator interface {
 	// Terminate terminates one instance of the group. With decrement false
 	// the group launches a replacement; with true its desired capacity drops
-	// by one (used after a surge).
+	// by the instance's weight (used to give a surge back). A decrement the
+	// cloud refuses because the desired capacity is at the group's minimum
+	// is an error wrapping ErrDesiredAtMinSize (nothing was terminated).
 	Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error
-	// SetDesiredCapacity sets the group's desired capacity (instances),
-	// within its min and max; used for maxSurge.
-	SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error
+	// AddCapacity adds delta (negative: removes) to the group's desired
+	// capacity as it is at the time of the call, read from the cloud, not
+	// from a cache, so capacity others set meanwhile is kept; the result
+	// is kept within the group's min and max. It returns the change made.
+	AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error)
 }
+
+// ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
+// because the desired capacity is at the group's minimum size.
+var ErrDesiredAtMinSize = errors.New("the desired capacity is at the group's minimum size, it cannot be decremented")
 
 // Watcher is implemented by provisioners that observe their groups in
 // shared, periodic listings (eks: one Auto Scaling listing per cluster).
@@ -65,7 +74,9 @@ type Observation struct {
 	LatestTemplateVersion string
 	// RoleARN is the IAM role of the nodes (or the pod execution role).
 	RoleARN string
-	// Min, Max and Desired are the group's sizes in instances.
+	// Min, Max and Desired are the group's sizes as the cloud counts them:
+	// instances, or capacity units when the group weighs its instance
+	// types (eks mixed instances with weights; see Instance.Weight).
 	Min, Max, Desired int
 	// Lifecycle is v1alpha1.LifecycleNormal, LifecycleSpot or LifecycleMixed.
 	Lifecycle string
@@ -82,6 +93,10 @@ type Observation struct {
 	Active bool
 	// Message carries cloud-reported problems (health issues), if any.
 	Message string
+	// Hold, when set, says why a rotation must not start another batch
+	// yet (eks: the warm pool is being replaced so no instance of an older
+	// launch template version joins from it).
+	Hold string
 }
 
 // Instance is one instance of a group.
@@ -101,6 +116,27 @@ type Instance struct {
 	// PrivateDNSName is the instance's private DNS name from EC2, the name
 	// its Node registers with; "" when unknown.
 	PrivateDNSName string
+	// LaunchTime is when EC2 launched the instance; zero when unknown.
+	LaunchTime time.Time
+	// Weight is the capacity units the instance counts for toward Min,
+	// Max and Desired: its weight in a weighted mixed instances policy,
+	// else 1. Zero is read as 1.
+	Weight int
+}
+
+// Units is the capacity the instance counts for (Weight, at least 1).
+func (i Instance) Units() int { return max(i.Weight, 1) }
+
+// Capacity sums the capacity units of the instances keep accepts (every
+// instance when keep is nil).
+func Capacity(instances []Instance, keep func(Instance) bool) int {
+	n := 0
+	for _, in := range instances {
+		if keep == nil || keep(in) {
+			n += in.Units()
+		}
+	}
+	return n
 }
 
 // InService reports whether the instance serves traffic for its group.

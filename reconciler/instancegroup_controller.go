@@ -25,8 +25,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries/store"
+	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -65,7 +68,9 @@ type InstanceGroupReconciler struct {
 	Rolling      *upgrade.RollingUpdate
 	CRD          *upgrade.CRDStrategy
 	Slots        *upgrade.Slots
-	Recorder     events.EventRecorder
+	// NodeHealth replaces the unhealthy instances of eks groups (nil: off).
+	NodeHealth *nodehealth.Repairer
+	Recorder   events.EventRecorder
 	// PollInterval is how often a group that is converging is re-checked;
 	// ResyncInterval how often a Ready group is (new AMIs, outside changes).
 	PollInterval   time.Duration
@@ -74,6 +79,14 @@ type InstanceGroupReconciler struct {
 	// group whose reconcile keeps failing (defaults 1s and 5m); see
 	// failureBackoff.
 	FailureBackoffBase, FailureBackoffMax time.Duration
+	// Boundaries, when set, gates every action but deletion on the group
+	// having been admitted under the boundaries in force (admissionGate);
+	// AllowNoBoundaries is the webhooks' open mode.
+	Boundaries        *store.Store
+	AllowNoBoundaries bool
+	// Violations re-checks a stored spec against the boundaries in force
+	// (webhooks.BoundaryViolations); nil checks the hash only.
+	Violations Violations
 
 	backoff *failureBackoff
 	owners  nodeOwners // provider id -> group, for Nodes without the group's labels
@@ -88,6 +101,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx = dryrun.WithObject(ctx, ig) // a dry run's "would …" Events are about the group
 	before := ig.DeepCopy()
 	name := ig.Spec.Provisioner
 	if name == v1alpha1.ProvisionerEKSCF {
@@ -109,6 +123,35 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		before = ig.DeepCopy()
+	}
+	if r.Boundaries != nil {
+		switch reason, msg := admissionGate(ig, r.Boundaries.Get(), r.AllowNoBoundaries, r.Violations); {
+		case reason == "":
+		case reason == ReasonBoundariesNotLoaded:
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		case reason == ReasonBoundariesStale && !readmissionRefused(ig):
+			// The fan-out is on its way (its update brings the group
+			// back): wait without a Warning for every group.
+			log.FromContext(ctx).V(1).Info("waiting for re-admission", "message", msg)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		case reason == ReasonNotAdmitted:
+			// Re-admit it: the controller's update makes the mutating
+			// webhook recompute the spec from the kept submission under
+			// the boundaries in force (the fan-out does the same, but only
+			// for a hash that differs).
+			res, err := r.hold(ctx, ig, reason, msg)
+			if err != nil {
+				return res, err
+			}
+			if err := r.Client.Update(ctx, ig); err != nil {
+				log.FromContext(ctx).Info("re-admission of a group stored without admission failed; retrying", "error", err.Error())
+				return res, nil
+			}
+			log.FromContext(ctx).Info("re-admitted a group stored without admission")
+			return ctrl.Result{}, nil
+		default:
+			return r.hold(ctx, ig, reason, msg)
+		}
 	}
 
 	if name == v1alpha1.ProvisionerEKS {
@@ -139,14 +182,31 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Counts of instances, and capacity units (weights) for readiness:
+	// Min is in the units the Auto Scaling group counts.
 	inService, readyNodes := 0, 0
+	units := capacity{}
 	for _, in := range obs.Instances {
 		if !in.InService() {
 			continue
 		}
 		inService++
+		units.inService += in.Units()
+		units.weighted = units.weighted || in.Units() != 1
 		if n := nodes[in.ProviderID]; n != nil && upgrade.NodeReady(n) {
 			readyNodes++
+			units.ready += in.Units()
+		}
+	}
+
+	var healthCheck time.Duration
+	if r.NodeHealth != nil && !obs.Managed {
+		rot, _ := prov.(providers.Rotator)
+		if healthCheck, err = r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
+			if ferr := r.fail(ctx, ig, "NodeRepairFailed", err.Error()); ferr != nil {
+				return ctrl.Result{}, ferr
+			}
+			return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
 		}
 	}
 
@@ -188,16 +248,37 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		releaseSlot = progress.Done
 	default:
 		releaseSlot = true
-		ig.Status.SurgeBaseCapacity = 0
+		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 {
+			// A surge record left by a rollout that ended in another pass
+			// (Settle reads the stored record, not this cached one).
+			rot, _ := prov.(providers.Rotator)
+			if err := r.Rolling.Settle(ctx, ig, rot); err != nil {
+				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
+					return ctrl.Result{}, ferr
+				}
+				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+			}
+		}
 	}
 
 	ready := false
 	if obs.Managed {
 		ready = obs.Active && !obs.Updating
 	} else {
-		ready = readyNodes >= obs.Min && inService >= obs.Min
+		ready = units.ready >= obs.Min && units.inService >= obs.Min
 	}
-	return r.report(ctx, before, ig, obs, progress, inService, readyNodes, ready, releaseSlot)
+	res, err := r.report(ctx, before, ig, obs, progress, inService, readyNodes, units, ready, releaseSlot)
+	if err == nil && healthCheck > 0 && (res.RequeueAfter == 0 || healthCheck < res.RequeueAfter) {
+		res.RequeueAfter = healthCheck // an instance may turn unhealthy before the next resync
+	}
+	return res, err
+}
+
+// capacity is the capacity units of a group's in-service instances and of
+// those with Ready nodes; weighted when an instance counts for more than 1.
+type capacity struct {
+	inService, ready int
+	weighted         bool
 }
 
 func hasDrift(obs *providers.Observation) bool {
@@ -215,7 +296,7 @@ func hasDrift(obs *providers.Observation) bool {
 // still says Upgrading always holds a slot, so users (and tests) never see
 // more groups rotating than the cap allows.
 func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
-	progress upgrade.Progress, inService, readyNodes int, ready, releaseSlot bool) (ctrl.Result, error) {
+	progress upgrade.Progress, inService, readyNodes int, units capacity, ready, releaseSlot bool) (ctrl.Result, error) {
 	st := &ig.Status
 	st.ObservedGeneration = ig.Generation
 	st.CurrentMin, st.CurrentMax = obs.Min, obs.Max
@@ -252,6 +333,10 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 		st.CurrentState = v1alpha1.StateModifying
 	}
 	readyMsg := fmt.Sprintf("%d instance(s) in service with %d Ready node(s); minSize %d", inService, readyNodes, obs.Min)
+	if units.weighted {
+		readyMsg = fmt.Sprintf("%d instance(s) in service (%d capacity units) with %d Ready node(s) (%d units); minSize %d units",
+			inService, units.inService, readyNodes, units.ready, obs.Min)
+	}
 	if obs.Managed {
 		readyMsg = "the cloud reports the group active"
 		if obs.Message != "" {
@@ -263,6 +348,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
 
 	written, err := r.writeStatus(ctx, before, ig)
+	if err == nil {
+		observeGroup(ig)
+	}
 	if errors.Is(err, errStatusConflict) {
 		// The group changed during this pass. The change may be a status
 		// write of another controller (the fan-out's BoundariesApplied),
@@ -310,8 +398,23 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 		}
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
 	}
+	nodehealth.Forget(ig.Namespace, ig.Name)
+	forgetGroup(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
+}
+
+// hold leaves the group as it is in the cloud and says why in the Ready
+// condition (a Warning Event when that reason is new). The fan-out's
+// update of the group brings it back; the requeue is a fallback.
+func (r *InstanceGroupReconciler) hold(ctx context.Context, ig *v1alpha1.InstanceGroup, reason, msg string) (ctrl.Result, error) {
+	before := ig.DeepCopy()
+	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != reason {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+		log.FromContext(ctx).Info("not acting on the group", "reason", reason, "message", msg)
+	}
+	setCondition(ig, v1alpha1.ConditionReady, false, reason, msg)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, r.patchStatus(ctx, before, ig)
 }
 
 // fail records an error state with a Warning Event.
@@ -325,6 +428,7 @@ func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.Instanc
 	setCondition(ig, v1alpha1.ConditionReady, false, reason, stableMessage(msg))
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
 	log.FromContext(ctx).Info("reconcile failed", "reason", reason, "message", msg)
+	observeGroup(ig)
 	return r.patchStatus(ctx, before, ig)
 }
 

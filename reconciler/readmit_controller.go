@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,13 +37,15 @@ const (
 const readmitWorkers = 4
 
 // ReadmitReconciler is the fan-out (BOUNDARIES.md "Fan-out"): every
-// InstanceGroup whose boundaries-hash differs from the hash of the current
-// boundaries (for its namespace's opt-out) is re-admitted by an update from
-// the controller, and the mutating webhook recomputes its effective spec
-// from the kept submission. It is triggered by InstanceGroup changes, by
+// InstanceGroup whose boundaries-hash differs from the hash of the
+// boundaries revision assigned to it (store.State.Desired: the current
+// one, unless a progressive rollout holds the group on the last good one)
+// is re-admitted by an update from the controller carrying that hash, and
+// the mutating webhook recomputes its effective spec from the kept
+// submission against that revision. It is triggered by InstanceGroup changes, by
 // every valid boundary change (through the Store; the excludedNamespaces
 // list is part of it).
-// It writes the BoundariesApplied condition.
+// It writes the BoundariesApplied condition and status.boundaries.
 type ReadmitReconciler struct {
 	// Client reads InstanceGroups from the cache and writes the
 	// re-admission updates and the condition.
@@ -80,34 +83,26 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			"The boundary ConfigMap does not exist; the spec computed from the last boundaries is kept")
 		return res, err
 	}
-	want := st.Config.Hash(st.Config.Excluded(ig.Namespace))
-	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == want {
-		// The group runs the current boundaries. Whoever's update carried
-		// it there (this fan-out, the InstanceGroup controller adding its
-		// finalizer, the tenant's own edit: every update is re-admitted),
-		// a group that was marked for other boundaries before gets the
-		// BoundariesApplied Event once, when its condition moves.
-		prev := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
-		msg := fmt.Sprintf("The spec was computed from the current boundary ConfigMap (boundaries hash %s)", want)
-		moved := prev != nil && prev.Message != msg
-		written, res, err := r.setCondition(ctx, ig, metav1.ConditionTrue, "Current", msg)
-		if written && moved {
-			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
-				"Spec recomputed from the changed boundary ConfigMap (boundaries hash %s)", want)
-		}
-		return res, err
+	d := st.Desired(ig.Namespace, ig.Name, ig.Annotations[v1alpha1.AnnotationBoundariesHash])
+	if ig.Annotations[v1alpha1.AnnotationBoundariesHash] == d.Hash {
+		return r.markAssigned(ctx, ig, d)
 	}
 
 	logger := log.FromContext(ctx).WithValues("instanceGroup", req.NamespacedName)
 	// An update by the controller makes the mutating webhook recompute the
-	// effective spec from the submitted-spec annotation.
+	// effective spec from the submitted-spec annotation, against the
+	// revision whose hash the update carries.
+	if ig.Annotations == nil {
+		ig.Annotations = map[string]string{}
+	}
+	ig.Annotations[v1alpha1.AnnotationBoundariesHash] = d.Hash
 	err := r.Client.Update(ctx, ig)
 	switch {
 	case err == nil:
 		readmissions.WithLabelValues("applied").Inc()
 		// The annotation change brings the group back here, where its
 		// condition moves and the Event is sent.
-		logger.Info("re-admitted after a boundary change", "hash", ig.Annotations[v1alpha1.AnnotationBoundariesHash])
+		logger.Info("re-admitted after a boundary change", "revision", d.Revision, "hash", ig.Annotations[v1alpha1.AnnotationBoundariesHash])
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
@@ -115,7 +110,7 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		// The webhooks refused the new effective spec: keep the old one
 		// and say why; the next boundary change retries.
 		readmissions.WithLabelValues("rejected").Inc()
-		msg := fmt.Sprintf("The changed boundary ConfigMap was not applied: %v", err)
+		msg := fmt.Sprintf("The boundaries revision %s was not applied: %v", d.Revision, err)
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonBoundariesRejected, "Readmit", "%s", msg)
 		_, res, err := r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
 		return res, err
@@ -125,16 +120,72 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 }
 
+// markAssigned records on a group that carries the hash of its assigned
+// revision which revision it runs and which it waits for: the
+// BoundariesApplied condition (True when it runs the current revision)
+// and status.boundaries. A group that was marked for another revision
+// before gets the BoundariesApplied Event once, when it moves, whoever's
+// update carried it there (this fan-out, the InstanceGroup controller
+// adding its finalizer, the tenant's own edit: every update is
+// re-admitted).
+func (r *ReadmitReconciler) markAssigned(ctx context.Context, ig *v1alpha1.InstanceGroup, d store.Assignment) (ctrl.Result, error) {
+	prevRev := ""
+	if ig.Status.Boundaries != nil {
+		prevRev = ig.Status.Boundaries.Revision
+	}
+	prev := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
+	status, reason := metav1.ConditionTrue, "Current"
+	msg := fmt.Sprintf("The spec was computed from the current boundary ConfigMap (revision %s, boundaries hash %s)", d.Revision, d.Hash)
+	if d.Pending != "" {
+		status, reason = metav1.ConditionFalse, d.Reason
+		msg = fmt.Sprintf("The spec was computed from boundaries revision %s (boundaries hash %s); the current revision %s waits: %s",
+			d.Revision, d.Hash, d.Pending, heldBecause(d))
+	}
+	moved := prevRev != "" && prevRev != d.Revision ||
+		prevRev == "" && prev != nil && !strings.Contains(prev.Message, d.Hash) // marked before revisions were recorded
+	written, res, err := r.setStatus(ctx, ig, &v1alpha1.BoundariesStatus{Revision: d.Revision, PendingRevision: d.Pending, Wave: d.Wave},
+		status, reason, msg)
+	if written && moved {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonBoundariesApplied, "Readmit",
+			"Spec recomputed from boundaries revision %s (boundaries hash %s)", d.Revision, d.Hash)
+	}
+	return res, err
+}
+
+// heldBecause says why a group does not run the current revision.
+func heldBecause(d store.Assignment) string {
+	switch d.Reason {
+	case store.WaitingForWave:
+		return "the group's wave of the rollout has not started"
+	case store.RolloutHalted:
+		return "the rollout halted (see the rollout record ConfigMap and its Events); the admin resumes or rolls back"
+	case store.RolledBack:
+		return "the group failed in the rollout and was rolled back to the last good revision"
+	default:
+		return "the rollout of the changed ConfigMap has not started yet"
+	}
+}
+
 // setCondition writes the BoundariesApplied condition, with an optimistic
 // lock so that conditions other controllers wrote meanwhile are kept, and
 // reports whether it wrote. A lost race is retried (conflictRetry), never
 // dropped.
 func (r *ReadmitReconciler) setCondition(ctx context.Context, ig *v1alpha1.InstanceGroup, status metav1.ConditionStatus, reason, msg string) (bool, ctrl.Result, error) {
+	return r.setStatus(ctx, ig, nil, status, reason, msg)
+}
+
+// setStatus is setCondition that also writes status.boundaries, unless b
+// is nil.
+func (r *ReadmitReconciler) setStatus(ctx context.Context, ig *v1alpha1.InstanceGroup, b *v1alpha1.BoundariesStatus, status metav1.ConditionStatus, reason, msg string) (bool, ctrl.Result, error) {
 	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil &&
-		c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == ig.Generation {
+		c.Status == status && c.Reason == reason && c.Message == msg && c.ObservedGeneration == ig.Generation &&
+		(b == nil || ig.Status.Boundaries != nil && *ig.Status.Boundaries == *b) {
 		return false, ctrl.Result{}, nil
 	}
 	patch := client.MergeFromWithOptions(ig.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if b != nil {
+		ig.Status.Boundaries = b
+	}
 	meta.SetStatusCondition(&ig.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.ConditionBoundariesApplied, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: ig.Generation,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/record"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 )
 
@@ -168,5 +169,60 @@ func TestReadmitAnnouncesNewBoundariesWhoeverCarriedTheGroupThere(t *testing.T) 
 		if c := condition(t, c, ig); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, st.Get().Config.Hash(false)) {
 			t.Errorf("%s: BoundariesApplied = %+v, want True naming the current hash", ig.Name, c)
 		}
+	}
+}
+
+// During a progressive rollout the fan-out moves the groups of started
+// waves to the target (an update carrying the target's hash) and only
+// marks the others: their revision, the one they wait for, and why.
+func TestReadmitFollowsTheRolloutRecord(t *testing.T) {
+	oldData := map[string]string{"defaults": "spec:\n  provisioner: eks\n", "rollout": "waves:\n- {name: canary, namespaces: [canary]}\n"}
+	newData := map[string]string{"defaults": "spec:\n  provisioner: eks-managed\n", "rollout": oldData["rollout"]}
+	oldCfg, err := boundaries.Parse(oldData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCfg, err := boundaries.Parse(newData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRev, newRev := boundaries.Revision(oldData), boundaries.Revision(newData)
+	st := &store.Store{}
+	st.SetRecord(&record.Record{Target: newRev, Stable: oldRev, Phase: record.PhaseProgressing, Wave: 0,
+		Waves: []record.Wave{{Name: "canary", Groups: []record.Group{{Group: "canary/web"}}}, {Name: "rest"}}},
+		map[string]*boundaries.Config{oldRev: oldCfg})
+	st.SetData(newCfg, "2", newData, newRev)
+
+	group := func(ns string) *v1alpha1.InstanceGroup {
+		return &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web",
+			Annotations: map[string]string{v1alpha1.AnnotationBoundariesHash: oldCfg.Hash(false)}}}
+	}
+	canary, later := group("canary"), group("team-b")
+	var updated []string
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(canary, later).
+		WithStatusSubresource(&v1alpha1.InstanceGroup{}).
+		WithInterceptorFuncs(interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			updated = append(updated, obj.GetNamespace()+" "+obj.GetAnnotations()[v1alpha1.AnnotationBoundariesHash])
+			return c.Update(ctx, obj, opts...)
+		}}).Build()
+	r := &ReadmitReconciler{Client: c, Store: st, Recorder: events.NewFakeRecorder(10)}
+	for _, ig := range []*v1alpha1.InstanceGroup{canary, later} {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(updated) != 1 || updated[0] != "canary "+newCfg.Hash(false) {
+		t.Fatalf("updates %q, want the canary's only, carrying the target's hash", updated)
+	}
+	got := &v1alpha1.InstanceGroup{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(later), got); err != nil {
+		t.Fatal(err)
+	}
+	if b := got.Status.Boundaries; b == nil || b.Revision != oldRev || b.PendingRevision != newRev {
+		t.Errorf("held group's status.boundaries = %+v, want %s pending %s", b, oldRev, newRev)
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionBoundariesApplied); cond == nil ||
+		cond.Status != metav1.ConditionFalse || cond.Reason != store.WaitingForWave {
+		t.Errorf("held group's BoundariesApplied = %+v, want False/WaitingForWave", cond)
 	}
 }

@@ -49,7 +49,13 @@ func (a *Allowlists) Check(ctx context.Context, ig *v1alpha1.InstanceGroup) fiel
 	if a.Images != nil {
 		actx.ImageOwner = func(id string) ([]string, error) { return a.imageOwners(ctx, id) }
 	}
-	return a.Boundaries.Get().Config.CheckAllowlists(&ig.Spec, actx)
+	state := a.Boundaries.Get()
+	if rev, ok := state.Running(ig.Annotations[v1alpha1.AnnotationBoundariesHash], ig.Namespace); ok && rev.Config != state.Config {
+		// A group held on an older boundaries revision keeps the values
+		// that revision's admin wrote (its image, its subnets).
+		actx.AdminConfigs = append(actx.AdminConfigs, rev.Config)
+	}
+	return state.Config.CheckAllowlists(&ig.Spec, actx)
 }
 
 // imageOwners returns the owner account id of an AMI, and its alias

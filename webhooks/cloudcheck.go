@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +18,29 @@ import (
 // (refcheck.Checker, cached per distinct reference).
 type CloudChecker interface {
 	Check(ctx context.Context, refs refcheck.Refs) ([]refcheck.Problem, error)
+}
+
+// Budgets of the AWS calls of one admission's cloud check. They stay under
+// the webhooks' timeouts (setup.go: 10s for InstanceGroups, 15s for the
+// ConfigMap), at which the API server gives up and reports only "context
+// deadline exceeded": a throttling or slow AWS (the SDK retries with
+// backoff) then gets this webhook's own answer, that nothing was changed
+// and the request can be retried.
+var (
+	instanceGroupCloudCheckTimeout = 6 * time.Second
+	configMapCloudCheckTimeout     = 10 * time.Second
+)
+
+// withCloudDeadline runs check with budget and says so when AWS did not
+// answer within it.
+func withCloudDeadline(ctx context.Context, budget time.Duration, check func(context.Context) ([]string, error)) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	out, err := check(cctx)
+	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		return out, fmt.Errorf("AWS did not answer within %s (throttled or unavailable): %w", budget, err)
+	}
+	return out, err
 }
 
 // maxCheckedInstanceTypes bounds the instance types whose architecture is

@@ -2,8 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -97,5 +99,45 @@ func TestTenantReferencesCheckedWhenNew(t *testing.T) {
 	}
 	if len(lines) != 1 || !strings.Contains(lines[0], `image "ami-admin"`) {
 		t.Fatalf("problems %v, want the image checked against the tenant's instance type", lines)
+	}
+}
+
+// slowCloud answers only when its context ends, as AWS does when it
+// throttles every retry.
+type slowCloud struct{}
+
+func (slowCloud) Check(ctx context.Context, _ refcheck.Refs) ([]refcheck.Problem, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("operation error EC2: DescribeImages, %w", ctx.Err())
+}
+
+// A cloud check that AWS does not answer in time ends within its budget,
+// under the webhook's timeout, with an answer that says so.
+func TestCloudCheckEndsWithinItsBudget(t *testing.T) {
+	ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web",
+		Annotations: map[string]string{v1alpha1.AnnotationSubmittedSpec: `{"eks":{"configuration":{"subnets":["subnet-z"]}}}`}},
+		Spec: v1alpha1.InstanceGroupSpec{Provisioner: "eks", EKS: &v1alpha1.EKSSpec{Configuration: &v1alpha1.EKSConfiguration{
+			ClusterName: "prod", Subnets: []string{"subnet-z"}}}}}
+	start := time.Now()
+	_, err := withCloudDeadline(context.Background(), 200*time.Millisecond, func(ctx context.Context) ([]string, error) {
+		return tenantRefProblems(ctx, slowCloud{}, ig, nil)
+	})
+	if err == nil || !strings.Contains(err.Error(), "AWS did not answer within 200ms") {
+		t.Fatalf("got %v, want an error saying AWS did not answer within the budget", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("answered after %s", d)
+	}
+	if instanceGroupCloudCheckTimeout >= 10*time.Second || configMapCloudCheckTimeout >= 15*time.Second {
+		t.Errorf("the budgets (%s, %s) must stay under the webhooks' timeouts (10s, 15s)", instanceGroupCloudCheckTimeout, configMapCloudCheckTimeout)
+	}
+	// A caller that went away is not blamed on AWS.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = withCloudDeadline(ctx, time.Minute, func(ctx context.Context) ([]string, error) {
+		return tenantRefProblems(ctx, slowCloud{}, ig, nil)
+	})
+	if err == nil || strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("got %v, want the caller's cancellation", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/record"
 )
 
 // maxReportedGroups caps how many broken InstanceGroups a rejection names.
@@ -55,6 +56,12 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("ConfigMap %s is invalid: %v", v.ConfigMap, err))
 	}
+	var warnings []string
+	if action, ok := cm.Annotations[record.AnnotationAction]; ok {
+		// A common slip: the action goes on the rollout record.
+		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s]=%q does nothing on the boundary ConfigMap; annotate ConfigMap %s/%s-rollout (the rollout record) instead",
+			record.AnnotationAction, action, v.ConfigMap.Namespace, v.ConfigMap.Name))
+	}
 	// Groups already broken under the ConfigMap being replaced do not
 	// block the change: only what this change breaks does.
 	var current *boundaries.Config
@@ -80,7 +87,9 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: listing InstanceGroups: %w", v.ConfigMap, err))
 		}
-		problems, err := checkIntroducedRefs(ctx, v.Cloud, cfg, current, groups)
+		problems, err := withCloudDeadline(ctx, configMapCloudCheckTimeout, func(ctx context.Context) ([]string, error) {
+			return checkIntroducedRefs(ctx, v.Cloud, cfg, current, groups)
+		})
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("ConfigMap %s: could not check its cloud references, nothing was changed; retry: %w", v.ConfigMap, err))
 		}
@@ -88,7 +97,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 			return admission.Denied(fmt.Sprintf("ConfigMap %s refers to cloud resources that do not work, nothing was changed: %s", v.ConfigMap, strings.Join(problems, "; ")))
 		}
 	}
-	return admission.Allowed("")
+	return admission.Allowed("").WithWarnings(warnings...)
 }
 
 // deny answers a DELETE: refused while any InstanceGroup exists.

@@ -86,7 +86,28 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		return admission.Denied(fmt.Sprintf("%s: the boundary ConfigMap %s does not exist, so InstanceGroups are refused (boundaries fail closed); "+
 			"the cluster admin creates it, or runs instance-manager with --allow-no-boundaries (chart value allowNoBoundaries: true) to admit groups as submitted", ref, m.ConfigMap))
 	}
-	excluded := state.Config.Excluded(req.Namespace)
+	// The boundaries revision this admission computes against: the one
+	// the controller asks for (the hash its update carries), the one the
+	// group runs (anyone else's update: a tenant's edit during a rollout
+	// keeps its group's revision), or for a new group the revision new
+	// groups get (store.State.Entry).
+	var hash string
+	switch {
+	case req.Operation == admissionv1.Create:
+	case isController:
+		hash = obj.annotations()[v1alpha1.AnnotationBoundariesHash]
+	default:
+		hash = old.annotations()[v1alpha1.AnnotationBoundariesHash]
+	}
+	assigned, known := state.ForAdmission(hash, req.Namespace)
+	if isController && !known && hash != "" && hash != old.annotations()[v1alpha1.AnnotationBoundariesHash] {
+		// The controller asks for a revision this replica has not loaded
+		// yet (the rollout record is on its way through the watch).
+		return admission.Errored(http.StatusServiceUnavailable,
+			fmt.Errorf("%s: the boundaries revision with hash %s is not loaded on this replica yet; retry in a few seconds", ref, hash))
+	}
+	cfg := assigned.Config
+	excluded := cfg.Excluded(req.Namespace)
 
 	submitted, oldSubmitted, err := m.submittedSpec(req, obj, isController)
 	if err != nil {
@@ -94,14 +115,15 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	}
 	NormalizeSpellings(submitted) // keikoproj spellings (rollingupdate, Launch, ...) compare and merge as canonical
 	var warnings []string
-	if !isController && !excluded && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
+	if !isController && !state.Config.Excluded(req.Namespace) && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
+		// Which annotations tenants may set is the newest admin word.
 		w, deny := m.behaviourAnnotations(state.Config, old, obj)
 		if deny != "" {
 			return admission.Denied(ref + ": " + deny)
 		}
 		warnings = append(warnings, w...)
 	}
-	res, err := state.Config.Effective(boundaries.Input{
+	res, err := cfg.Effective(boundaries.Input{
 		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded, AdminNamespace: req.Namespace == m.ConfigMap.Namespace,
 	})
 	if err != nil {
@@ -116,15 +138,15 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		overrides = newOverrides(overrides, oldSubmitted)
 	}
 	if len(overrides) > 0 && !isController {
-		if state.Config.Enforcement == boundaries.EnforcementDeny {
-			return admission.Denied(m.denyMessage(ref, state.Config, overrides))
+		if cfg.Enforcement == boundaries.EnforcementDeny {
+			return admission.Denied(m.denyMessage(ref, cfg, overrides))
 		}
 		for _, o := range overrides {
 			msg := fmt.Sprintf("%s is restricted by ConfigMap %s: the submitted value %s was replaced by %s",
 				o.Path, m.ConfigMap, compact(o.Submitted), compact(o.Enforced))
 			if o.Removed() {
 				msg = fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default: the submitted value %s was removed",
-					o.Path, m.ConfigMap, sensitiveNote(state.Config, o.Path), compact(o.Submitted))
+					o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), compact(o.Submitted))
 			}
 			warnings = append(warnings, msg)
 			if m.Recorder != nil && !isDryRun(req) {

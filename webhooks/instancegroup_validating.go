@@ -101,7 +101,9 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 		errs = append(errs, v.Allowlists.Check(ctx, ig)...)
 	}
 	if len(errs) == 0 && v.Cloud != nil {
-		problems, err := tenantRefProblems(ctx, v.Cloud, ig, old)
+		problems, err := withCloudDeadline(ctx, instanceGroupCloudCheckTimeout, func(ctx context.Context) ([]string, error) {
+			return tenantRefProblems(ctx, v.Cloud, ig, old)
+		})
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("InstanceGroup %s/%s: could not check its cloud references; retry: %w", req.Namespace, ig.Name, err))
 		}

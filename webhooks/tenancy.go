@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,12 +26,16 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 	adminNS := ig.Namespace == v.ConfigMap.Namespace
 	cm := v.ConfigMap.String()
 
-	if cfg != nil && !excluded {
+	// The restricted paths are re-checked against the boundaries revision
+	// the mutating webhook computed the spec from (the group's, during a
+	// progressive rollout); quotas, crd kinds and namespaces follow the
+	// newest ConfigMap.
+	if rev, _ := state.ForAdmission(ig.Annotations[v1alpha1.AnnotationBoundariesHash], ig.Namespace); rev.Config != nil && !rev.Config.Excluded(ig.Namespace) {
 		submitted, err := SubmittedSpec(ig)
 		if err != nil {
 			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
 		}
-		probs, err := canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
+		probs, err := canonicalConfig(rev.Config).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
 		}
@@ -77,4 +82,29 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		}
 	}
 	return errs, nil
+}
+
+// BoundaryViolations lists where ig's stored spec differs, on restricted
+// paths, from what cfg gives for its kept submission: the validating
+// webhook's re-check, for the controller to refuse a group whose spec was
+// changed without admission (webhooks unavailable or bypassed). Groups of
+// namespaces cfg opts out have none; adminNamespace is the ConfigMap's.
+func BoundaryViolations(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, adminNamespace string) ([]string, error) {
+	if cfg == nil || cfg.Excluded(ig.Namespace) {
+		return nil, nil
+	}
+	submitted, err := SubmittedSpec(ig)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(ig.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var stored map[string]any
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return nil, err
+	}
+	NormalizeSpellings(submitted)
+	return canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: ig.Namespace == adminNamespace}, stored)
 }

@@ -8,13 +8,16 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
 var (
@@ -81,7 +84,44 @@ func ValidateInstanceGroup(ig *v1alpha1.InstanceGroup) (field.ErrorList, []strin
 	}
 	errs = append(errs, validateStrategy(provisioner, &ig.Spec.Strategy, spec.Child("strategy"))...)
 	errs = append(errs, validateReservedTags(&ig.Spec, spec)...)
+	switch provisioner {
+	case "", v1alpha1.ProvisionerEKS, v1alpha1.ProvisionerEKSCF, v1alpha1.ProvisionerEKSManaged:
+		errs = append(errs, validateNodeLabelName(ig)...)
+	}
+	if (provisioner == v1alpha1.ProvisionerEKS || provisioner == v1alpha1.ProvisionerEKSCF) && ig.Spec.EKS != nil && ig.Spec.EKS.Configuration != nil {
+		errs = append(errs, validateEKSLimits(ig, spec.Child("eks", "configuration"))...)
+	}
 	return errs, warnings
+}
+
+// validateNodeLabelName refuses a name that cannot be the value of the
+// label instancemgr.keikoproj.io/instancegroup, which every node of the
+// group carries: the kubelet of such a node would not start.
+func validateNodeLabelName(ig *v1alpha1.InstanceGroup) field.ErrorList {
+	if n := len(ig.Name); n > validation.LabelValueMaxLength {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), ig.Name, fmt.Sprintf(
+			"is %d characters; at most %d are allowed: the name is the value of the node label %s, and Kubernetes label values hold %d characters",
+			n, validation.LabelValueMaxLength, v1alpha1.LabelInstanceGroup, validation.LabelValueMaxLength))}
+	}
+	return nil
+}
+
+// validateEKSLimits refuses an eks spec that AWS would refuse: user data
+// over EC2's 16 KB, more tags than an Auto Scaling group holds.
+func validateEKSLimits(ig *v1alpha1.InstanceGroup, cp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if size := eks.UserDataSize(ig); size > eks.MaxUserDataBytes {
+		errs = append(errs, field.Invalid(cp.Child("userData"), fmt.Sprintf("<%d bytes>", size), fmt.Sprintf(
+			"the nodes' user data would be %d bytes (the bootstrap with its labels, taints and arguments, and the userData stages); "+
+				"EC2 allows %d bytes: shorten the userData stages, labels or taints by at least %d bytes", size, eks.MaxUserDataBytes, size-eks.MaxUserDataBytes)))
+	}
+	if total, added := eks.ScalingGroupTags(ig); total > eks.MaxScalingGroupTags {
+		errs = append(errs, field.Invalid(cp.Child("tags"), fmt.Sprintf("<%d tags>", total-added), fmt.Sprintf(
+			"with the %d that instance-manager sets (Name, cluster, ownership, the record of managed tags) the Auto Scaling group would have %d tags; "+
+				"AWS allows %d: at most %d tags here, remove at least %d", added, total, eks.MaxScalingGroupTags,
+			eks.MaxScalingGroupTags-added, total-eks.MaxScalingGroupTags)))
+	}
+	return errs
 }
 
 func validateAnnotations(a map[string]string) field.ErrorList {
@@ -89,6 +129,11 @@ func validateAnnotations(a map[string]string) field.ErrorList {
 	path := field.NewPath("metadata", "annotations")
 	if v, ok := a[v1alpha1.AnnotationOSFamily]; ok && !osFamilies[v] {
 		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationOSFamily), v, slices.Sorted(maps.Keys(osFamilies))))
+	}
+	if v, ok := a[v1alpha1.AnnotationClusterAutoscalerPriority]; ok {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			errs = append(errs, field.Invalid(path.Key(v1alpha1.AnnotationClusterAutoscalerPriority), v, "must be a non-negative integer (the higher, the sooner the cluster-autoscaler's priority expander scales the group up)"))
+		}
 	}
 	if v, ok := a[v1alpha1.AnnotationArchitecture]; ok && !architectures[v] {
 		errs = append(errs, field.NotSupported(path.Key(v1alpha1.AnnotationArchitecture), v, slices.Sorted(maps.Keys(architectures))))
@@ -113,6 +158,20 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 		wp := path.Child("warmPool")
 		if eks.WarmPool.MaxSize != -1 && eks.WarmPool.MaxSize < eks.WarmPool.MinSize {
 			errs = append(errs, field.Invalid(wp.Child("maxSize"), eks.WarmPool.MaxSize, "must be -1 (the group's maxSize) or at least warmPool.minSize"))
+		}
+	}
+	if h := eks.NodeHealth; h != nil {
+		hp := path.Child("nodeHealth")
+		for _, d := range []struct {
+			name string
+			d    *metav1.Duration
+		}{{"startupTimeout", h.StartupTimeout}, {"unhealthyTimeout", h.UnhealthyTimeout}} {
+			if d.d != nil && d.d.Duration < 0 {
+				errs = append(errs, field.Invalid(hp.Child(d.name), d.d.Duration.String(), "must be a positive duration such as \"10m\" (0 or absent: the default)"))
+			}
+		}
+		if h.MaxReplacing != nil {
+			errs = append(errs, validatePercent(h.MaxReplacing, hp.Child("maxReplacing"), 0)...)
 		}
 	}
 	c := eks.Configuration
@@ -169,6 +228,28 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 				errs = append(errs, field.Duplicate(mp.Child("instanceTypes").Index(i).Child("type"), t.Type))
 			}
 			seen[t.Type] = true
+			if t.Weight > v1alpha1.MaxInstanceWeight {
+				errs = append(errs, field.Invalid(mp.Child("instanceTypes").Index(i).Child("weight"), t.Weight,
+					fmt.Sprintf("must be 1 to %d (Auto Scaling's range)", v1alpha1.MaxInstanceWeight)))
+			}
+		}
+		if i, partial := m.PartialWeight(); partial {
+			weighted := 0
+			for j, t := range m.InstanceTypes {
+				if t.Weight > 0 {
+					weighted = j
+					break
+				}
+			}
+			errs = append(errs, field.Required(mp.Child("instanceTypes").Index(i).Child("weight"),
+				fmt.Sprintf("weights are all or none: instanceTypes[%d] (%s) has weight %d, so every instance type needs one (Auto Scaling refuses partial weights; with weights, minSize, maxSize and the desired capacity are capacity units)",
+					weighted, m.InstanceTypes[weighted].Type, m.InstanceTypes[weighted].Weight)))
+		}
+		if m.InstancePool == v1alpha1.InstancePoolSubFamilyFlexible && c.InstanceType != "" {
+			if _, _, ok := v1alpha1.SubFamilyOf(c.InstanceType); !ok {
+				errs = append(errs, field.Invalid(cp.Child("instanceType"), c.InstanceType,
+					"instancePool SubFamilyFlexible derives instance types from the family and generation of instanceType (m5 in m5.xlarge); this type has none, so list mixedInstancesPolicy.instanceTypes instead"))
+			}
 		}
 	}
 	seen := map[string]bool{}
@@ -382,6 +463,12 @@ func validateTaints(taints []corev1.Taint, path *field.Path) field.ErrorList {
 	return errs
 }
 
+// AWS tag limits (characters).
+const (
+	maxTagKey   = 128
+	maxTagValue = 256
+)
+
 func validateTags(tags []map[string]string, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]bool{}
@@ -396,6 +483,12 @@ func validateTags(tags []map[string]string, path *field.Path) field.ErrorList {
 		if !ok || key == "" {
 			errs = append(errs, field.Required(tp.Child("key"), "the tag key"))
 			continue
+		}
+		if n := utf8.RuneCountInString(key); n > maxTagKey {
+			errs = append(errs, field.Invalid(tp.Child("key"), key, fmt.Sprintf("is %d characters; AWS tag keys hold at most %d", n, maxTagKey)))
+		}
+		if n := utf8.RuneCountInString(t["value"]); n > maxTagValue {
+			errs = append(errs, field.Invalid(tp.Child("value"), t["value"], fmt.Sprintf("is %d characters; AWS tag values hold at most %d", n, maxTagValue)))
 		}
 		if strings.HasPrefix(strings.ToLower(key), "aws:") {
 			errs = append(errs, field.Invalid(tp.Child("key"), key, "keys starting with aws: are reserved by AWS"))

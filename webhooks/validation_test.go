@@ -1,10 +1,13 @@
 package webhooks
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -49,12 +52,42 @@ func TestValidateInstanceGroup(t *testing.T) {
 		{"maxUnavailable 30%", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromString("30%"))}
 		}, nil},
+		{"node health", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{StartupTimeout: &metav1.Duration{Duration: 10 * time.Minute}, MaxReplacing: ptr.To(intstr.FromString("25%"))}
+		}, nil},
+		{"node health off", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{MaxReplacing: ptr.To(intstr.FromInt32(0))}
+		}, nil},
+		{"bad node health", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{UnhealthyTimeout: &metav1.Duration{Duration: -time.Minute}, MaxReplacing: ptr.To(intstr.FromString("ten"))}
+		}, []string{"spec.eks.nodeHealth.unhealthyTimeout", "spec.eks.nodeHealth.maxReplacing"}},
 		{"bad taint effect", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Taints = []corev1.Taint{{Key: "k", Effect: "Sometimes"}}
 		}, []string{"spec.eks.configuration.taints[0].effect"}},
 		{"bad label", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Labels = map[string]string{"bad key!": "v"}
 		}, []string{"spec.eks.configuration.labels[bad key!]"}},
+		{"name of 63 characters", func(ig *v1alpha1.InstanceGroup) { ig.Name = strings.Repeat("n", 63) }, nil},
+		{"name past the node label's 63 characters", func(ig *v1alpha1.InstanceGroup) { ig.Name = strings.Repeat("n", 64) },
+			[]string{"metadata.name", "at most 63", "instancemgr.keikoproj.io/instancegroup"}},
+		{"tag key of 128 characters, value of 256", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": strings.Repeat("é", 128), "value": strings.Repeat("v", 256)}}
+		}, nil},
+		{"tag key past 128 characters", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": strings.Repeat("k", 129), "value": "v"}}
+		}, []string{"spec.eks.configuration.tags[0].key", "at most 128"}},
+		{"tag value past 256 characters", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "k", "value": strings.Repeat("v", 257)}}
+		}, []string{"spec.eks.configuration.tags[0].value", "at most 256"}},
+		{"as many tags as the group holds", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Tags = tags(41) }, nil},
+		{"more tags than the group holds", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Tags = tags(42) },
+			[]string{"spec.eks.configuration.tags", "with the 9 that instance-manager sets", "would have 51 tags", "AWS allows 50: at most 41 tags here, remove at least 1"}},
+		{"user data of 14 KB", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "a", Stage: "PreBootstrap", Data: strings.Repeat("#", 14<<10)}}
+		}, nil},
+		{"user data over 16 KB", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.UserData = []v1alpha1.UserDataStage{{Name: "a", Stage: "PreBootstrap", Data: strings.Repeat("#", 16<<10)}}
+		}, []string{"spec.eks.configuration.userData", "EC2 allows 16384 bytes"}},
 		{"tag without key", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"value": "v"}}
 		}, []string{"spec.eks.configuration.tags[0].key"}},
@@ -75,6 +108,25 @@ func TestValidateInstanceGroup(t *testing.T) {
 			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged
 			ig.Spec.EKSFargate = &v1alpha1.EKSFargateSpec{ClusterName: "c", Subnets: []string{"s"}}
 		}, []string{"spec.eks-fargate.selectors"}},
+		{"weights on every instance type", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstanceTypes: []v1alpha1.InstanceTypeSpec{
+				{Type: "m5.large", Weight: 1}, {Type: "m5.xlarge", Weight: 2}}}
+		}, nil},
+		{"partial weights", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstanceTypes: []v1alpha1.InstanceTypeSpec{
+				{Type: "m5.large"}, {Type: "m5.xlarge", Weight: 2}, {Type: "m5.2xlarge", Weight: 4}}}
+		}, []string{"spec.eks.configuration.mixedInstancesPolicy.instanceTypes[0].weight", "all or none", "instanceTypes[1] (m5.xlarge) has weight 2"}},
+		{"weight above Auto Scaling's range", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstanceTypes: []v1alpha1.InstanceTypeSpec{
+				{Type: "m5.large", Weight: 1000}}}
+		}, []string{"spec.eks.configuration.mixedInstancesPolicy.instanceTypes[0].weight", "1 to 999"}},
+		{"SubFamilyFlexible from a type with a family", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstancePool: v1alpha1.InstancePoolSubFamilyFlexible}
+		}, nil},
+		{"SubFamilyFlexible from a type without a family", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.InstanceType = "u-6tb1.metal"
+			ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{InstancePool: v1alpha1.InstancePoolSubFamilyFlexible}
+		}, []string{"spec.eks.configuration.instanceType", "SubFamilyFlexible", "list mixedInstancesPolicy.instanceTypes instead"}},
 		{"bad os family", func(ig *v1alpha1.InstanceGroup) {
 			ig.Annotations = map[string]string{v1alpha1.AnnotationOSFamily: "plan9"}
 		}, []string{"instancemgr.keikoproj.io/os-family"}},
@@ -110,4 +162,14 @@ func TestEKSCFWarns(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "deprecated") {
 		t.Fatalf("warnings = %v", warnings)
 	}
+}
+
+// tags are n distinct tags of 13-character keys (their record takes three
+// tags of 256 characters).
+func tags(n int) []map[string]string {
+	out := make([]map[string]string, n)
+	for i := range out {
+		out[i] = map[string]string{"key": fmt.Sprintf("team-tag-%03d", i), "value": "v"}
+	}
+	return out
 }

@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -32,6 +35,37 @@ type EKSSpec struct {
 	// Configuration is the launch and scaling configuration.
 	// +optional
 	Configuration *EKSConfiguration `json:"configuration,omitempty"`
+
+	// NodeHealth replaces instances whose nodes do not become Ready or stop
+	// being Ready (README "Node health"). Defaults apply when absent.
+	// +optional
+	NodeHealth *NodeHealthSpec `json:"nodeHealth,omitempty"`
+}
+
+// NodeHealthSpec is when an instance counts as unhealthy and how many are
+// replaced at once. An unhealthy instance is terminated through its Auto
+// Scaling group without decrementing the desired capacity, so the group
+// launches a replacement; replacement halts while more than 20% of the
+// group's instances (rounded up) are unhealthy at once, which points at a
+// bad image or configuration rather than bad luck.
+type NodeHealthSpec struct {
+	// StartupTimeout is how long after its launch an instance may run
+	// without a Ready node (booting, joining). Default 15m.
+	// +optional
+	StartupTimeout *metav1.Duration `json:"startupTimeout,omitempty"`
+
+	// UnhealthyTimeout is how long a node may stay NotReady (or Unknown)
+	// before its instance is replaced. Default 5m.
+	// +optional
+	UnhealthyTimeout *metav1.Duration `json:"unhealthyTimeout,omitempty"`
+
+	// MaxReplacing is how many instances of the group may be replaced at
+	// once: a count, or a percentage of the group's instances rounded up.
+	// Default "10%" (at least 1). 0 turns replacement off (unhealthy
+	// instances are still reported).
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxReplacing *intstr.IntOrString `json:"maxReplacing,omitempty"`
 }
 
 // WarmPoolSpec configures the Auto Scaling group's warm pool.
@@ -258,7 +292,9 @@ type MixedInstancesPolicySpec struct {
 	// +optional
 	SpotRatio *intstr.IntOrString `json:"spotRatio,omitempty"`
 	// InstancePool derives instance types from the base instanceType:
-	// SubFamilyFlexible. Required when instanceTypes is empty.
+	// SubFamilyFlexible (same family, generation, vCPUs, memory and
+	// architecture, resolved from EC2 DescribeInstanceTypes). Required
+	// when instanceTypes is empty.
 	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional
 	InstancePool string `json:"instancePool,omitempty"`
@@ -267,12 +303,77 @@ type MixedInstancesPolicySpec struct {
 	InstanceTypes []InstanceTypeSpec `json:"instanceTypes,omitempty"`
 }
 
+// InstancePoolSubFamilyFlexible is the instancePool that derives the
+// instance types from the base instanceType: its family and generation
+// (m5 for m5.xlarge: m5, m5a, m5ad, m5d, m5dn, m5n, m5zn) with the same
+// vCPUs, memory and processor architecture, as EC2 DescribeInstanceTypes
+// reports them for the region.
+const InstancePoolSubFamilyFlexible = "SubFamilyFlexible"
+
+// SubFamilyOf splits an instance type into the family letters and the
+// generation SubFamilyFlexible groups by: m5ad.xlarge -> m, 5; c7gn.large
+// -> c, 7. ok is false for names without both (u-6tb1.metal, mac1).
+func SubFamilyOf(instanceType string) (family, generation string, ok bool) {
+	class, _, found := strings.Cut(instanceType, ".")
+	if !found {
+		return "", "", false
+	}
+	i := 0
+	for i < len(class) && class[i] >= 'a' && class[i] <= 'z' {
+		i++
+	}
+	j := i
+	for j < len(class) && class[j] >= '0' && class[j] <= '9' {
+		j++
+	}
+	if i == 0 || j == i || j < len(class) && class[j] != '-' && (class[j] < 'a' || class[j] > 'z') {
+		return "", "", false
+	}
+	return class[:i], class[i:j], true
+}
+
+// MaxInstanceWeight is the largest weight Auto Scaling accepts.
+const MaxInstanceWeight = 999
+
+// Weighted reports whether the policy gives its instance types weights:
+// the group's sizes and desired capacity are then capacity units.
+func (m *MixedInstancesPolicySpec) Weighted() bool {
+	if m == nil {
+		return false
+	}
+	for _, t := range m.InstanceTypes {
+		if t.Weight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// PartialWeight returns the index of the first instance type without a
+// weight when another has one (Auto Scaling needs a weight on every type
+// or on none).
+func (m *MixedInstancesPolicySpec) PartialWeight() (int, bool) {
+	if !m.Weighted() {
+		return 0, false
+	}
+	for i, t := range m.InstanceTypes {
+		if t.Weight <= 0 {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // InstanceTypeSpec is one instance type of a mixed instances policy.
 type InstanceTypeSpec struct {
 	// Type is the EC2 instance type.
 	Type string `json:"type"`
-	// Weight is the capacity units one instance counts for. Default 1.
+	// Weight is the capacity units one instance of this type counts for
+	// (1 to 999). Either every instance type has a weight or none does;
+	// with weights, minSize, maxSize, the desired capacity, maxUnavailable
+	// and maxSurge are capacity units, as Auto Scaling counts them.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=999
 	// +optional
 	Weight int64 `json:"weight,omitempty"`
 }

@@ -21,6 +21,8 @@ import (
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisioner`,description="Provisioner building the group"
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.strategy.type`,description="Upgrade strategy"
 // +kubebuilder:printcolumn:name="Lifecycle",type=string,JSONPath=`.status.lifecycle`,description="normal (on-demand), spot or mixed"
+// +kubebuilder:printcolumn:name="Boundaries",type=string,JSONPath=`.status.boundaries.revision`,description="Revision of the boundary ConfigMap the spec was computed from"
+// +kubebuilder:printcolumn:name="Pending",type=string,JSONPath=`.status.boundaries.pendingRevision`,priority=1,description="Newer boundaries revision the group waits for (its rollout wave has not started, the rollout halted, or it was rolled back)"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodesTotal`,priority=1,description="Instances in the group (kubectl get -o wide)"
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.nodesUpdated`,priority=1,description="Instances on the latest launch template version (kubectl get -o wide)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -224,15 +226,53 @@ type InstanceGroupStatus struct {
 	// +optional
 	NodesTotal int `json:"nodesTotal,omitempty"`
 
-	// SurgeBaseCapacity is the desired capacity (instances) the group had
-	// before the rollingUpdate strategy scaled it out by maxSurge; 0 when no
-	// surge is in progress.
+	// SurgeCapacity is the capacity (instances, or units with weights) the
+	// rollingUpdate strategy added to the desired capacity for maxSurge and
+	// has not given back yet; 0 when no surge is in progress. A surge adds
+	// to the desired capacity as it is at that moment and gives back
+	// exactly this much, so changes others (the cluster-autoscaler) make
+	// meanwhile are kept.
+	// +optional
+	SurgeCapacity int `json:"surgeCapacity,omitempty"`
+
+	// SurgeBaseCapacity was the desired capacity before a surge, written by
+	// earlier versions; it is read once (as SurgeCapacity = desired - it)
+	// and cleared.
+	// Deprecated: see SurgeCapacity.
 	// +optional
 	SurgeBaseCapacity int `json:"surgeBaseCapacity,omitempty"`
 
-	// Conditions: Ready, NodesReady, Upgrading, BoundariesApplied.
+	// Boundaries says which revision of the boundary ConfigMap the spec
+	// was computed from, and which newer one the group waits for while a
+	// progressive rollout holds it back.
+	// +optional
+	Boundaries *BoundariesStatus `json:"boundaries,omitempty"`
+
+	// Conditions: Ready, NodesReady, NodesHealthy, Upgrading, BoundariesApplied.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BoundariesStatus is the boundaries revision of a group (see the boundary
+// ConfigMap's rollout policy).
+type BoundariesStatus struct {
+	// Revision names the revision of the boundary ConfigMap the stored
+	// spec was computed from: the first hex digits of a SHA-256 of its
+	// data (the rollout key left out).
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// PendingRevision is the boundary ConfigMap's newer revision the group
+	// waits for: its wave of the rollout has not started, the rollout
+	// halted, or the group was rolled back. Empty when the group runs the
+	// current revision.
+	// +optional
+	PendingRevision string `json:"pendingRevision,omitempty"`
+
+	// Wave names the group's wave in the rollout of the current revision,
+	// once that wave started.
+	// +optional
+	Wave string `json:"wave,omitempty"`
 }

@@ -63,6 +63,14 @@ const (
 	// AnnotationClusterAutoscalerEnabled, value "true", adds the
 	// cluster-autoscaler auto-discovery and node-template tags to the group.
 	AnnotationClusterAutoscalerEnabled = "instancemgr.keikoproj.io/cluster-autoscaler-enabled"
+	// AnnotationClusterAutoscalerPriority, a non-negative integer, is the
+	// group's priority for the cluster-autoscaler's priority expander (the
+	// higher, the sooner it is scaled up): with
+	// --cluster-autoscaler-priority-configmap the controller keeps that
+	// ConfigMap listing every group by its priority, so an overflow order
+	// (spot before on-demand, preferred types before others) is stated on
+	// the groups.
+	AnnotationClusterAutoscalerPriority = "instancemgr.keikoproj.io/cluster-autoscaler-priority"
 )
 
 // Node labels the eks provisioner registers through the kubelet, naming the
@@ -89,6 +97,11 @@ const (
 	ConditionNodesReady = "NodesReady"
 	// ConditionUpgrading is True while drifted nodes are being rotated.
 	ConditionUpgrading = "Upgrading"
+	// ConditionNodesHealthy is False while instances are unhealthy (no
+	// Ready node within the startup timeout, or NotReady past the unhealthy
+	// timeout): reason Repairing while they are replaced, RepairHalted when
+	// more than 20% of the group is unhealthy and replacement stops.
+	ConditionNodesHealthy = "NodesHealthy"
 	// ConditionBoundariesApplied is True when the stored spec was computed
 	// from the current boundary ConfigMap (the boundaries-hash matches).
 	ConditionBoundariesApplied = "BoundariesApplied"

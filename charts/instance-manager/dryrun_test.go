@@ -66,7 +66,7 @@ func renderingCases(t *testing.T) []renderingCase {
 			if hasEnv(c, "AWS_REGION") {
 				t.Error("AWS_REGION is set without awsRegion")
 			}
-			for _, kind := range []string{"ServiceMonitor", "ConfigMap", "Issuer", "Certificate"} {
+			for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "Issuer", "Certificate"} {
 				if objs := r.all(kind); len(objs) > 0 {
 					t.Errorf("the default rendering has a %s", kind)
 				}
@@ -192,6 +192,8 @@ func renderingCases(t *testing.T) []renderingCase {
 			"extraEnv":                  []any{map[string]any{"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"}},
 			"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/instance": "platform"}}}},
 			"allowNoBoundaries":         true,
+			"dryRun":                    true,
+			"clusterAutoscaler":         map[string]any{"priorityConfigMap": map[string]any{"enabled": true}},
 			"networkPolicy": map[string]any{"enabled": true, "metricsFrom": []any{
 				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
 			}},
@@ -219,6 +221,15 @@ func renderingCases(t *testing.T) []renderingCase {
 			}
 			if !strings.HasPrefix(d.Name, "platform") {
 				t.Errorf("Deployment %s is not named after the release", d.Name)
+			}
+			if !slices.Contains(c.Args, "--cluster-autoscaler-priority-configmap=kube-system/cluster-autoscaler-priority-expander") {
+				t.Errorf("clusterAutoscaler.priorityConfigMap: no --cluster-autoscaler-priority-configmap in %v", c.Args)
+			}
+			if role := r.find("Role", "platform-instance-manager-autoscaler-priority"); role == nil || role.GetNamespace() != "kube-system" {
+				t.Errorf("no Role for the priority ConfigMap in kube-system: %v", role)
+			}
+			if !slices.Contains(c.Args, "--dry-run") {
+				t.Errorf("dryRun: no --dry-run in %v", c.Args)
 			}
 			if !slices.Contains(c.Args, "--allow-no-boundaries") {
 				t.Errorf("allowNoBoundaries: no --allow-no-boundaries in %v", c.Args)

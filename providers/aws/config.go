@@ -13,6 +13,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/smithy-go/middleware"
@@ -84,12 +85,49 @@ func isMetricsOption(fn func(*middleware.Stack) error) bool {
 // retried with exponential jittered backoff, and after throttling the
 // client also slows its own request rate (client-side token bucket). The
 // SDK's retry quota stays on, so a long outage fails calls fast instead of
-// retrying every one of them.
+// retrying every one of them; and it refills as calls succeed, as in the
+// SDK's standard mode (see refillingRetryer).
 func NewRetryer() awssdk.Retryer {
-	return retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
-		o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) {
-			so.MaxAttempts = MaxAttempts
-			so.MaxBackoff = MaxBackoff
-		})
-	})
+	quota := ratelimit.NewTokenRateLimit(retry.DefaultRetryRateTokens)
+	return &refillingRetryer{
+		AdaptiveMode: retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
+			o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) {
+				so.MaxAttempts = MaxAttempts
+				so.MaxBackoff = MaxBackoff
+				so.RateLimiter = quota
+			})
+		}),
+		quota: quota,
+	}
+}
+
+// refillingRetryer is the SDK's adaptive mode whose retry quota is
+// refilled by every attempt that succeeds (retry.DefaultNoRetryIncrement
+// tokens), as the standard mode's is. The SDK's adaptive mode
+// (aws-sdk-go-v2 v1.47, https://github.com/aws/aws-sdk-go-v2/issues/3550)
+// only ever takes from the quota: each retry that fails again keeps its 5
+// tokens, so under a steady share of throttling or 5xx answers the 500
+// tokens of a client run out after some hundred retries, and from then on
+// the process never retries a call of that service again (every fault
+// fails its reconcile) until it restarts. test/chaos's TestAWSFaults met
+// it: with a fifth of the calls failing, the EC2 client of a manager
+// running 50 groups ran dry within minutes.
+type refillingRetryer struct {
+	*retry.AdaptiveMode
+	quota *ratelimit.TokenRateLimit
+}
+
+// GetAttemptToken is the adaptive mode's (the client-side rate limit),
+// with the quota refilled when the attempt succeeds.
+func (r *refillingRetryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	release, err := r.AdaptiveMode.GetAttemptToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(opErr error) error {
+		if opErr == nil {
+			_ = r.quota.AddTokens(retry.DefaultNoRetryIncrement)
+		}
+		return release(opErr)
+	}, nil
 }

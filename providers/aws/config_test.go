@@ -149,7 +149,7 @@ func TestInstrumentDoesNotAliasCopiedConfig(t *testing.T) {
 func TestNewRetryerLimits(t *testing.T) {
 	g := NewWithT(t)
 	r := NewRetryer()
-	g.Expect(r).To(BeAssignableToTypeOf(&retry.AdaptiveMode{}))
+	g.Expect(r).To(BeAssignableToTypeOf(&refillingRetryer{}))
 	g.Expect(r.MaxAttempts()).To(Equal(MaxAttempts))
 	throttled := &smithy.GenericAPIError{Code: "Throttling"}
 	g.Expect(r.IsErrorRetryable(throttled)).To(BeTrue())
@@ -158,5 +158,60 @@ func TestNewRetryerLimits(t *testing.T) {
 		delay, err := r.RetryDelay(attempt, throttled)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(delay).To(BeNumerically("<=", MaxBackoff))
+	}
+}
+
+// The retry quota refills as attempts succeed (the SDK's adaptive mode
+// alone never refills it): after the quota ran dry, successes make retries
+// possible again, and a long run of calls of which a fifth fail once never
+// exhausts it.
+func TestNewRetryerRefillsItsQuota(t *testing.T) {
+	g := NewWithT(t)
+	r := NewRetryer().(*refillingRetryer)
+	ctx := context.Background()
+	failed := &smithy.GenericAPIError{Code: "InternalError"}
+	// Drain: retries that fail again keep their tokens.
+	for i := 0; ; i++ {
+		g.Expect(i).To(BeNumerically("<", 1000), "the quota never ran out")
+		release, err := r.GetRetryToken(ctx, failed)
+		if err != nil {
+			break
+		}
+		g.Expect(release(failed)).To(Succeed())
+	}
+	g.Expect(r.quota.Remaining()).To(BeNumerically("<", retry.DefaultRetryCost))
+	// Five successful attempts pay for one retry again.
+	for i := 0; i < int(retry.DefaultRetryCost); i++ {
+		release, err := r.GetAttemptToken(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(release(nil)).To(Succeed())
+	}
+	_, err := r.GetRetryToken(ctx, failed)
+	g.Expect(err).NotTo(HaveOccurred(), "a retry is possible after successes")
+
+	// Steady state: 10,000 calls, each fifth one failing twice before it
+	// succeeds; the quota never runs out.
+	r = NewRetryer().(*refillingRetryer)
+	for call := 0; call < 10000; call++ {
+		failures := 0
+		if call%5 == 0 {
+			failures = 2
+		}
+		releaseRetry := func(error) error { return nil }
+		for attempt := 0; ; attempt++ {
+			releaseAttempt, err := r.GetAttemptToken(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			var opErr error
+			if attempt < failures {
+				opErr = failed
+			}
+			g.Expect(releaseRetry(opErr)).To(Succeed())
+			g.Expect(releaseAttempt(opErr)).To(Succeed())
+			if opErr == nil {
+				break
+			}
+			releaseRetry, err = r.GetRetryToken(ctx, opErr)
+			g.Expect(err).NotTo(HaveOccurred(), "call %d: the quota ran out", call)
+		}
 	}
 }

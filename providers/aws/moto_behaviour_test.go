@@ -154,15 +154,47 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		g.Expect(describeGroup(t, "warm").WarmPoolConfiguration).NotTo(BeNil())
 	})
 
-	t.Run("duplicate CreateAutoScalingGroup replaces the group", func(t *testing.T) {
+	t.Run("duplicate CreateAutoScalingGroup answers AlreadyExists (test/env/motoserver.py)", func(t *testing.T) {
 		g := NewWithT(t)
 		f.createGroup(t, c, "twice", "1", 1, map[string]string{"first": "yes"})
-		orphan := ids(describeGroup(t, "twice"))[0]
-		f.createGroup(t, c, "twice", "1", 1, nil) // AWS: AlreadyExists
+		first := ids(describeGroup(t, "twice"))
+		_, err := c.AutoScaling.CreateAutoScalingGroup(t.Context(), &autoscaling.CreateAutoScalingGroupInput{
+			AutoScalingGroupName: awssdk.String("twice"), MinSize: awssdk.Int32(0), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(1),
+			LaunchTemplate:    &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String(f.template), Version: awssdk.String("1")},
+			VPCZoneIdentifier: awssdk.String(f.subnets),
+		})
+		var ae smithy.APIError
+		g.Expect(errors.As(err, &ae)).To(BeTrue(), "got %v", err)
+		g.Expect(ae.ErrorCode()).To(Equal("AlreadyExists")) // moto 5.2.5 alone replaces the group
 		grp := describeGroup(t, "twice")
-		g.Expect(grp.Tags).To(BeEmpty())
-		g.Expect(ids(grp)).NotTo(ContainElement(orphan))
-		g.Expect(instance(t, orphan).State.Name).To(Equal(ec2types.InstanceStateNameRunning), "the first group's instance is left running")
+		g.Expect(grp.Tags).NotTo(BeEmpty(), "the first group is kept")
+		g.Expect(ids(grp)).To(Equal(first))
+	})
+
+	t.Run("a call repeated after its answer was lost gets AWS's 4xx (test/env/motoserver.py)", func(t *testing.T) {
+		g := NewWithT(t)
+		f.createGroup(t, c, "repeat", "1", 1, nil)
+		id := ids(describeGroup(t, "repeat"))[0]
+		terminate := func() error {
+			_, err := c.AutoScaling.TerminateInstanceInAutoScalingGroup(t.Context(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+				InstanceId: awssdk.String(id), ShouldDecrementDesiredCapacity: awssdk.Bool(true)})
+			return err
+		}
+		g.Expect(terminate()).To(Succeed())
+		g.Expect(apiCode(terminate())).To(Equal("ValidationError")) // moto 5.2.5 alone: 500
+
+		_, err := c.IAM.CreateRole(t.Context(), &iam.CreateRoleInput{RoleName: awssdk.String("repeat"), AssumeRolePolicyDocument: awssdk.String(`{"Version":"2012-10-17","Statement":[]}`)})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.IAM.CreateInstanceProfile(t.Context(), &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String("repeat")})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.IAM.AddRoleToInstanceProfile(t.Context(), &iam.AddRoleToInstanceProfileInput{InstanceProfileName: awssdk.String("repeat"), RoleName: awssdk.String("repeat")})
+		g.Expect(err).NotTo(HaveOccurred())
+		remove := func() error {
+			_, err := c.IAM.RemoveRoleFromInstanceProfile(t.Context(), &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: awssdk.String("repeat"), RoleName: awssdk.String("repeat")})
+			return err
+		}
+		g.Expect(remove()).To(Succeed())
+		g.Expect(apiCode(remove())).To(Equal("NoSuchEntity")) // moto 5.2.5 alone: 500
 	})
 
 	t.Run("DeleteAutoScalingGroup terminates instances without ForceDelete", func(t *testing.T) {

@@ -1,9 +1,6 @@
 package eks
 
 import (
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
@@ -18,27 +15,23 @@ const (
 	defaultHTTPEndpoint = "enabled"
 )
 
-// metadataOptions is the launch template's IMDS settings: m's fields where
-// set, the secure defaults otherwise. It never returns nil: a template
-// without MetadataOptions would get the account's defaults, which may
-// allow IMDSv1.
-func metadataOptions(m *v1alpha1.MetadataOptions) *ec2types.LaunchTemplateInstanceMetadataOptionsRequest {
-	out := &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
-		HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(defaultHTTPEndpoint),
-		HttpTokens:              ec2types.LaunchTemplateHttpTokensState(DefaultHTTPTokens),
-		HttpPutResponseHopLimit: awssdk.Int32(DefaultHTTPHopLimit),
-	}
+// metadataSettings is the launch template's IMDS settings (endpoint,
+// tokens, hop limit): m's fields where set, the secure defaults otherwise.
+// They are always sent: a template without MetadataOptions would get the
+// account's defaults, which may allow IMDSv1.
+func metadataSettings(m *v1alpha1.MetadataOptions) (endpoint, tokens string, hops int32) {
+	endpoint, tokens, hops = defaultHTTPEndpoint, DefaultHTTPTokens, DefaultHTTPHopLimit
 	if m == nil {
-		return out
+		return
 	}
 	if m.HttpEndpoint != "" {
-		out.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(m.HttpEndpoint)
+		endpoint = m.HttpEndpoint
 	}
 	if m.HttpTokens != "" {
-		out.HttpTokens = ec2types.LaunchTemplateHttpTokensState(m.HttpTokens)
+		tokens = m.HttpTokens
 	}
 	if m.HttpPutResponseHopLimit > 0 {
-		out.HttpPutResponseHopLimit = awssdk.Int32(int32(m.HttpPutResponseHopLimit))
+		hops = int32(m.HttpPutResponseHopLimit)
 	}
-	return out
+	return
 }

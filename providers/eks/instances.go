@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -25,9 +26,24 @@ const tagLaunchVersion = "aws:ec2launchtemplate:version"
 type launchedVersions struct {
 	api awsp.EC2API
 
-	mu   sync.Mutex
-	byID map[string]string
-	dns  map[string]string
+	mu       sync.Mutex
+	byID     map[string]string
+	dns      map[string]string
+	launched map[string]time.Time
+}
+
+// launchTimes returns the EC2 launch time of each instance id looked up so
+// far (lookup fills it).
+func (l *launchedVersions) launchTimes(ids []string) map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]time.Time, len(ids))
+	for _, id := range ids {
+		if t, ok := l.launched[id]; ok {
+			out[id] = t
+		}
+	}
+	return out
 }
 
 // dnsNames returns the private DNS name of each instance id looked up so
@@ -62,7 +78,7 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 		return out, nil
 	}
 	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: missing})
-	found, dns := map[string]string{}, map[string]string{}
+	found, dns, launched := map[string]string{}, map[string]string{}, map[string]time.Time{}
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -72,6 +88,9 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 			for _, in := range r.Instances {
 				if n := awssdk.ToString(in.PrivateDnsName); n != "" {
 					dns[awssdk.ToString(in.InstanceId)] = n
+				}
+				if in.LaunchTime != nil {
+					launched[awssdk.ToString(in.InstanceId)] = *in.LaunchTime
 				}
 				for _, t := range in.Tags {
 					if awssdk.ToString(t.Key) == tagLaunchVersion {
@@ -83,7 +102,10 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 	}
 	l.mu.Lock()
 	if l.byID == nil {
-		l.byID, l.dns = map[string]string{}, map[string]string{}
+		l.byID, l.dns, l.launched = map[string]string{}, map[string]string{}, map[string]time.Time{}
+	}
+	for id, t := range launched {
+		l.launched[id] = t
 	}
 	for id, v := range found {
 		l.byID[id] = v
@@ -104,6 +126,7 @@ func (l *launchedVersions) forget(keep map[string]bool) {
 		if !keep[id] {
 			delete(l.byID, id)
 			delete(l.dns, id)
+			delete(l.launched, id)
 		}
 	}
 }

@@ -2,10 +2,6 @@ package eks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -32,81 +28,10 @@ type launchInput struct {
 	userData       string
 }
 
-// launchTemplateData is the launch template data of ig (EC2
-// RequestLaunchTemplateData): AMI, instance type, key pair, security
-// groups, instance profile, user data, volumes (GiB), IMDS options, spot
-// price, placement and licenses.
+// launchTemplateData is the launch template data of ig as sent to EC2
+// (built from launchDataOf, the description drift is decided from).
 func launchTemplateData(ig *v1alpha1.InstanceGroup, in launchInput) *ec2types.RequestLaunchTemplateData {
-	c := ig.Spec.EKS.Configuration
-	d := &ec2types.RequestLaunchTemplateData{
-		ImageId:            awssdk.String(in.imageID),
-		InstanceType:       ec2types.InstanceType(c.InstanceType),
-		SecurityGroupIds:   in.securityGroups,
-		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: awssdk.String(in.profileName)},
-		UserData:           awssdk.String(base64.StdEncoding.EncodeToString([]byte(in.userData))),
-	}
-	if c.KeyPairName != "" {
-		d.KeyName = awssdk.String(c.KeyPairName)
-	}
-	for _, v := range c.Volumes {
-		ebs := &ec2types.LaunchTemplateEbsBlockDeviceRequest{DeleteOnTermination: awssdk.Bool(v.DeleteOnTermination == nil || *v.DeleteOnTermination)}
-		if v.Type != "" {
-			ebs.VolumeType = ec2types.VolumeType(v.Type)
-		}
-		if v.Size > 0 {
-			ebs.VolumeSize = awssdk.Int32(int32(v.Size))
-		}
-		if v.Iops > 0 {
-			ebs.Iops = awssdk.Int32(int32(v.Iops))
-		}
-		if v.Throughput > 0 {
-			ebs.Throughput = awssdk.Int32(int32(v.Throughput))
-		}
-		if v.SnapshotID != "" {
-			ebs.SnapshotId = awssdk.String(v.SnapshotID)
-		}
-		if v.Encrypted != nil {
-			ebs.Encrypted = v.Encrypted
-		}
-		d.BlockDeviceMappings = append(d.BlockDeviceMappings, ec2types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: awssdk.String(v.Name), Ebs: ebs})
-	}
-	if len(c.Volumes) == 0 && c.VolSize > 0 {
-		d.BlockDeviceMappings = []ec2types.LaunchTemplateBlockDeviceMappingRequest{{
-			DeviceName: awssdk.String("/dev/xvda"),
-			Ebs:        &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: awssdk.Int32(int32(c.VolSize)), VolumeType: ec2types.VolumeTypeGp3, DeleteOnTermination: awssdk.Bool(true)},
-		}}
-	}
-	d.MetadataOptions = metadataOptions(c.MetadataOptions)
-	if price := spotPrice(ig); price != "" && c.MixedInstancesPolicy == nil {
-		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{
-			MarketType:  ec2types.MarketTypeSpot,
-			SpotOptions: &ec2types.LaunchTemplateSpotMarketOptionsRequest{MaxPrice: awssdk.String(price)},
-		}
-	}
-	if p := c.Placement; p != nil {
-		d.Placement = &ec2types.LaunchTemplatePlacementRequest{}
-		if p.AvailabilityZone != "" {
-			d.Placement.AvailabilityZone = awssdk.String(p.AvailabilityZone)
-		}
-		if p.HostResourceGroupArn != "" {
-			d.Placement.HostResourceGroupArn = awssdk.String(p.HostResourceGroupArn)
-		}
-		if p.Tenancy != "" {
-			d.Placement.Tenancy = ec2types.Tenancy(p.Tenancy)
-		}
-	}
-	for _, l := range c.LicenseSpecifications {
-		d.LicenseSpecifications = append(d.LicenseSpecifications, ec2types.LaunchTemplateLicenseConfigurationRequest{LicenseConfigurationArn: awssdk.String(l)})
-	}
-	return d
-}
-
-// dataHash identifies launch template data; it is kept in the version
-// description so drift detection needs no field-by-field comparison.
-func dataHash(d *ec2types.RequestLaunchTemplateData) string {
-	raw, _ := json.Marshal(d)
-	sum := sha256.Sum256(raw)
-	return versionDescriptionPrefix + hex.EncodeToString(sum[:12])
+	return launchDataOf(ig, in).request()
 }
 
 // templateState is the launch template as found.
@@ -116,6 +41,9 @@ type templateState struct {
 	latest        int64
 	latestImageID string
 	description   string
+	// latestData is the latest version's data, compared with the desired
+	// data when the version was written by an earlier controller version.
+	latestData *ec2types.ResponseLaunchTemplateData
 }
 
 func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templateState, error) {
@@ -131,7 +59,8 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 		return templateState{}, nil
 	}
 	v := out.LaunchTemplateVersions[0]
-	st := templateState{exists: true, id: awssdk.ToString(v.LaunchTemplateId), latest: awssdk.ToInt64(v.VersionNumber), description: awssdk.ToString(v.VersionDescription)}
+	st := templateState{exists: true, id: awssdk.ToString(v.LaunchTemplateId), latest: awssdk.ToInt64(v.VersionNumber),
+		description: awssdk.ToString(v.VersionDescription), latestData: v.LaunchTemplateData}
 	if v.LaunchTemplateData != nil {
 		st.latestImageID = awssdk.ToString(v.LaunchTemplateData.ImageId)
 	}
@@ -139,14 +68,18 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 }
 
 // ensureLaunchTemplate makes the latest version of the group's launch
-// template carry data, creating the template (EC2 CreateLaunchTemplate) or
+// template carry want, creating the template (EC2 CreateLaunchTemplate) or
 // a new version (CreateLaunchTemplateVersion, then ModifyLaunchTemplate to
-// make it the default). It returns the latest version number.
-func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, data *ec2types.RequestLaunchTemplateData) (int64, error) {
-	desc := dataHash(data)
-	if st.exists && st.description == desc {
+// make it the default). It returns the latest version number. The latest
+// version carries want when its description is want's (the hash of the
+// canonical launch data), or, written by an earlier controller version
+// with another hash, when its stored data equals want (sameAsStored).
+func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, want launchData) (int64, error) {
+	desc := want.description()
+	if st.exists && (st.description == desc || sameAsStored(st, want)) {
 		return st.latest, nil
 	}
+	data := want.request()
 	if !st.exists {
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
@@ -195,7 +128,11 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 	if len(del) == 0 {
 		return nil
 	}
-	if _, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: del}); err != nil {
+	// Housekeeping gets one attempt: the next reconcile tries again, and a
+	// throttled or failing call retried with backoff (up to a minute)
+	// would hold the reconcile, and the rotation it drives, that long.
+	if _, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: del},
+		func(o *ec2.Options) { o.RetryMaxAttempts = 1 }); err != nil {
 		return fmt.Errorf("ec2 DeleteLaunchTemplateVersions %s %v: %w", name, del, err)
 	}
 	return nil

@@ -45,12 +45,12 @@ func TestLaunchTemplateData(t *testing.T) {
 	})
 	t.Run("the data hash follows the data", func(t *testing.T) {
 		ig := eksGroup(v1alpha1.EKSConfiguration{InstanceType: "m5.large"})
-		a, b := dataHash(launchTemplateData(ig, in)), dataHash(launchTemplateData(ig, in))
+		a, b := launchDataOf(ig, in).description(), launchDataOf(ig, in).description()
 		if a != b {
 			t.Errorf("same data, different hashes: %s %s", a, b)
 		}
 		ig.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
-		if c := dataHash(launchTemplateData(ig, in)); c == a {
+		if c := launchDataOf(ig, in).description(); c == a {
 			t.Errorf("changed instance type, same hash %s", c)
 		}
 	})
@@ -79,10 +79,20 @@ func TestGroupTags(t *testing.T) {
 		"k8s.io/cluster-autoscaler/enabled": "true", "k8s.io/cluster-autoscaler/prod": "owned",
 		"k8s.io/cluster-autoscaler/node-template/label/team":      "a",
 		"k8s.io/cluster-autoscaler/node-template/taint/dedicated": "web:NoSchedule",
+		// The group's own labels, which workloads select it by, so a group
+		// at zero is scaled up for them too.
+		"k8s.io/cluster-autoscaler/node-template/label/" + v1alpha1.LabelInstanceGroup:          "web",
+		"k8s.io/cluster-autoscaler/node-template/label/" + v1alpha1.LabelInstanceGroupNamespace: "team-a",
+		// The default root volume (32 GiB) as ephemeral storage.
+		"k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage": "32Gi",
 	} {
 		if tags[k] != v {
 			t.Errorf("tag %s = %q, want %q", k, tags[k], v)
 		}
+	}
+	ig.Spec.EKS.Configuration.Volumes = []v1alpha1.NodeVolume{{Name: "/dev/xvdb", Size: 500}, {Name: "/dev/xvda", Size: 80}}
+	if got := groupTags(ig, "g")["k8s.io/cluster-autoscaler/node-template/resources/ephemeral-storage"]; got != "80Gi" {
+		t.Errorf("ephemeral-storage with a root volume of 80 GiB = %q, want 80Gi", got)
 	}
 }
 

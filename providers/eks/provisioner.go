@@ -68,6 +68,8 @@ type Provisioner struct {
 	images    *images
 	launched  *launchedVersions
 	templates ownedTemplates
+	pools     *instancePools
+	warm      warmPools
 
 	reads  *Reads
 	notify atomic.Pointer[func(types.NamespacedName)] // set by Watch
@@ -104,6 +106,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
+		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		reads:    NewReads(opts.CloudResync),
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
@@ -238,6 +241,10 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err != nil {
 		return nil, err
 	}
+	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
+	if err != nil {
+		return nil, err
+	}
 	stage = stageRole
 	roleARN, profile, err := p.role(ctx, ig, gid)
 	if err != nil {
@@ -256,28 +263,17 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.latestImageID != "" {
 		image = tmpl.latestImageID // a newly published AMI is not drift while locked
 	}
-	labels := map[string]string{}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
-	// The group's own labels last: a tenant label cannot claim another group.
-	labels[v1alpha1.LabelInstanceGroup], labels[v1alpha1.LabelInstanceGroupNamespace] = ig.Name, ig.Namespace
-	var maxPods int64
-	if c.BootstrapOptions != nil {
-		maxPods = c.BootstrapOptions.MaxPods
-	}
-	b := bootstrap{cluster: cluster, osFamily: osFamily(ig), labels: labels, taints: c.Taints, maxPods: maxPods,
-		extraArgs: c.BootstrapArguments, stages: c.UserData, volumes: c.Volumes}
+	b := groupBootstrap(ig, cluster)
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
 	ud := b.UserData()
-	data := launchTemplateData(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
+	data := launchDataOf(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
 	version, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data)
 	if err != nil {
 		return nil, err
 	}
-	if desc := dataHash(data); !tmpl.exists || tmpl.latest != version || tmpl.description != desc {
+	if desc := data.description(); !tmpl.exists || tmpl.latest != version || tmpl.description != desc {
 		// What this call wrote is the template's latest version now.
 		p.reads.Update(gid, stageTemplate, name, templateState{exists: true, id: tmpl.id, latest: version, latestImageID: image, description: desc})
 	}
@@ -297,7 +293,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 			return nil, err
 		}
 	}
-	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize)}
+	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
+		instanceTypes: instanceTypes}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {
 		return nil, err
@@ -320,12 +317,19 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err := p.grant(ctx, ig, gid, cluster, roleARN); err != nil {
 		return nil, err
 	}
+	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, p.launched.lookup)
+	if err != nil {
+		return nil, err
+	}
+	if wrote {
+		cache.Invalidate()
+	}
 	stage = ""
 
 	obs := &providers.Observation{
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),
-		Lifecycle: lifecycleOf(ig),
+		Lifecycle: lifecycleOf(ig), Hold: hold,
 	}
 	ids := make([]string, 0, len(current.Instances))
 	for _, in := range current.Instances {
@@ -336,7 +340,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
-	dnsNames := p.launched.dnsNames(ids)
+	weights := weightsOf(instanceTypes)
+	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)
 	for _, in := range current.Instances {
 		v, ok := launched[awssdk.ToString(in.InstanceId)]
 		if !ok && in.LaunchTemplate != nil {
@@ -350,6 +355,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			UpToDate:       v == obs.LatestTemplateVersion,
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
+			LaunchTime:     launchTimes[awssdk.ToString(in.InstanceId)],
+			Weight:         instanceWeight(in, weights),
 		})
 	}
 	if version > int64(p.opts.KeepVersions) {
@@ -476,26 +483,61 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 }
 
 // Terminate implements providers.Rotator (Auto Scaling
-// TerminateInstanceInAutoScalingGroup).
+// TerminateInstanceInAutoScalingGroup). A decrement refused because the
+// desired capacity is at minSize (ValidationError) wraps
+// providers.ErrDesiredAtMinSize.
 func (p *Provisioner) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error {
 	_, err := p.aws.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: awssdk.String(instanceID), ShouldDecrementDesiredCapacity: awssdk.Bool(decrement)})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
 	if err != nil {
+		if decrement && refusedAtMinSize(err) {
+			return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
+		}
 		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
 	}
 	return nil
 }
 
-// SetDesiredCapacity implements providers.Rotator (Auto Scaling SetDesiredCapacity).
-func (p *Provisioner) SetDesiredCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, desired int) error {
-	_, err := p.aws.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-		AutoScalingGroupName: awssdk.String(groupName(ig)), DesiredCapacity: awssdk.Int32(int32(desired))})
+// refusedAtMinSize reports whether err is Auto Scaling's refusal to
+// decrement a desired capacity at the group's minimum size.
+func refusedAtMinSize(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ValidationError" {
+		return false
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	return strings.Contains(msg, "min size") || strings.Contains(msg, "minsize") || strings.Contains(msg, "min_size") || strings.Contains(msg, "minimum")
+}
+
+// AddCapacity implements providers.Rotator: it reads the group's desired
+// capacity from Auto Scaling (DescribeAutoScalingGroups by name, not the
+// cluster's cached listing) and sets it plus delta, within MinSize and
+// MaxSize (SetDesiredCapacity). Someone else (the cluster-autoscaler) may
+// still change it between the two calls; that window is one round trip,
+// not a cache's age.
+func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error) {
+	name := groupName(ig)
+	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	if len(out.AutoScalingGroups) == 0 {
+		return 0, fmt.Errorf("Auto Scaling group %s not found", name)
+	}
+	g := out.AutoScalingGroups[0]
+	cur := int(awssdk.ToInt32(g.DesiredCapacity))
+	want := min(max(cur+delta, int(awssdk.ToInt32(g.MinSize))), int(awssdk.ToInt32(g.MaxSize)))
+	if want == cur {
+		return 0, nil
+	}
+	_, err = p.aws.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: awssdk.String(name), DesiredCapacity: awssdk.Int32(int32(want))})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
 	if err != nil {
-		return fmt.Errorf("autoscaling SetDesiredCapacity %s: %w", groupName(ig), err)
+		return 0, fmt.Errorf("autoscaling SetDesiredCapacity %s %d: %w", name, want, err)
 	}
-	return nil
+	return want - cur, nil
 }
 
 func isGroupGone(err error) bool {

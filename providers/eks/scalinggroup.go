@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -74,18 +75,66 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 		}
 	}
 	if ig.Annotations[v1alpha1.AnnotationClusterAutoscalerEnabled] == "true" {
-		tags["k8s.io/cluster-autoscaler/enabled"] = "true"
-		tags["k8s.io/cluster-autoscaler/"+c.ClusterName] = "owned"
-		for k, v := range c.Labels {
-			tags["k8s.io/cluster-autoscaler/node-template/label/"+k] = v
-		}
-		for _, t := range c.Taints {
-			tags["k8s.io/cluster-autoscaler/node-template/taint/"+t.Key] = t.Value + ":" + string(t.Effect)
-		}
+		maps.Copy(tags, autoscalerTags(ig))
 	}
 	tags["kubernetes.io/cluster/"+c.ClusterName] = "owned"
 	maps.Copy(tags, ownerOf(ig).Tags())
 	return tags
+}
+
+// Tags of the Kubernetes cluster-autoscaler's AWS provider.
+const (
+	// TagAutoscalerEnabled and TagAutoscalerClusterPrefix+<cluster> are what
+	// its --node-group-auto-discovery=asg:tag=... matches.
+	TagAutoscalerEnabled       = "k8s.io/cluster-autoscaler/enabled"
+	TagAutoscalerClusterPrefix = "k8s.io/cluster-autoscaler/"
+	// The node template: what a node of a group at zero would look like.
+	TagNodeTemplateLabel    = "k8s.io/cluster-autoscaler/node-template/label/"
+	TagNodeTemplateTaint    = "k8s.io/cluster-autoscaler/node-template/taint/"
+	TagNodeTemplateResource = "k8s.io/cluster-autoscaler/node-template/resources/"
+)
+
+// autoscalerTags are the cluster-autoscaler's auto-discovery tags and the
+// node template of a group, so it can scale the group from zero: the
+// labels the kubelet registers (the spec's and the group's own
+// instancemgr.keikoproj.io/instancegroup and /namespace, which workloads
+// select the group by), the taints, and the root volume as
+// ephemeral-storage (CPU, memory and GPUs it knows from the instance type).
+func autoscalerTags(ig *v1alpha1.InstanceGroup) map[string]string {
+	c := ig.Spec.EKS.Configuration
+	tags := map[string]string{
+		TagAutoscalerEnabled:                       "true",
+		TagAutoscalerClusterPrefix + c.ClusterName: "owned",
+	}
+	for k, v := range c.Labels {
+		tags[TagNodeTemplateLabel+k] = v
+	}
+	tags[TagNodeTemplateLabel+v1alpha1.LabelInstanceGroup] = ig.Name
+	tags[TagNodeTemplateLabel+v1alpha1.LabelInstanceGroupNamespace] = ig.Namespace
+	for _, t := range c.Taints {
+		tags[TagNodeTemplateTaint+t.Key] = t.Value + ":" + string(t.Effect)
+	}
+	if gib := rootVolumeGiB(c); gib > 0 {
+		tags[TagNodeTemplateResource+string(corev1.ResourceEphemeralStorage)] = strconv.FormatInt(gib, 10) + "Gi"
+	}
+	return tags
+}
+
+// rootVolumeGiB is the size of the root volume the launch template gives
+// (volSize, or the volume on a root device name), 0 when unknown.
+func rootVolumeGiB(c *v1alpha1.EKSConfiguration) int64 {
+	if len(c.Volumes) == 0 {
+		if c.VolSize > 0 {
+			return c.VolSize
+		}
+		return v1alpha1.DefaultVolumeSize
+	}
+	for _, v := range c.Volumes {
+		if v.Name == "/dev/xvda" || v.Name == "/dev/sda1" {
+			return v.Size
+		}
+	}
+	return 0
 }
 
 // groupSpec is the part of CreateAutoScalingGroup/UpdateAutoScalingGroup
@@ -95,50 +144,13 @@ type groupSpec struct {
 	version        int64
 	subnets        []string
 	min, max       int32
+	// instanceTypes of the mixed instances policy, resolved (see
+	// instanceTypesOf).
+	instanceTypes []v1alpha1.InstanceTypeSpec
 }
 
 func (g groupSpec) launchTemplate() *astypes.LaunchTemplateSpecification {
 	return &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String(g.template), Version: awssdk.String(strconv.FormatInt(g.version, 10))}
-}
-
-func mixedInstancesPolicy(ig *v1alpha1.InstanceGroup, g groupSpec) *astypes.MixedInstancesPolicy {
-	m := ig.Spec.EKS.Configuration.MixedInstancesPolicy
-	if m == nil {
-		return nil
-	}
-	var overrides []astypes.LaunchTemplateOverrides
-	for _, t := range m.InstanceTypes {
-		o := astypes.LaunchTemplateOverrides{InstanceType: awssdk.String(t.Type)}
-		if t.Weight > 0 {
-			o.WeightedCapacity = awssdk.String(strconv.FormatInt(t.Weight, 10))
-		}
-		overrides = append(overrides, o)
-	}
-	if len(overrides) == 0 {
-		overrides = []astypes.LaunchTemplateOverrides{{InstanceType: awssdk.String(ig.Spec.EKS.Configuration.InstanceType)}}
-	}
-	strategy := "capacity-optimized"
-	switch m.Strategy {
-	case "LowestPrice":
-		strategy = "lowest-price"
-	case "PriceCapacityOptimized":
-		strategy = "price-capacity-optimized"
-	}
-	dist := &astypes.InstancesDistribution{
-		OnDemandBaseCapacity:                awssdk.Int32(0),
-		OnDemandPercentageAboveBaseCapacity: awssdk.Int32(int32(100 - spotPercent(m))),
-		SpotAllocationStrategy:              awssdk.String(strategy),
-	}
-	if m.BaseCapacity != nil {
-		dist.OnDemandBaseCapacity = awssdk.Int32(int32(*m.BaseCapacity))
-	}
-	if m.SpotPools != nil && strategy == "lowest-price" {
-		dist.SpotInstancePools = awssdk.Int32(int32(*m.SpotPools))
-	}
-	return &astypes.MixedInstancesPolicy{
-		LaunchTemplate:        &astypes.LaunchTemplate{LaunchTemplateSpecification: g.launchTemplate(), Overrides: overrides},
-		InstancesDistribution: dist,
-	}
 }
 
 // ensureScalingGroup creates the Auto Scaling group or updates what
@@ -149,9 +161,11 @@ func mixedInstancesPolicy(ig *v1alpha1.InstanceGroup, g groupSpec) *astypes.Mixe
 // whether it wrote anything (the cache must then be invalidated).
 func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g groupSpec, current *astypes.AutoScalingGroup) (bool, error) {
 	tags := groupTags(ig, g.name)
-	mip := mixedInstancesPolicy(ig, g)
-	if mip != nil {
-		tags[tagMixedHash] = hashOf(mip)
+	policy := mixedPolicyOf(ig, g)
+	var mip *astypes.MixedInstancesPolicy
+	if policy != nil {
+		mip = policy.sdk()
+		tags[tagMixedHash] = policy.hash()
 	}
 	if current == nil {
 		// The cache lists only groups tagged for the cluster: a group of
@@ -204,7 +218,7 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		// The description carries defaults the request did not: compare
 		// the hash recorded in a tag, and the version.
 		cur := current.MixedInstancesPolicy
-		if cur == nil || tagValue(current.Tags, tagMixedHash) != hashOf(mip) || cur.LaunchTemplate == nil ||
+		if cur == nil || tagValue(current.Tags, tagMixedHash) != policy.hash() || cur.LaunchTemplate == nil ||
 			cur.LaunchTemplate.LaunchTemplateSpecification == nil ||
 			awssdk.ToString(cur.LaunchTemplate.LaunchTemplateSpecification.Version) != strconv.FormatInt(g.version, 10) {
 			upd.MixedInstancesPolicy = mip

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -24,6 +25,16 @@ const (
 	// AnnotationSurge ("true") marks a node drained after a maxSurge
 	// scale-out: its instance is terminated with a capacity decrement.
 	AnnotationSurge = "instancemgr.keikoproj.io/surge"
+	// AnnotationScaleDownDisabled is the cluster-autoscaler's: it never
+	// picks a node carrying it ("true") for scale-down. A node being
+	// rotated carries it from its cordon until its instance is gone, so the
+	// autoscaler does not terminate it (with a decrement) while the rotation
+	// replaces it without one.
+	AnnotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	// annotationScaleDownDisabledByRotation ("true") records that the
+	// rotation set AnnotationScaleDownDisabled, so that only then is it
+	// removed again (a skipped node); one set by someone else stays.
+	annotationScaleDownDisabledByRotation = "instancemgr.keikoproj.io/scale-down-disabled-by-rotation"
 )
 
 // DrainResult is the outcome of one drain step.
@@ -52,10 +63,15 @@ type Drainer struct {
 	Step time.Duration
 	// Now returns the current time (tests).
 	Now func() time.Time
+	// DryRun, when set, makes evictions with dryRun=All (nothing is
+	// evicted) and gets a line per eviction ("evicting pod <ns>/<name>
+	// (server dry run)"): the manager's --dry-run.
+	DryRun io.Writer
 }
 
 // Start cordons node and marks the drain start (and, with surge, that its
-// instance gives its capacity back). Errors come from the API server.
+// instance gives its capacity back) and that the cluster-autoscaler must
+// not scale it down. Errors come from the API server.
 func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) error {
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Spec.Unschedulable = true
@@ -66,6 +82,10 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) erro
 		node.Annotations[AnnotationDrainStarted] = d.Now().UTC().Format(time.RFC3339)
 	}
 	delete(node.Annotations, AnnotationDrainSkippedUntil)
+	if _, ok := node.Annotations[AnnotationScaleDownDisabled]; !ok {
+		node.Annotations[AnnotationScaleDownDisabled] = "true"
+		node.Annotations[annotationScaleDownDisabledByRotation] = "true"
+	}
 	if surge {
 		node.Annotations[AnnotationSurge] = "true"
 	}
@@ -87,6 +107,9 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Force: true,
 		GracePeriodSeconds: -1, Timeout: d.Step, EvictErrorRetryDelay: time.Second,
 		Out: io.Discard, ErrOut: io.Discard,
+	}
+	if d.DryRun != nil {
+		helper.DryRunStrategy, helper.Out = cmdutil.DryRunServer, d.DryRun
 	}
 	list, errs := helper.GetPodsForDeletion(node.Name)
 	if len(errs) > 0 {
@@ -119,6 +142,10 @@ func (d *Drainer) Skip(ctx context.Context, node *corev1.Node) error {
 	node.Spec.Unschedulable = false
 	delete(node.Annotations, AnnotationDrainStarted)
 	delete(node.Annotations, AnnotationSurge)
+	if node.Annotations[annotationScaleDownDisabledByRotation] == "true" {
+		delete(node.Annotations, AnnotationScaleDownDisabled)
+		delete(node.Annotations, annotationScaleDownDisabledByRotation)
+	}
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,6 +22,15 @@ const (
 	ReasonRotationBatch = "RotationBatchStarted"
 	ReasonNodeDrained   = "NodeDrained"
 	ReasonDrainBlocked  = "DrainBlocked"
+	// ReasonSurgeAdded: maxSurge capacity was added on top of the desired
+	// capacity as it was.
+	ReasonSurgeAdded = "SurgeAdded"
+	// ReasonSurgeReturned: surge capacity no drifted instance was left to
+	// give back was taken off the desired capacity.
+	ReasonSurgeReturned = "SurgeReturned"
+	// ReasonSurgeAtMinSize: a surge node was terminated without a capacity
+	// decrement because the desired capacity was at minSize.
+	ReasonSurgeAtMinSize = "SurgeNodeAtMinSize"
 )
 
 // Progress is what a strategy step reports.
@@ -46,9 +56,14 @@ type Progress struct {
 type RollingUpdate struct {
 	Drainer  *Drainer
 	Recorder events.EventRecorder
-	// Client persists status.surgeBaseCapacity before a surge scale-out,
-	// so the surge is given back even if this reconcile's status write is lost.
+	// Client persists status.surgeCapacity before each cloud call that
+	// adds or gives back surge capacity, so the record survives a lost
+	// status write or a restart.
 	Client client.Client
+	// Reader reads the surge record from the API server (not the cache,
+	// which may not have seen the last write yet: acting on a stale record
+	// would surge twice or give a surge back twice). Default: Client.
+	Reader client.Reader
 }
 
 // Step advances the rotation of ig by what can be done now and returns
@@ -67,12 +82,28 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			drifted = append(drifted, in)
 		}
 	}
+	surge, err := r.outstandingSurge(ctx, ig, obs)
+	if err != nil {
+		return p, err
+	}
 	if len(drifted) == 0 {
 		p.Done = true
-		ig.Status.SurgeBaseCapacity = 0
-		return p, nil
+		if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
+			return p, nil
+		}
+		return p, r.Settle(ctx, ig, rot)
 	}
-	sort.Slice(drifted, func(i, j int) bool { return drifted[i].ID < drifted[j].ID })
+	// Rotation order: drifted instances that serve nothing already (no
+	// node, a node not Ready, or unhealthy in Auto Scaling) first, so they
+	// are replaced first and use up maxUnavailable (or the surge) before
+	// any Ready node is cordoned; then by id, so a restarted controller
+	// picks the same ones.
+	sort.Slice(drifted, func(i, j int) bool {
+		if a, b := unavailable(drifted[i], nodes), unavailable(drifted[j], nodes); a != b {
+			return a
+		}
+		return drifted[i].ID < drifted[j].ID
+	})
 
 	// 1. Finish the batch in flight.
 	var inflight []string
@@ -87,10 +118,8 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		}
 		switch res {
 		case Drained:
-			// A node drained after a surge gives its capacity back.
-			surged := node.Annotations[AnnotationSurge] == "true"
-			if err := rot.Terminate(ctx, ig, in.ID, surged); err != nil {
-				return p, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
+			if surge, err = r.terminateDrained(ctx, ig, obs, in, node.Annotations[AnnotationSurge] == "true", surge, rot); err != nil {
+				return p, err
 			}
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
 				"Node %s drained; instance %s terminated for replacement", node.Name, in.ID)
@@ -109,11 +138,10 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		p.Message = "draining " + strings.Join(inflight, ", ")
 		return p, nil
 	}
-	if base := ig.Status.SurgeBaseCapacity; base > 0 && obs.Desired <= base {
-		ig.Status.SurgeBaseCapacity = 0 // the surge batch gave its capacity back
-	}
 
-	// 2. Wait until the previous batch's replacements are Ready.
+	// 2. Wait until the previous batch's replacements are Ready and the
+	// group holds its desired capacity (in capacity units: with weights,
+	// Desired counts units, as Auto Scaling does).
 	waiting := 0
 	inService := 0
 	for _, in := range obs.Instances {
@@ -121,51 +149,65 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			waiting++
 			continue
 		}
-		inService++
+		inService += in.Units()
 		if node := nodes[in.ProviderID]; in.UpToDate && (node == nil || !NodeReady(node)) {
 			waiting++
 		}
 	}
-	if waiting > 0 || inService < obs.Desired {
-		p.Message = fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", max(waiting, obs.Desired-inService))
+	switch {
+	case waiting > 0:
+		p.Message = fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", waiting)
+		return p, nil
+	case inService < obs.Desired:
+		p.Message = fmt.Sprintf("waiting for %d capacity unit(s) of replacement instances to come into service (desired capacity %d, in service %d)",
+			obs.Desired-inService, obs.Desired, inService)
 		return p, nil
 	}
 
-	// 3. Start the next batch. With maxSurge, first scale out and let the
-	// surge instances become Ready nodes; the batch that follows is drained
-	// and terminated with a decrement, so capacity never drops below the
-	// desired capacity.
-	surging := false
-	if base := ig.Status.SurgeBaseCapacity; base > 0 && obs.Desired > base {
-		surging = true // the surge instances are Ready: drain as many old ones
-	} else if surge := MaxSurge(ig, obs.Desired, obs.Max); surge > 0 {
-		surge = min(surge, len(drifted))
-		if err := r.recordSurgeBase(ctx, ig, obs.Desired); err != nil {
-			return p, err
-		}
-		if err := rot.SetDesiredCapacity(ctx, ig, obs.Desired+surge); err != nil {
-			return p, fmt.Errorf("scaling out by maxSurge %d: %w", surge, err)
-		}
-		p.Message = fmt.Sprintf("launching %d surge instance(s) before draining", surge)
+	if obs.Hold != "" {
+		p.Message = obs.Hold
 		return p, nil
 	}
+
+	// 3. Start the next batch. With maxSurge, first add capacity on top of
+	// the desired capacity as it is now and let the surge instances become
+	// Ready nodes; the batch that follows drains old instances worth that
+	// capacity and terminates them with a decrement, giving back exactly
+	// what the surge added: capacity never drops below the desired
+	// capacity, and whatever others (the cluster-autoscaler) set meanwhile
+	// is kept.
+	surging := surge > 0
 	batchSize := MaxUnavailable(ig, obs.Desired)
-	if surging {
-		batchSize = obs.Desired - ig.Status.SurgeBaseCapacity
+	switch {
+	case surging:
+		batchSize = surge // the surge instances are Ready: drain as much old capacity
+	case MaxSurge(ig, obs.Desired, obs.Max) > 0:
+		if want := surgeFor(pick(drifted, MaxSurge(ig, obs.Desired, obs.Max))); want > 0 && want <= obs.Max-obs.Desired {
+			return r.startSurge(ctx, ig, p, want, rot)
+		}
+		// No room under maxSize for a whole instance: this batch goes by
+		// maxUnavailable.
 	}
+	// The batch holds drifted instances worth at most batchSize capacity
+	// units (at least one instance, even one that weighs more).
 	var batch []string
 	var skipped []string
+	units := 0
 	for _, in := range drifted {
-		if len(batch) >= batchSize {
+		if units >= batchSize {
 			break
+		}
+		if (units > 0 || surging) && units+in.Units() > batchSize {
+			continue // too heavy for what is left; a lighter one may fit
 		}
 		node := nodes[in.ProviderID]
 		if node == nil {
 			// Never joined: nothing to drain.
-			if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
-				return p, fmt.Errorf("terminating instance %s without a node: %w", in.ID, err)
+			if surge, err = r.terminateDrained(ctx, ig, obs, in, surging, surge, rot); err != nil {
+				return p, err
 			}
 			batch = append(batch, in.ID)
+			units += in.Units()
 			continue
 		}
 		if r.Drainer.skipped(node) {
@@ -176,32 +218,218 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			return p, err
 		}
 		batch = append(batch, node.Name)
+		units += in.Units()
+	}
+	if len(batch) == 0 && surging && len(skipped) == 0 {
+		// No drifted instance is light enough to give the surge back (the
+		// ones it was for went meanwhile): give it back now.
+		if err := r.Settle(ctx, ig, rot); err != nil {
+			return p, err
+		}
+		p.Message = fmt.Sprintf("gave back %d capacity unit(s) of surge that no drifted instance fits", surge)
+		return p, nil
 	}
 	if len(batch) == 0 {
 		p.Message = "every remaining drifted node is blocked by a PodDisruptionBudget and skipped for now: " + strings.Join(skipped, ", ")
 		return p, nil
 	}
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonRotationBatch, "Rotate",
-		"Rotating %s (%d of %d drifted, maxUnavailable %d)", strings.Join(batch, ", "), len(batch), len(drifted), batchSize)
+		"Rotating %s (%d of %d drifted, %d capacity unit(s) of at most %d)", strings.Join(batch, ", "), len(batch), len(drifted), units, batchSize)
 	p.Message = "draining " + strings.Join(batch, ", ")
 	return p, nil
 }
 
-// recordSurgeBase writes status.surgeBaseCapacity = base to the API server
-// (retrying on conflicts) and into ig.
-func (r *RollingUpdate) recordSurgeBase(ctx context.Context, ig *v1alpha1.InstanceGroup, base int) error {
+// unavailable reports whether an instance serves no capacity now: no
+// node, a node not Ready, or unhealthy in the cloud.
+func unavailable(in providers.Instance, nodes map[string]*corev1.Node) bool {
+	node := nodes[in.ProviderID]
+	return node == nil || !NodeReady(node) || !in.Healthy
+}
+
+// pick returns the leading drifted instances (in rotation order) worth at
+// most units capacity units, skipping heavier ones; at least the first one
+// when none fits.
+func pick(drifted []providers.Instance, units int) []providers.Instance {
+	var out []providers.Instance
+	sum := 0
+	for _, in := range drifted {
+		if sum > 0 && sum+in.Units() > units {
+			continue
+		}
+		out = append(out, in)
+		sum += in.Units()
+		if sum >= units {
+			break
+		}
+	}
+	return out
+}
+
+// surgeFor is the capacity a surge adds to replace batch: its units.
+func surgeFor(batch []providers.Instance) int { return providers.Capacity(batch, nil) }
+
+// startSurge records that the rollout adds want capacity units, then adds
+// them to the desired capacity as it is now (Rotator.AddCapacity). The
+// record comes first: a crash between the two leaves a record of capacity
+// that was never added, which the next batch drains with decrements
+// (capacity dips by at most want, as with maxUnavailable); the reverse
+// order could add capacity that is never given back.
+func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, p Progress, want int, rot providers.Rotator) (Progress, error) {
+	if err := r.recordSurge(ctx, ig, want); err != nil {
+		return p, err
+	}
+	added, err := rot.AddCapacity(ctx, ig, want)
+	if err != nil {
+		if rerr := r.recordSurge(ctx, ig, 0); rerr != nil {
+			return p, fmt.Errorf("scaling out by maxSurge %d: %w (and resetting the record: %v)", want, err, rerr)
+		}
+		return p, fmt.Errorf("scaling out by maxSurge %d: %w", want, err)
+	}
+	if added != want {
+		// The group reached maxSize meanwhile (someone else scaled out).
+		if err := r.recordSurge(ctx, ig, max(added, 0)); err != nil {
+			return p, err
+		}
+	}
+	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeAdded, "Rotate",
+		"Added %d capacity unit(s) for maxSurge on top of the desired capacity as it was; they are given back as old instances go", added)
+	p.Message = fmt.Sprintf("launching %d capacity unit(s) of surge before draining", added)
+	return p, nil
+}
+
+// terminateDrained terminates the instance of a drained node (or of one
+// that never joined). An instance replaced by a surge (surged: its node
+// was drained for one) gives its capacity back (a terminate with a
+// decrement) while surge, the capacity the surge added and has not given
+// back, covers its weight; the record is lowered first (see startSurge).
+// At minSize the decrement is refused (the cluster-autoscaler scaled in
+// meanwhile): the instance is then terminated without a decrement, so a
+// replacement keeps the group at its minimum and minSize is never lowered;
+// the cluster-autoscaler's scale-in took the surge back. It returns what
+// is left of surge.
+func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	in providers.Instance, surged bool, surge int, rot providers.Rotator) (int, error) {
+	decrement := surged && surge >= in.Units()
+	atMin := func() {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeAtMinSize, "Rotate",
+			"The desired capacity is at minSize %d (scaled in during the surge): instance %s is terminated without a capacity decrement and replaced; minSize is not lowered", obs.Min, in.ID)
+	}
+	if decrement && obs.Desired-in.Units() < obs.Min {
+		decrement = false // at minSize: see above
+		surge -= in.Units()
+		if err := r.recordSurge(ctx, ig, surge); err != nil {
+			return surge, err
+		}
+		atMin()
+	}
+	if decrement {
+		if err := r.recordSurge(ctx, ig, surge-in.Units()); err != nil {
+			return surge, err
+		}
+		err := rot.Terminate(ctx, ig, in.ID, true)
+		if err == nil {
+			return surge - in.Units(), nil
+		}
+		if !errors.Is(err, providers.ErrDesiredAtMinSize) {
+			if rerr := r.recordSurge(ctx, ig, surge); rerr != nil {
+				return surge, fmt.Errorf("terminating drained instance %s: %w (and restoring the surge record: %v)", in.ID, err, rerr)
+			}
+			return surge, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
+		}
+		surge -= in.Units() // at minSize, found by the cloud: see above
+		atMin()
+	}
+	if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
+		return surge, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
+	}
+	return surge, nil
+}
+
+// outstandingSurge is status.surgeCapacity as stored in the API server
+// (into ig too), converting a record of an earlier version
+// (status.surgeBaseCapacity, the desired capacity before the surge) once.
+func (r *RollingUpdate) outstandingSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation) (int, error) {
+	if ru := ig.Spec.Strategy.RollingUpdate; (ru == nil || ru.MaxSurge == nil) && ig.Status.SurgeCapacity == 0 && ig.Status.SurgeBaseCapacity == 0 {
+		// No surge configured nor recorded: nothing to read. (Records are
+		// only written with maxSurge set, and a spec change that removes it
+		// reaches the cache after the record it followed.)
+		return 0, nil
+	}
+	if err := r.readSurge(ctx, ig); err != nil {
+		return 0, err
+	}
+	if base := ig.Status.SurgeBaseCapacity; base > 0 {
+		surge := ig.Status.SurgeCapacity
+		if surge == 0 {
+			surge = max(obs.Desired-base, 0)
+		}
+		if err := r.recordSurge(ctx, ig, surge); err != nil {
+			return 0, err
+		}
+	}
+	return ig.Status.SurgeCapacity, nil
+}
+
+// Settle gives back surge capacity no drifted instance is left to give
+// back (its old instances went before the surge batch drained them, e.g.
+// scaled in by the cluster-autoscaler): the desired capacity as it is now
+// drops by that much, never below minSize. Step calls it when the rollout
+// is done; the reconciler when a group has no drift but a surge record.
+func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, rot providers.Rotator) error {
+	if err := r.readSurge(ctx, ig); err != nil {
+		return err
+	}
+	surge := ig.Status.SurgeCapacity
+	if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
+		return nil
+	}
+	if surge > 0 && rot != nil {
+		removed, err := rot.AddCapacity(ctx, ig, -surge)
+		if err != nil {
+			return fmt.Errorf("giving back %d capacity unit(s) of surge: %w", surge, err)
+		}
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeReturned, "Rotate",
+			"Gave back %d capacity unit(s) of surge no old instance was left to return (%d taken off the desired capacity as it was, never below minSize)", surge, -removed)
+	}
+	return r.recordSurge(ctx, ig, 0)
+}
+
+// readSurge sets ig's surge record to the one stored in the API server.
+func (r *RollingUpdate) readSurge(ctx context.Context, ig *v1alpha1.InstanceGroup) error {
+	cur := &v1alpha1.InstanceGroup{}
+	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
+		return fmt.Errorf("reading the surge record: %w", err)
+	}
+	ig.Status.SurgeCapacity, ig.Status.SurgeBaseCapacity = cur.Status.SurgeCapacity, cur.Status.SurgeBaseCapacity
+	return nil
+}
+
+func (r *RollingUpdate) reader() client.Reader {
+	if r.Reader != nil {
+		return r.Reader
+	}
+	return r.Client
+}
+
+// recordSurge writes status.surgeCapacity = surge to the API server
+// (retrying on conflicts; clearing the field of earlier versions) and
+// into ig.
+func (r *RollingUpdate) recordSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, surge int) error {
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := &v1alpha1.InstanceGroup{}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
 			return err
 		}
-		cur.Status.SurgeBaseCapacity = base
+		if cur.Status.SurgeCapacity == surge && cur.Status.SurgeBaseCapacity == 0 {
+			return nil
+		}
+		cur.Status.SurgeCapacity, cur.Status.SurgeBaseCapacity = surge, 0
 		return r.Client.Status().Update(ctx, cur)
 	})
 	if err != nil {
-		return fmt.Errorf("recording the capacity before a surge: %w", err)
+		return fmt.Errorf("recording the surge capacity: %w", err)
 	}
-	ig.Status.SurgeBaseCapacity = base
+	ig.Status.SurgeCapacity, ig.Status.SurgeBaseCapacity = surge, 0
 	return nil
 }
 

@@ -149,7 +149,7 @@ func (d *demo) fail(err error) error {
 	return &failure{step: d.step, err: err, logs: d.logs}
 }
 
-// imageLabel shows an AMI id as "ami-… (A)" / "(B)": the demo's two images.
+// imageLabel shows an AMI id as "ami-… (A)" / "(B)" / "(C)": the demo's images.
 func (d *demo) imageLabel(id string) string {
 	if id == "" {
 		return "-"
@@ -174,7 +174,7 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	if cfg.tenants < 1 || cfg.tenants > len(tenantUsers) {
 		return nil, fmt.Errorf("tenants must be 1 to %d, not %d", len(tenantUsers), cfg.tenants)
 	}
-	const steps = 7
+	const steps = 8
 	fmt.Fprintf(cfg.out, "instance-manager demo: the Helm chart installed into a local cluster, %d tenant(s), one admin image change.\n", cfg.tenants)
 	fmt.Fprintf(cfg.out, "Real kube-apiserver, controller-manager and scheduler; kwok kubelets; moto as AWS; state and logs in %s\n", cfg.dir)
 
@@ -240,6 +240,7 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	d.block(wrap(cloud.Describe(), 110))
 	d.printf("images: A = %s (%s), the nodes' image", cloud.AMIs[0], cloud.AMINames[cloud.AMIs[0]])
 	d.printf("        B = %s (%s), the one the admin moves to later", cloud.AMIs[1], cloud.AMINames[cloud.AMIs[1]])
+	d.printf("        C = %s (%s), a broken one: the demo's bridge never lets its instances join", cloud.AMIs[2], cloud.AMINames[cloud.AMIs[2]])
 
 	// 3. helm install.
 	d.title(3, steps, "Cluster admin: helm install")
@@ -403,8 +404,14 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	d.say("every group runs %s: %d nodes replaced, %d drains, app pods available never below %d per group",
 		d.imageLabel(cloud.AMIs[1]), sum.nodesReplaced, sum.drains, sum.minPodsDuringRollout)
 
+	// 7. A broken image, rolled out in waves.
+	d.title(7, steps, "Cluster admin rolls out a broken image in waves: halted after the canary, rolled back")
+	if err := d.brokenImage(ctx, e, admin, cloud, tenants, keys, cfg.timeouts.rollout); err != nil {
+		return nil, d.fail(err)
+	}
+
 	if cfg.keep {
-		d.title(7, steps, "DEMO_KEEP=1: everything keeps running (the groups are not deleted) until Ctrl-C")
+		d.title(8, steps, "DEMO_KEEP=1: everything keeps running (the groups are not deleted) until Ctrl-C")
 		sum.total = time.Since(d.start)
 		printSummary(cfg.out, d, sum)
 		keepRunning(ctx, cfg, d, e, m, keys)
@@ -412,7 +419,7 @@ func run(ctx context.Context, cfg config) (sum *summary, err error) {
 	}
 
 	// 7. Deletion.
-	d.title(7, steps, "Tenants delete their groups; nothing is left in AWS")
+	d.title(8, steps, "Tenants delete their groups; nothing is left in AWS")
 	w.resetCounters()
 	began = time.Now()
 	for _, t := range tenants {

@@ -71,8 +71,9 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("the demo exited %d, want 0", code)
 	}
 	for _, want := range []string{
-		"=== [1/7]", "STATUS: deployed", "the mutating webhook added the admin's defaults", "spec.eks.configuration.image: ",
+		"=== [1/8]", "STATUS: deployed", "the mutating webhook added the admin's defaults", "spec.eks.configuration.image: ",
 		"kubectl get ig -A", "Upgrading", "Ready,SchedulingDisabled", "NodeDrained", "Deleted (instance gone)",
+		"RolloutHalted", "halted: platform-canary/canary", "admitted during the halted rollout", "RolloutRolledBack", "rolled back: the canary runs",
 		"-> 0 groups", "nothing left in AWS", "=== Summary", "demo done",
 	} {
 		if !strings.Contains(out, want) {

@@ -15,12 +15,16 @@
 //     table as it changes, nodes joining with the tenants' labels, Events;
 //  6. the admin changing the default image, and every group rolling to it
 //     with drains;
-//  7. the tenants deleting their groups, and moto checked for leftovers.
+//  7. the admin rolling out a broken image (its instances never join) in
+//     waves: the rollout halts after the admin's canary group with every
+//     tenant's group untouched, a tenant's edit is admitted meanwhile, and
+//     the admin rolls the canary back;
+//  8. the tenants deleting their groups, and moto checked for leftovers.
 //
 // It ends with a summary of the timings and exits 0; a step that does not
 // happen within its (generous) timeout ends it with exit status 1, the
 // reason and the end of the logs. DEMO_KEEP=1 leaves everything running
-// after step 6 until Ctrl-C and prints how to use kubectl and the aws CLI
+// after step 7 until Ctrl-C and prints how to use kubectl and the aws CLI
 // on it. Flags: -dir (state and logs, default .local/demo), -tenants (1-3),
 // -ready-timeout and -rollout-timeout.
 package main

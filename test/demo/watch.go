@@ -32,7 +32,8 @@ type group struct {
 	updated, total          int    // status.nodesUpdated / nodesTotal
 	readyNodes              int    // Ready nodes labelled for the group
 	nodeImages              []string
-	podsAvailable, podsWant int32 // the tenant's app Deployment
+	podsAvailable, podsWant int32  // the tenant's app Deployment
+	revision, pending       string // status.boundaries: the revision it runs, the one it waits for
 }
 
 // stateCordoned is a cordoned node's status, as kubectl shows it.
@@ -189,6 +190,9 @@ func (w *watcher) look(ctx context.Context) (*snapshot, error) {
 				}
 			}
 			g.updated, g.total = ig.Status.NodesUpdated, ig.Status.NodesTotal
+			if b := ig.Status.Boundaries; b != nil {
+				g.revision, g.pending = b.Revision, b.PendingRevision
+			}
 		}
 		for _, n := range s.nodes {
 			if n.group == key.String() {
@@ -240,15 +244,15 @@ func nodeReady(n *corev1.Node) bool {
 func (w *watcher) printTable(s *snapshot) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tSTATE\tREADY\tNODES\tUPDATED\tIMAGE\tAPP PODS")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tSTATE\tREADY\tNODES\tUPDATED\tIMAGE\tBOUNDARIES\tPENDING\tAPP PODS")
 	rows := 0
 	for _, g := range s.groups {
 		if !g.exists {
 			continue
 		}
 		rows++
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d Ready\t%d/%d\t%s\t%d/%d\n", g.key.Namespace, g.key.Name, orDash(g.state), orDash(g.ready),
-			g.readyNodes, g.min, g.updated, g.total, w.d.imageLabel(g.image), g.podsAvailable, g.podsWant)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d Ready\t%d/%d\t%s\t%s\t%s\t%d/%d\n", g.key.Namespace, g.key.Name, orDash(g.state), orDash(g.ready),
+			g.readyNodes, g.min, g.updated, g.total, w.d.imageLabel(g.image), orDash(g.revision), orDash(g.pending), g.podsAvailable, g.podsWant)
 	}
 	_ = tw.Flush()
 	table := b.String()

@@ -209,31 +209,16 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
-	var groups []*v1alpha1.InstanceGroup
-	for _, ns := range []string{"e2e-fan-a", "e2e-fan-b", "e2e-fan-c"} {
-		namespace(t, ns)
-		ig := shortGroup(ns, "nodes", 1, 2)
-		create(t, ig)
-		groups = append(groups, ig)
-	}
-	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
-	}
+	groups := readyGroups(t, "e2e-fan-a", "e2e-fan-b", "e2e-fan-c")
 
 	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
 	maxRotating := 0
 	g.Eventually(func() bool {
-		// One List is one consistent snapshot of every group's stored
-		// status; a Get per group would compare statuses from different
-		// moments and could count a group that stopped before another
-		// started.
-		list := &v1alpha1.InstanceGroupList{}
-		if err := admin.List(ctx, list); err != nil {
+		// One snapshot: a Get per group could count a group that stopped
+		// before another started.
+		current, err := groupsByKey(ctx)
+		if err != nil {
 			return false
-		}
-		current := map[string]*v1alpha1.InstanceGroup{}
-		for i := range list.Items {
-			current[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
 		}
 		rotating, done := 0, 0
 		for _, ig := range groups {
@@ -330,10 +315,11 @@ func oldInstances(t *testing.T, group, version string) int {
 }
 
 // describe summarizes a group's rotation: state, template version,
-// updated/total, surge base (and the Upgrading message while rotating).
+// updated/total, surge capacity outstanding (and the Upgrading message
+// while rotating).
 func describe(ig *v1alpha1.InstanceGroup) string {
 	s := fmt.Sprintf("%s v%s %d/%d surge %d", ig.Status.CurrentState, ig.Status.LatestTemplateVersion,
-		ig.Status.NodesUpdated, ig.Status.NodesTotal, ig.Status.SurgeBaseCapacity)
+		ig.Status.NodesUpdated, ig.Status.NodesTotal, ig.Status.SurgeCapacity)
 	for _, c := range ig.Status.Conditions {
 		if c.Type == v1alpha1.ConditionUpgrading && c.Status == metav1.ConditionTrue {
 			s += ": " + c.Message
@@ -378,6 +364,54 @@ func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(aws.ToInt32(out.AutoScalingGroups[0].DesiredCapacity)).To(BeEquivalentTo(2), "the desired capacity is back to its size before the surge")
+	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+}
+
+// TestSurgeKeepsAnOutsideRaiseOfTheDesiredCapacity: while a maxSurge
+// rollout runs, someone else (here directly in moto, as the
+// cluster-autoscaler would) raises the desired capacity by 2. The surge
+// adds its own capacity on top of whatever the desired capacity is and
+// gives back exactly what it added, so the raise is still there when the
+// rollout ends (review finding 8: the surge took it for its own).
+func TestSurgeKeepsAnOutsideRaiseOfTheDesiredCapacity(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, "e2e-surge-ca")
+	ig := shortGroup("e2e-surge-ca", "surge", 2, 6)
+	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
+		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
+	create(t, ig)
+	ready := waitReady(t, ig, 3*time.Minute)
+	group := ready.Status.ActiveScalingGroupName
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	desired := func() int32 {
+		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
+		g.Expect(err).NotTo(HaveOccurred())
+		return aws.ToInt32(out.AutoScalingGroups[0].DesiredCapacity)
+	}
+	g.Expect(desired()).To(BeEquivalentTo(2))
+
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "c5.large"
+	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	// Once the first surge is out (recorded, and the desired capacity
+	// raised by it in AWS), raise the desired capacity from outside by 2,
+	// on top of what it is then. (A raise within the one round trip
+	// between the controller's read of the desired capacity and its write
+	// could be overwritten, as between any two writers of it; the
+	// cluster-autoscaler has the same window with its own writes.)
+	g.Eventually(func() bool { return get(t, ig).Status.SurgeCapacity > 0 && desired() == 3 }, 3*time.Minute, 20*time.Millisecond).Should(BeTrue())
+	raised := desired() + 2
+	_, err := asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(raised)})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("desired capacity raised from outside to %d during the surge", raised)
+
+	g.Eventually(func() string { return describe(get(t, ig)) }, 8*time.Minute, time.Second).Should(Equal("Ready v2 4/4 surge 0"),
+		"every instance rotated, the outside raise's included, and the surge given back")
+	g.Expect(desired()).To(BeEquivalentTo(4), "2 before the rollout + 2 raised from outside; the surge gave back exactly what it added")
+	g.Expect(oldInstances(t, group, "2")).To(BeZero())
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }
 

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,39 +64,17 @@ func condition(ig *v1alpha1.InstanceGroup, typ string) metav1.ConditionStatus {
 	return ""
 }
 
-// waitReady waits until the group is Ready and not upgrading, as judged
-// for its current spec: a Ready status written before the latest spec
-// change (status.observedGeneration behind metadata.generation) does not
-// count.
+// waitReady waits until the group is Ready for its current spec
+// (harness.WaitReady).
 func waitReady(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) *v1alpha1.InstanceGroup {
 	t.Helper()
-	var cur *v1alpha1.InstanceGroup
-	NewWithT(t).Eventually(func() string {
-		cur = get(t, ig)
-		if cur.Status.ObservedGeneration != cur.Generation {
-			return fmt.Sprintf("status observed generation %d, spec generation %d", cur.Status.ObservedGeneration, cur.Generation)
-		}
-		if cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionReady) == metav1.ConditionTrue {
-			return "Ready"
-		}
-		msg := cur.Status.CurrentState
-		for _, c := range cur.Status.Conditions {
-			msg += "; " + c.Type + "=" + string(c.Status) + ": " + c.Message
-		}
-		return msg
-	}, timeout, 500*time.Millisecond).Should(Equal("Ready"), "InstanceGroup %s/%s", ig.Namespace, ig.Name)
-	return cur
+	return harness.WaitReady(t, admin, ig, timeout)
 }
 
 // groupNodes lists the nodes registered for the group.
 func groupNodes(t *testing.T, ig *v1alpha1.InstanceGroup) []corev1.Node {
 	t.Helper()
-	list := &corev1.NodeList{}
-	if err := admin.List(context.Background(), list, client.MatchingLabels{
-		v1alpha1.LabelInstanceGroup: ig.Name, v1alpha1.LabelInstanceGroupNamespace: ig.Namespace}); err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
+	return harness.GroupNodes(t, admin, ig)
 }
 
 // available counts the group's nodes that are Ready and schedulable.
@@ -130,4 +106,36 @@ func create(t *testing.T, ig *v1alpha1.InstanceGroup) {
 			t.Errorf("deleting InstanceGroup %s/%s: %v", ig.Namespace, ig.Name, err)
 		}
 	})
+}
+
+// groupsByKey reads every InstanceGroup in one List, one consistent
+// snapshot of their stored statuses (a Get per group would compare
+// statuses from different moments), by namespace/name.
+func groupsByKey(ctx context.Context) (map[string]*v1alpha1.InstanceGroup, error) {
+	list := &v1alpha1.InstanceGroupList{}
+	if err := admin.List(ctx, list); err != nil {
+		return nil, err
+	}
+	out := map[string]*v1alpha1.InstanceGroup{}
+	for i := range list.Items {
+		out[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// readyGroups creates a short group "nodes" (1 to 2 nodes) in each
+// namespace and waits until every one is Ready.
+func readyGroups(t *testing.T, namespaces ...string) []*v1alpha1.InstanceGroup {
+	t.Helper()
+	var groups []*v1alpha1.InstanceGroup
+	for _, ns := range namespaces {
+		namespace(t, ns)
+		ig := shortGroup(ns, "nodes", 1, 2)
+		create(t, ig)
+		groups = append(groups, ig)
+	}
+	for _, ig := range groups {
+		waitReady(t, ig, 3*time.Minute)
+	}
+	return groups
 }

@@ -68,7 +68,9 @@ type Bridge struct {
 	log    logr.Logger
 	region string
 
-	mu             sync.Mutex // serializes Sync
+	mu             sync.Mutex                          // serializes Sync
+	neverJoin      map[string]bool                     // image ids whose instances never join (SetNeverJoinImages)
+	neverJoinIf    func(group, instanceID string) bool // SetNeverJoin
 	firstSeen      map[string]time.Time
 	problems       map[string]string // instance id -> last problem logged
 	kubeletVersion string
@@ -144,6 +146,19 @@ func (b *Bridge) Run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+	}
+}
+
+// SetNeverJoinImages makes instances of these AMI ids never become Nodes
+// (as with a broken image whose kubelet never starts); the instances stay
+// running. Instances that joined already keep their Nodes. Calling it
+// again replaces the set; no ids clears it.
+func (b *Bridge) SetNeverJoinImages(ids ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.neverJoin = map[string]bool{}
+	for _, id := range ids {
+		b.neverJoin[id] = true
 	}
 }
 
@@ -230,6 +245,18 @@ func (b *Bridge) sync(ctx context.Context) (readErr, problems error) {
 		if nodeOf[id] != nil || now.Sub(b.firstSeen[id]) < b.opts.JoinDelay {
 			continue
 		}
+		if image := aws.ToString(inst.ImageId); b.neverJoin[image] {
+			// A broken image: the instance runs but its kubelet never
+			// registers. Logged once, not reported as a problem.
+			if b.problems[id] == "" {
+				b.problems[id] = "never joins"
+				b.log.Info("instance never joins: its image is set to never join", "instance", id, "image", image, "group", groups[id].name)
+			}
+			continue
+		}
+		if b.neverJoinIf != nil && b.neverJoinIf(groups[id].name, id) {
+			continue // a kubelet that never starts on this instance
+		}
 		if err := b.register(ctx, inst, groups[id]); err != nil {
 			problem(id, groups[id].name, fmt.Errorf("instance cannot join: %w", err))
 			continue
@@ -247,6 +274,46 @@ func (b *Bridge) sync(ctx context.Context) (readErr, problems error) {
 		}
 	}
 	return nil, errors.Join(errs...)
+}
+
+// SetNeverJoin makes the instances for which neverJoin(group, instanceID)
+// is true never register a Node (an image whose kubelet does not start);
+// nil lets every instance join again. It applies from the next sync, to
+// instances without a Node.
+func (b *Bridge) SetNeverJoin(neverJoin func(group, instanceID string) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.neverJoinIf = neverJoin
+}
+
+// StopKubelet makes the bridge's Node name stop reporting, as a kubelet
+// that died: kwok no longer manages it (its Lease is not renewed) and its
+// Ready condition becomes False now; the node lifecycle controller later
+// turns it Unknown and taints it. The instance keeps running.
+func (b *Bridge) StopKubelet(ctx context.Context, name string) error {
+	node, err := b.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("StopKubelet: get Node %s: %w", name, err)
+	}
+	if node.Annotations[BridgeInstanceAnnotation] == "" {
+		return fmt.Errorf("StopKubelet: Node %s is not one of the bridge's", name)
+	}
+	delete(node.Annotations, KwokAnnotation)
+	if node, err = b.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("StopKubelet: take Node %s from kwok: %w", name, err)
+	}
+	now := metav1.Now()
+	for i, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			node.Status.Conditions[i] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse,
+				Reason: "KubeletNotReady", Message: "kubelet stopped (test/env bridge)", LastHeartbeatTime: now, LastTransitionTime: now}
+		}
+	}
+	if _, err := b.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("StopKubelet: mark Node %s NotReady: %w", name, err)
+	}
+	b.log.Info("stopped the kubelet of Node", "node", name, "instance", node.Annotations[BridgeInstanceAnnotation])
+	return nil
 }
 
 // groupMember is what an Auto Scaling group says about one of its instances.

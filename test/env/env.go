@@ -130,6 +130,7 @@ type Environment struct {
 	log     logr.Logger
 	ownDir  bool
 	procs   []*process // in start order
+	closers []func()   // in-process servers (AWSRecorder), closed by Stop
 	procsMu sync.Mutex
 
 	bridgeCancel context.CancelFunc
@@ -535,7 +536,11 @@ func (e *Environment) Stop() error {
 		}
 		e.procsMu.Lock()
 		procs := slices.Clone(e.procs)
+		closers := slices.Clone(e.closers)
 		e.procsMu.Unlock()
+		for _, c := range closers {
+			c()
+		}
 		slices.Reverse(procs)
 		for _, p := range procs {
 			// Reverse start order: the apiserver stops while etcd still answers.

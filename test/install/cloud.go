@@ -39,8 +39,9 @@ type Cloud struct {
 	// (the example's roleName and instanceProfileName); KeyPair the EC2 key
 	// pair (keyPairName).
 	Role, InstanceProfile, KeyPair string
-	// AMIs are two x86_64 images from moto's catalogue, sorted by id: the
-	// nodes' image and the one an admin upgrades to.
+	// AMIs are three x86_64 images from moto's catalogue, sorted by id:
+	// the nodes' image, the one an admin upgrades to, and a third (the
+	// demo's broken image).
 	AMIs []string
 	// AMINames are the images' names, by id.
 	AMINames map[string]string
@@ -93,7 +94,7 @@ func readExampleIDs() (exampleIDs, error) {
 // points at (moto): a VPC with one subnet per example subnet (Name tags
 // <cluster>-private-<n>), the security groups (Name tags
 // <cluster>-nodes-<n>), the EKS cluster, the IAM role with its instance
-// profile, and the key pair; and it picks two AMIs. Errors: an AWS call
+// profile, and the key pair; and it picks three AMIs. Errors: an AWS call
 // failing (named) or fewer than two x86_64 AMIs on offer.
 func NewCloud(ctx context.Context, cfg aws.Config) (*Cloud, error) {
 	ids, err := readExampleIDs()
@@ -171,15 +172,15 @@ func NewCloud(ctx context.Context, cfg aws.Config) (*Cloud, error) {
 		return aws.ToString(images.Images[i].ImageId) < aws.ToString(images.Images[j].ImageId)
 	})
 	for _, im := range images.Images {
-		if len(c.AMIs) == 2 {
+		if len(c.AMIs) == 3 {
 			break
 		}
 		id := aws.ToString(im.ImageId)
 		c.AMIs = append(c.AMIs, id)
 		c.AMINames[id] = aws.ToString(im.Name)
 	}
-	if len(c.AMIs) < 2 {
-		return nil, fmt.Errorf("moto offers %d x86_64 AMIs; 2 are needed", len(c.AMIs))
+	if len(c.AMIs) < 3 {
+		return nil, fmt.Errorf("moto offers %d x86_64 AMIs; 3 are needed", len(c.AMIs))
 	}
 	return c, nil
 }

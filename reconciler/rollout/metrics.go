@@ -1,0 +1,59 @@
+package rollout
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/instancemgr/instance-manager/boundaries/record"
+)
+
+var (
+	// phase is 1 for the rollout's current phase, 0 for the others.
+	phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_phase",
+		Help: "1 for the phase the boundaries rollout is in (Progressing, Halted, RolledBack, Complete), 0 for the others.",
+	}, []string{"phase"})
+	// wave is the 1-based number of the current wave; 0 when none runs.
+	wave = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_wave",
+		Help: "Number (from 1) of the boundaries rollout's current wave; 0 when the rollout is Complete.",
+	})
+	// groups counts the rollout's groups by state.
+	groups = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_groups",
+		Help: "InstanceGroups of the boundaries rollout by state: done (on the target revision and healthy), failed, waiting.",
+	}, []string{"state"})
+	// halts counts halted rollouts by the criterion the first failed group met.
+	halts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "instance_manager_boundaries_rollout_halts_total",
+		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected.",
+	}, []string{"reason"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(phase, wave, groups, halts)
+}
+
+// observe sets the gauges from the record and counts a halt among notes.
+func observe(rec *record.Record, notes []Note) {
+	for _, p := range []string{record.PhaseProgressing, record.PhaseHalted, record.PhaseRolledBack, record.PhaseComplete} {
+		v := 0.0
+		if rec.Phase == p {
+			v = 1
+		}
+		phase.WithLabelValues(p).Set(v)
+	}
+	if rec.Phase == record.PhaseComplete {
+		wave.Set(0)
+	} else {
+		wave.Set(float64(rec.Wave + 1))
+	}
+	groups.WithLabelValues("done").Set(float64(rec.GroupsDone))
+	groups.WithLabelValues("failed").Set(float64(rec.GroupsFailed))
+	groups.WithLabelValues("waiting").Set(float64(rec.GroupsWaiting))
+	for _, n := range notes {
+		if n.Reason == ReasonHalted && rec.Halt != nil {
+			halts.WithLabelValues(rec.Halt.Criterion).Inc()
+		}
+	}
+}

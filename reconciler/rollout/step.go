@@ -1,0 +1,536 @@
+// Package rollout is the progressive rollout of boundary changes: it moves
+// the boundary ConfigMap's newest revision through the policy's waves
+// (boundaries.RolloutPolicy), judges each wave's groups against the
+// failure criteria, soaks, halts when a wave fails, and carries out the
+// admin's resume and rollback. Its decisions go into the rollout record
+// (boundaries/record); the fan-out (reconciler.ReadmitReconciler) moves
+// each group to the revision the record assigns it.
+//
+// step.go is the decision, a pure function of the record, the policy and
+// what the groups report; controller.go reads and writes the cluster.
+package rollout
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/record"
+)
+
+// Group is what the rollout needs to know about one InstanceGroup.
+type Group struct {
+	// Key is namespace/name.
+	Key       string
+	Namespace string
+	Labels    map[string]string
+	// Excluded groups (the ConfigMap's excludedNamespaces) get every
+	// revision at once: boundaries do not apply to them.
+	Excluded bool
+	Deleting bool
+	// Running is the revision its boundaries-hash belongs to ("" when no
+	// revision the store knows gives it).
+	Running string
+	// AtTarget: its boundaries-hash is the target revision's.
+	AtTarget bool
+	// Rejected is the message of a refused re-admission (BoundariesApplied
+	// reason Rejected) while the group is not at the target.
+	Rejected string
+
+	Generation, ObservedGeneration int64
+	// State is status.currentState; Ready the Ready condition; Message
+	// the Ready condition's message.
+	State   string
+	Ready   bool
+	Message string
+	// NodesUpdated and NodesTotal are status.nodesUpdated and nodesTotal.
+	NodesUpdated, NodesTotal int
+	// Nodes and NotReadyNodes count the group's Node objects (by the
+	// instancegroup labels) and those whose Ready condition is not True.
+	Nodes, NotReadyNodes int
+}
+
+// healthy: Ready for its current spec with every instance updated.
+func (g Group) healthy() bool {
+	return g.ObservedGeneration == g.Generation && g.State == v1alpha1.StateReady && g.Ready && g.NodesUpdated >= g.NodesTotal
+}
+
+// Input is what one step decides from.
+type Input struct {
+	Now time.Time
+	// Revision is the boundary ConfigMap's current revision.
+	Revision string
+	// Policy is its rollout policy; nil for none.
+	Policy *boundaries.RolloutPolicy
+	// Groups are every InstanceGroup.
+	Groups []Group
+	// Action is the admin's action on the record ("" for none).
+	Action string
+}
+
+// Note is an Event to send: on the group Group (namespace/name), or on
+// the boundary ConfigMap when Group is "".
+type Note struct {
+	Warning bool
+	Reason  string
+	Message string
+	Group   string
+}
+
+// Event reasons of the rollout.
+const (
+	ReasonStarted       = "RolloutStarted"
+	ReasonWaveStarted   = "RolloutWaveStarted"
+	ReasonWaveSoaking   = "RolloutWaveSoaking"
+	ReasonWaveCompleted = "RolloutWaveCompleted"
+	ReasonComplete      = "RolloutComplete"
+	ReasonHalted        = "RolloutHalted"
+	ReasonGroupFailed   = "RolloutGroupFailed"
+	ReasonResumed       = "RolloutResumed"
+	ReasonRolledBack    = "RolloutRolledBack"
+	ReasonActionIgnored = "RolloutActionIgnored"
+)
+
+// Result is a step's outcome.
+type Result struct {
+	Record *record.Record
+	Notes  []Note
+	// After is when the step should run again at the latest (a soak or a
+	// startup timeout ends); 0 when only a change can move the rollout.
+	After time.Duration
+	// Acted: Input.Action was consumed (carried out or refused).
+	Acted bool
+}
+
+// Step decides the rollout's next state from prev (nil: none yet).
+//   - Without a policy the current revision is stable at once: every group
+//     gets it (today's fan-out).
+//   - The first record makes the current revision the stable one.
+//   - A new revision starts a rollout from the stable revision; waves
+//     start in order, each taking its groups when it starts; a wave
+//     completes when its judged groups are healthy and have soaked; the
+//     last wave completing makes the target stable.
+//   - A judged group failing a criterion halts the rollout.
+//   - "resume" re-judges the failed (or rolled back) groups with fresh
+//     clocks; "rollback" sends the failed groups back to the stable one.
+func Step(prev *record.Record, in Input) Result {
+	s := &stepper{in: in, rec: clone(prev), now: metav1.NewTime(in.Now)}
+	s.run()
+	s.count()
+	return Result{Record: s.rec, Notes: s.notes, After: s.after, Acted: s.acted}
+}
+
+type stepper struct {
+	in    Input
+	rec   *record.Record
+	now   metav1.Time
+	notes []Note
+	after time.Duration
+	acted bool
+}
+
+func (s *stepper) note(warning bool, group, reason, format string, args ...any) {
+	s.notes = append(s.notes, Note{Warning: warning, Group: group, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+func (s *stepper) wake(at time.Time) {
+	d := at.Sub(s.in.Now)
+	if d < time.Second {
+		d = time.Second
+	}
+	if s.after == 0 || d < s.after {
+		s.after = d
+	}
+}
+
+func (s *stepper) run() {
+	in := s.in
+	if in.Policy == nil || s.rec == nil {
+		if s.rec == nil || s.rec.Target != in.Revision || s.rec.Stable != in.Revision || s.rec.Phase != record.PhaseComplete {
+			msg := "no rollout policy: every group gets revision " + in.Revision + " at once"
+			if in.Policy != nil {
+				msg = "revision " + in.Revision + " is the first recorded; it is the last good one"
+			}
+			s.rec = &record.Record{Target: in.Revision, Stable: in.Revision, Phase: record.PhaseComplete, Wave: -1, Message: msg, CompletedAt: &s.now}
+		}
+		if in.Action != "" {
+			s.ignore("there is no rollout in progress")
+		}
+		return
+	}
+	if s.rec.Target != in.Revision {
+		s.start()
+	}
+	s.action()
+	if s.rec.Phase == record.PhaseProgressing {
+		s.advance()
+	}
+}
+
+// start begins rolling out the current revision from the stable one.
+func (s *stepper) start() {
+	stable := s.rec.Stable
+	rec := &record.Record{Target: s.in.Revision, Stable: stable, Phase: record.PhaseProgressing, Wave: -1, StartedAt: &s.now}
+	var names []string
+	for _, w := range s.in.Policy.Waves {
+		rec.Waves = append(rec.Waves, record.Wave{Name: w.Name, Selects: w.Describe(), Soak: metav1.Duration{Duration: w.Soak}})
+		names = append(names, fmt.Sprintf("%s (%s, soak %s)", w.Name, w.Describe(), w.Soak))
+	}
+	if prev := s.rec; prev.Phase != record.PhaseComplete {
+		// The rollout it replaces did not complete: its groups stay on
+		// what they run until their wave of this one.
+		s.note(false, "", ReasonStarted, "Revision %s replaces revision %s, whose rollout was %s; groups keep what they run until their wave", s.in.Revision, prev.Target, prev.Phase)
+	}
+	s.rec = rec
+	s.note(false, "", ReasonStarted, "Rolling out boundaries revision %s (last good %s) in %d wave(s): %s",
+		s.in.Revision, stable, len(rec.Waves), strings.Join(names, "; "))
+}
+
+func (s *stepper) ignore(why string) {
+	s.acted = true
+	s.note(true, "", ReasonActionIgnored, "Action %q on the rollout record was not carried out: %s (actions: %s while Halted or RolledBack, %s while Halted)",
+		s.in.Action, why, record.ActionResume, record.ActionRollback)
+}
+
+// action carries out the admin's resume or rollback.
+func (s *stepper) action() {
+	rec := s.rec
+	switch s.in.Action {
+	case "":
+		return
+	case record.ActionResume:
+		if rec.Phase != record.PhaseHalted && rec.Phase != record.PhaseRolledBack {
+			s.ignore("the rollout is " + rec.Phase)
+			return
+		}
+		w := &rec.Waves[rec.Wave]
+		var again []string
+		for i := range w.Groups {
+			if g := &w.Groups[i]; g.State == record.GroupFailed {
+				g.State, g.Reason, g.Criterion, g.Since, g.MovedAt = record.GroupMoving, "", "", &s.now, nil
+				again = append(again, g.Group)
+			}
+		}
+		rec.Phase, rec.Halt, rec.RolledBack = record.PhaseProgressing, nil, nil
+		w.HealthyAt = nil
+		rec.LastAction = fmt.Sprintf("%s at %s", record.ActionResume, s.now.UTC().Format(time.RFC3339))
+		s.acted = true
+		s.note(false, "", ReasonResumed, "Rollout of revision %s resumed in wave %s; re-judged: %s", rec.Target, w.Name, listOrNone(again))
+	case record.ActionRollback:
+		if rec.Phase != record.PhaseHalted {
+			s.ignore("the rollout is " + rec.Phase)
+			return
+		}
+		rec.Phase = record.PhaseRolledBack
+		rec.RolledBack = append([]string(nil), rec.Halt.Groups...)
+		rec.LastAction = fmt.Sprintf("%s at %s", record.ActionRollback, s.now.UTC().Format(time.RFC3339))
+		s.acted = true
+		s.note(false, "", ReasonRolledBack, "Rollout of revision %s rolled back: %s move back to the last good revision %s with their own upgrade strategy; the other groups stay as they are",
+			rec.Target, strings.Join(rec.RolledBack, ", "), rec.Stable)
+	default:
+		s.ignore("unknown action")
+	}
+}
+
+// advance starts waves and judges the current one until it must wait.
+func (s *stepper) advance() {
+	rec := s.rec
+	for range len(rec.Waves) + 1 {
+		if rec.Wave >= 0 && rec.Waves[rec.Wave].CompletedAt == nil {
+			if !s.judge(&rec.Waves[rec.Wave]) {
+				return
+			}
+		}
+		if rec.Wave == len(rec.Waves)-1 {
+			rec.Phase, rec.Stable, rec.CompletedAt = record.PhaseComplete, rec.Target, &s.now
+			s.note(false, "", ReasonComplete, "Boundaries revision %s reached every group in %d wave(s); it is the last good revision now", rec.Target, len(rec.Waves))
+			return
+		}
+		rec.Wave++
+		s.choose(rec.Wave)
+	}
+}
+
+// choose takes the groups of wave i from those no earlier wave took.
+func (s *stepper) choose(i int) {
+	rec := s.rec
+	pw := s.in.Policy.Waves[min(i, len(s.in.Policy.Waves)-1)]
+	w := &rec.Waves[i]
+	taken := map[string]bool{}
+	for j := range i {
+		for _, g := range rec.Waves[j].Groups {
+			taken[g.Group] = true
+		}
+	}
+	var candidates []Group
+	for _, g := range s.in.Groups {
+		if !g.Excluded && !g.Deleting && !taken[g.Key] {
+			candidates = append(candidates, g)
+		}
+	}
+	var members []Group
+	switch {
+	case pw.TakesRest() || i == len(rec.Waves)-1:
+		members = candidates
+	case pw.Percent > 0:
+		// A stable spread: the same groups come early in every rollout.
+		sort.SliceStable(candidates, func(a, b int) bool { return spread(candidates[a].Key) < spread(candidates[b].Key) })
+		n := (len(candidates)*pw.Percent + 99) / 100
+		members = candidates[:n]
+		sort.Slice(members, func(a, b int) bool { return members[a].Key < members[b].Key })
+	default:
+		for _, g := range candidates {
+			if pw.Matches(g.Namespace, g.Labels) {
+				members = append(members, g)
+			}
+		}
+	}
+	w.StartedAt = &s.now
+	w.Groups = nil
+	var keys []string
+	for _, g := range members {
+		w.Groups = append(w.Groups, s.member(g))
+		keys = append(keys, g.Key)
+	}
+	s.note(false, "", ReasonWaveStarted, "Wave %d/%d %s started (%s): %d group(s) move to revision %s: %s",
+		i+1, len(rec.Waves), w.Name, w.Selects, len(keys), rec.Target, listOrNone(keys))
+}
+
+// member is a group joining a wave; one that is not healthy now is moved
+// but not judged.
+func (s *stepper) member(g Group) record.Group {
+	m := record.Group{Group: g.Key, State: record.GroupMoving}
+	if !g.AtTarget && !g.healthy() {
+		m.State = record.GroupUnjudged
+	}
+	return m
+}
+
+func spread(key string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return h.Sum32()
+}
+
+// judge updates the wave's groups and reports whether the wave completed.
+// A failure halts the rollout.
+func (s *stepper) judge(w *record.Wave) bool {
+	rec, f := s.rec, s.in.Policy.Failure
+	byKey := map[string]Group{}
+	for _, g := range s.in.Groups {
+		byKey[g.Key] = g
+	}
+	if rec.Wave == len(rec.Waves)-1 {
+		// The last wave takes groups created since it started as well.
+		in := map[string]bool{}
+		for _, r := range rec.Waves {
+			for _, g := range r.Groups {
+				in[g.Group] = true
+			}
+		}
+		for _, g := range s.in.Groups {
+			if !in[g.Key] && !g.Excluded && !g.Deleting {
+				w.Groups = append(w.Groups, s.member(g))
+			}
+		}
+	}
+	kept := w.Groups[:0]
+	done := true
+	for _, m := range w.Groups {
+		g, ok := byKey[m.Group]
+		if !ok || g.Deleting {
+			continue // deleted: no longer part of the rollout
+		}
+		s.observe(&m, g, f)
+		done = done && (m.State == record.GroupHealthy || m.State == record.GroupUnjudged && g.AtTarget)
+		kept = append(kept, m)
+	}
+	w.Groups = kept
+	s.unhealthyShare(w, byKey, f)
+	var failed, reasons []string
+	criterion := ""
+	for _, m := range w.Groups {
+		if m.State == record.GroupFailed {
+			if criterion == "" {
+				criterion = m.Criterion
+			}
+			failed = append(failed, m.Group)
+			reasons = append(reasons, m.Group+": "+m.Reason)
+			done = false
+		}
+	}
+	if len(failed) > 0 {
+		s.halt(w, criterion, failed, reasons)
+		return false
+	}
+	if !done {
+		w.HealthyAt = nil
+		return false
+	}
+	if len(w.Groups) == 0 {
+		w.CompletedAt = &s.now
+		return true
+	}
+	if w.HealthyAt == nil {
+		w.HealthyAt = &s.now
+		if w.Soak.Duration > 0 {
+			s.note(false, "", ReasonWaveSoaking, "Wave %s: every group runs revision %s and is healthy; soaking for %s", w.Name, rec.Target, w.Soak.Duration)
+		}
+	}
+	if end := w.HealthyAt.Add(w.Soak.Duration); s.in.Now.Before(end) {
+		s.wake(end)
+		return false
+	}
+	w.CompletedAt = &s.now
+	s.note(false, "", ReasonWaveCompleted, "Wave %s completed: %d group(s) run revision %s and stayed healthy for %s", w.Name, len(w.Groups), rec.Target, w.Soak.Duration)
+	return true
+}
+
+// observe updates one group of the current wave against the criteria.
+func (s *stepper) observe(m *record.Group, g Group, f boundaries.FailureCriteria) {
+	if m.State == record.GroupFailed {
+		return
+	}
+	if !g.AtTarget {
+		if g.Rejected != "" {
+			m.State, m.Criterion, m.Reason = record.GroupFailed, record.CriterionRejected, "its re-admission to the revision was refused: "+g.Rejected
+		} else if m.State != record.GroupUnjudged {
+			m.State = record.GroupMoving
+		}
+		return
+	}
+	if m.MovedAt == nil {
+		m.MovedAt, m.Since, m.Updated, m.Generation = &s.now, &s.now, g.NodesUpdated, g.Generation
+	}
+	// Progress restarts the startup clock: more instances on the new
+	// spec, a new spec (a tenant's edit), or waiting for an upgrade slot.
+	if g.NodesUpdated > m.Updated || g.Generation != m.Generation || g.State == v1alpha1.StateInitUpgrade {
+		m.Since, m.Updated, m.Generation = &s.now, g.NodesUpdated, g.Generation
+	}
+	if m.State == record.GroupUnjudged {
+		return
+	}
+	switch {
+	case f.GroupError && g.State == v1alpha1.StateError && g.ObservedGeneration == g.Generation:
+		m.State, m.Criterion, m.Reason = record.GroupFailed, record.CriterionGroupError, "in state Error: "+g.Message
+	case g.healthy():
+		m.State, m.Reason, m.Criterion = record.GroupHealthy, "", ""
+	case !s.in.Now.Before(m.Since.Add(f.StartupTimeout)):
+		m.State, m.Criterion = record.GroupFailed, record.CriterionStartupTimeout
+		m.Reason = fmt.Sprintf("not Ready with every instance updated and its nodes Ready within the startup timeout %s (state %s: %s)", f.StartupTimeout, g.State, g.Message)
+	default:
+		m.State = record.GroupRotating
+		s.wake(m.Since.Add(f.StartupTimeout))
+	}
+}
+
+// unhealthyShare fails the healthy groups with nodes not Ready when the
+// wave's share of such nodes is above the policy's.
+func (s *stepper) unhealthyShare(w *record.Wave, byKey map[string]Group, f boundaries.FailureCriteria) {
+	nodes, bad := 0, 0
+	for _, m := range w.Groups {
+		if m.State == record.GroupHealthy {
+			nodes += byKey[m.Group].Nodes
+			bad += byKey[m.Group].NotReadyNodes
+		}
+	}
+	if nodes == 0 || bad*100 <= f.MaxUnhealthyPercent*nodes {
+		return
+	}
+	for i := range w.Groups {
+		m := &w.Groups[i]
+		if g := byKey[m.Group]; m.State == record.GroupHealthy && g.NotReadyNodes > 0 {
+			m.State, m.Criterion = record.GroupFailed, record.CriterionUnhealthyNodes
+			m.Reason = fmt.Sprintf("%d of its %d node(s) not Ready; the wave's healthy groups have %d of %d node(s) not Ready, above maxUnhealthyPercent %d%%",
+				g.NotReadyNodes, g.Nodes, bad, nodes, f.MaxUnhealthyPercent)
+		}
+	}
+}
+
+func (s *stepper) halt(w *record.Wave, criterion string, failed, reasons []string) {
+	rec := s.rec
+	rec.Phase = record.PhaseHalted
+	rec.Halt = &record.Halt{At: s.now, Wave: w.Name, Reason: strings.Join(reasons, "; "), Criterion: criterion, Groups: failed}
+	w.HealthyAt = nil
+	s.note(true, "", ReasonHalted, "Rollout of boundaries revision %s halted in wave %d/%d %s: %d group(s) failed: %s. No other group moves; groups of later waves keep what they run (last good %s). "+
+		"Resume after fixing, or roll the failed groups back: kubectl annotate configmap <rollout record> %s=%s (or %s)",
+		rec.Target, rec.Wave+1, len(rec.Waves), w.Name, len(failed), strings.Join(reasons, "; "), rec.Stable, record.AnnotationAction, record.ActionRollback, record.ActionResume)
+	for i, g := range failed {
+		s.note(true, g, ReasonGroupFailed, "Boundaries revision %s failed on this group in wave %s (%s); the rollout halted", rec.Target, w.Name, strings.TrimPrefix(reasons[i], g+": "))
+	}
+}
+
+// count fills the record's counters and message.
+func (s *stepper) count() {
+	rec := s.rec
+	rec.GroupsDone, rec.GroupsFailed, rec.GroupsWaiting = 0, 0, 0
+	if rec.Phase == record.PhaseComplete {
+		return
+	}
+	inWave := map[string]string{}
+	for i, w := range rec.Waves {
+		if i > rec.Wave {
+			break
+		}
+		for _, g := range w.Groups {
+			inWave[g.Group] = g.State
+		}
+	}
+	total := 0
+	for _, g := range s.in.Groups {
+		if g.Excluded || g.Deleting {
+			continue
+		}
+		total++
+		switch st := inWave[g.Key]; {
+		case st == record.GroupFailed:
+			rec.GroupsFailed++
+		case st == record.GroupHealthy, st == record.GroupUnjudged && g.AtTarget:
+			rec.GroupsDone++
+		}
+	}
+	rec.GroupsWaiting = total - rec.GroupsDone - rec.GroupsFailed
+	wave := "no wave started"
+	if rec.Wave >= 0 {
+		wave = fmt.Sprintf("wave %d/%d %s", rec.Wave+1, len(rec.Waves), rec.Waves[rec.Wave].Name)
+	}
+	rec.Message = fmt.Sprintf("%s revision %s (last good %s), %s: %d group(s) done, %d failed, %d waiting",
+		rec.Phase, rec.Target, rec.Stable, wave, rec.GroupsDone, rec.GroupsFailed, rec.GroupsWaiting)
+	if len(rec.RolledBack) > 0 {
+		rec.Message += "; rolled back: " + strings.Join(rec.RolledBack, ", ")
+	}
+}
+
+func listOrNone(keys []string) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	return strings.Join(keys, ", ")
+}
+
+// clone deep-copies a record.
+func clone(r *record.Record) *record.Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Waves = make([]record.Wave, len(r.Waves))
+	for i, w := range r.Waves {
+		w.Groups = slices.Clone(w.Groups)
+		c.Waves[i] = w
+	}
+	c.RolledBack = slices.Clone(r.RolledBack)
+	if r.Halt != nil {
+		h := *r.Halt
+		h.Groups = slices.Clone(h.Groups)
+		c.Halt = &h
+	}
+	return &c
+}

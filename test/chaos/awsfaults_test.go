@@ -1,0 +1,274 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/app"
+	"github.com/instancemgr/instance-manager/test/faults"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// Settings of TestAWSFaults.
+const (
+	// faultRate is the share of the manager's AWS calls that fail.
+	faultRate = 0.2
+	// defaultFaultGroups is how many groups are created, rotated and
+	// deleted; IM_CHAOS_GROUPS overrides it. The issue asks for 50: on the
+	// project's 2-core machine 50 take about 8 minutes (about 2 to create,
+	// 3.5 to roll, 1.5 to delete, with 20 workers), over the 4 minutes
+	// `make test` gives this test; 25 take about half.
+	defaultFaultGroups  = 25
+	defaultGroupsReason = "25 by default, not the issue's 50: 50 take about 8 minutes on a 2-core machine, " +
+		"over this test's 4-minute share of make test; IM_CHAOS_GROUPS=50 make chaos runs them"
+	// faultTenants is how many namespaces the groups are spread over.
+	faultTenants = 5
+	// scarceType is the instance type EC2 has no capacity for.
+	scarceType = "c5.xlarge"
+)
+
+// TestAWSFaults creates groups, rolls them to a new image and deletes
+// them while a fifth of the manager's AWS calls fail (throttling, server
+// errors, connection resets before and after AWS acted, slow answers), and
+// one group's instance type persistently has no capacity. Every other
+// group converges at each step; no Auto Scaling group, launch template,
+// role or instance profile is ever duplicated (moto is read every two
+// seconds); nothing is left after the deletes.
+func TestAWSFaults(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	n := defaultFaultGroups
+	if s := os.Getenv("IM_CHAOS_GROUPS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("IM_CHAOS_GROUPS=%q is not a positive number", s)
+		}
+		n = v
+	} else {
+		fmt.Println("groups:", defaultGroupsReason)
+	}
+	started := time.Now()
+
+	proxy, err := faults.Start(faults.Options{Target: environment.AWSEndpoint, Seed: seed, SlowDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = proxy.Close() }()
+	awsCfg := environment.AWS.Copy()
+	awsCfg.BaseEndpoint = &proxy.URL
+	awsCfg.RetryMaxAttempts = 0 // the product's retryer decides (8 attempts, adaptive)
+	mgr, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, app.Options{
+		AWS: &awsCfg, Workers: 20, DrainTimeout: 15 * time.Second,
+		PollInterval: time.Second, ResyncInterval: 30 * time.Second,
+		// A group whose reconcile failed is retried after at most 20s
+		// (default 5m), so the test's waits stay short.
+		FailureBackoffMax: 20 * time.Second,
+		CloudChecks:       true,
+		// The garbage collector does not run within the test: whatever
+		// is left was left by the create, rotate and delete paths.
+		GCPeriod: time.Hour, GCGrace: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mgr.Stop() }()
+	const maxConcurrent = 25
+	if err := harness.SetBoundaries(ctx, admin, cloud.boundaries(cloud.amis[0], maxConcurrent)); err != nil {
+		t.Fatal(err)
+	}
+
+	var namespaces, keys []string
+	var groups []*v1alpha1.InstanceGroup
+	iamOwners := &owners{}
+	for i := 0; i < faultTenants; i++ {
+		ns := fmt.Sprintf("chaos-aws-%d", i)
+		namespaces = append(namespaces, ns)
+		ensureNamespace(t, ns)
+	}
+	for i := 0; i < n; i++ {
+		ig := shortGroup(namespaces[i%faultTenants], fmt.Sprintf("g%02d", i), "t3.medium")
+		groups = append(groups, ig)
+		keys = append(keys, key(ig))
+		iamOwners.add(ig.Namespace, ig.Name)
+	}
+	scarce := shortGroup(namespaces[0], "scarce", scarceType)
+	iamOwners.add(scarce.Namespace, scarce.Name)
+
+	watch := watchInventory(environment.AWS, iamOwners, 2*time.Second)
+	proxy.SetRate(faultRate)
+	proxy.AddRule(faults.Rule{
+		Service: "ec2", Operations: []string{"CreateLaunchTemplate", "CreateLaunchTemplateVersion"},
+		Match: faults.InsufficientInstanceCapacity(scarceType).Match,
+		Error: faults.InsufficientInstanceCapacity(scarceType).Error,
+	})
+
+	// Create, as tenants would: an admission refused for a transient
+	// reason (the webhooks' own AWS checks met a fault) is retried.
+	var admissionRetries atomic.Int64
+	createAll(t, append([]*v1alpha1.InstanceGroup{scarce}, groups...), &admissionRetries)
+	t.Logf("created %d groups in %s", n+1, time.Since(started).Round(time.Second))
+
+	stepStart := time.Now()
+	pending := waitGroups(ctx, namespaces, keys, 4*time.Minute, func(k string, ig *v1alpha1.InstanceGroup) (bool, string) {
+		if ig == nil {
+			return false, "not found"
+		}
+		return ready(ig)
+	})
+	if len(pending) > 0 {
+		t.Fatalf("%d of %d groups not Ready after creation under faults (%s):\n  %s\nfaults: %s", len(pending), n, time.Since(stepStart).Round(time.Second), summarize(pending, 10), proxy.Stats())
+	}
+	t.Logf("all %d groups Ready %s after the creates; faults so far: %s", n, time.Since(stepStart).Round(time.Second), proxy.Stats())
+
+	// The group whose instance type has no capacity says so, and stays
+	// out of the way of the others.
+	pending = waitGroups(ctx, namespaces, []string{key(scarce)}, 2*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+		if ig == nil {
+			return false, "not found"
+		}
+		c := conditionOf(ig, v1alpha1.ConditionReady)
+		if c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "InsufficientInstanceCapacity") {
+			return true, ""
+		}
+		_, why := ready(ig)
+		return false, why
+	})
+	if len(pending) > 0 {
+		t.Errorf("the group without capacity does not report InsufficientInstanceCapacity in its Ready condition: %s", pending[0])
+	}
+
+	// Roll every group to a new image: the admin changes the default.
+	stepStart = time.Now()
+	var boundaryRetries int
+	for attempt := 1; ; attempt++ {
+		err := harness.SetBoundaries(ctx, admin, cloud.boundaries(cloud.amis[1], maxConcurrent))
+		if err == nil {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("the ConfigMap with the new image was refused 10 times under faults: %v", err)
+		}
+		boundaryRetries++
+		t.Logf("ConfigMap write %d refused (retrying): %v", attempt, err)
+		time.Sleep(time.Second)
+	}
+	newImage := cloud.amis[1]
+	var inv inventory
+	var invErr error
+	pending = waitGroups(ctx, namespaces, keys, 5*time.Minute, func(k string, ig *v1alpha1.InstanceGroup) (bool, string) {
+		if k == keys[0] { // once per poll
+			inv, invErr = readInventory(ctx, environment.AWS, iamOwners)
+		}
+		if ig == nil {
+			return false, "not found"
+		}
+		if img := ig.Spec.EKS.Configuration.Image; img != newImage {
+			return false, "spec image " + img
+		}
+		if ok, why := ready(ig); !ok {
+			return false, why
+		}
+		if invErr != nil {
+			return false, invErr.Error()
+		}
+		live := inv.instances[ig.Status.ActiveScalingGroupName]
+		if len(live) != 1 || live[0].image != newImage {
+			return false, fmt.Sprintf("instances of %s: %v", ig.Status.ActiveScalingGroupName, live)
+		}
+		return true, ""
+	})
+	if len(pending) > 0 {
+		t.Fatalf("%d of %d groups not rolled to %s under faults (%s):\n  %s\nfaults: %s", len(pending), n, newImage, time.Since(stepStart).Round(time.Second), summarize(pending, 10), proxy.Stats())
+	}
+	t.Logf("all %d groups rolled to the new image in %s; faults so far: %s", n, time.Since(stepStart).Round(time.Second), proxy.Stats())
+
+	// Delete every group, the one without capacity too.
+	stepStart = time.Now()
+	for _, ig := range append([]*v1alpha1.InstanceGroup{scarce}, groups...) {
+		if err := admin.Delete(ctx, ig.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("deleting %s: %v", key(ig), err)
+		}
+	}
+	pending = waitGroups(ctx, namespaces, append([]string{key(scarce)}, keys...), 4*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+		if ig == nil {
+			return true, ""
+		}
+		_, why := ready(ig)
+		return false, "still there: " + why
+	})
+	if len(pending) > 0 {
+		t.Fatalf("%d groups not deleted under faults (%s):\n  %s\nfaults: %s", len(pending), time.Since(stepStart).Round(time.Second), summarize(pending, 10), proxy.Stats())
+	}
+	t.Logf("all groups deleted in %s", time.Since(stepStart).Round(time.Second))
+	proxy.SetRate(0)
+
+	duplicates, reads := watch.finish()
+	final, err := readInventory(ctx, environment.AWS, iamOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaked := final.leftovers()
+	stats := proxy.Stats()
+	t.Logf("faults: %s", stats)
+	t.Logf("inventories read during the run: %d", reads)
+	figure(t, "faults_injected", stats.Total())
+	figure(t, "aws_calls", stats.Calls)
+	figure(t, "groups_converged", fmt.Sprintf("%d/%d", n, n))
+	figure(t, "resources_duplicated", len(duplicates))
+	figure(t, "resources_leaked", len(leaked))
+	figure(t, "admission_retries", admissionRetries.Load()+int64(boundaryRetries))
+	figure(t, "aws_faults_seconds", int(time.Since(started).Seconds()))
+	if len(duplicates) > 0 {
+		t.Errorf("resources duplicated during the run:\n  %s", summarize(duplicates, 20))
+	}
+	if len(leaked) > 0 {
+		t.Errorf("left in AWS after every group was deleted:\n  %s", summarize(leaked, 20))
+	}
+}
+
+// createAll creates the groups, 8 at a time, retrying a create the API
+// server refused for a transient reason (up to 10 times each).
+func createAll(t *testing.T, groups []*v1alpha1.InstanceGroup, retries *atomic.Int64) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	errs := make(chan error, len(groups))
+	for _, ig := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var err error
+			for attempt := 1; attempt <= 10; attempt++ {
+				err = admin.Create(ctx, ig.DeepCopy())
+				if err == nil || apierrors.IsAlreadyExists(err) {
+					return
+				}
+				retries.Add(1)
+				time.Sleep(time.Second)
+			}
+			errs <- fmt.Errorf("creating %s: refused 10 times, last: %w", key(ig), err)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}

@@ -1,0 +1,107 @@
+// Package chaos runs instance-manager end to end while things go wrong: AWS
+// throttles, fails and resets connections (test/faults between the SDK and
+// moto), the manager is killed, the webhooks are down, input is hostile.
+// Each test prints its figures as lines "FIGURE <name> <value>" so `make
+// chaos` output and the README's Reliability section can quote them.
+//
+// The suite runs only when IM_CHAOS is set (`make chaos`, which `make test`
+// calls after the other tiers), so that its load does not share the machine
+// with the integration and end-to-end packages `go test ./...` runs in
+// parallel.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/instancemgr/instance-manager/app"
+	"github.com/instancemgr/instance-manager/test/env"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// EnableEnv turns the suite on.
+const EnableEnv = "IM_CHAOS"
+
+var (
+	environment *env.Environment
+	admin       client.Client
+	cloud       *fixture
+	// seed chooses every random decision of the suite (faults, kill
+	// points); IM_CHAOS_SEED replays a run.
+	seed int64
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv(EnableEnv) == "" {
+		fmt.Println("skipping chaos tests: set " + EnableEnv + "=1 (make chaos)")
+		return m.Run()
+	}
+	seed = time.Now().UnixNano() % 1_000_000
+	if s := os.Getenv("IM_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "IM_CHAOS_SEED:", err)
+			return 1
+		}
+		seed = v
+	}
+	fmt.Printf("chaos seed %d (replay with IM_CHAOS_SEED=%d make chaos)\n", seed, seed)
+	level := zapcore.Level(2)
+	if os.Getenv("IM_TEST_VERBOSE") != "" {
+		level = -1
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	opts := env.AllComponents()
+	opts.CRDDirectoryPaths = []string{harness.CRDPath()}
+	opts.WebhookInstallOptions = harness.WebhookOptions()
+	opts.Dir = os.Getenv("IM_CHAOS_DIR")
+	e, err := env.New(ctx, opts)
+	cancel()
+	if errors.Is(err, env.ErrNoEnvironment) {
+		fmt.Println("skipping chaos tests: needs the local environment (run make chaos)")
+		return m.Run()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "local environment:", err)
+		return 1
+	}
+	environment = e
+	defer func() { _ = e.Stop() }()
+	if admin, err = client.New(e.Config, client.Options{Scheme: app.Scheme()}); err == nil {
+		err = harness.EnsureConfigNamespace(context.Background(), admin)
+	}
+	if err == nil {
+		cloud, err = newFixture(context.Background(), e.AWS)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setup:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func requireEnv(t *testing.T) {
+	t.Helper()
+	if environment == nil {
+		t.Skip("needs the local environment and " + EnableEnv + "=1: run make chaos")
+	}
+}
+
+// figure prints one measured figure in the form the README quotes.
+func figure(t *testing.T, name string, value any) {
+	t.Helper()
+	fmt.Printf("FIGURE %s %v\n", name, value)
+}
