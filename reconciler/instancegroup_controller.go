@@ -252,7 +252,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			// A surge record left by a rollout that ended in another pass
 			// (Settle reads the stored record, not this cached one).
 			rot, _ := prov.(providers.Rotator)
-			if err := r.Rolling.Settle(ctx, ig, rot); err != nil {
+			if err := r.Rolling.Settle(ctx, ig, obs, rot); err != nil {
 				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
 					return ctrl.Result{}, ferr
 				}

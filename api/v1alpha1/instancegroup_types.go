@@ -235,6 +235,15 @@ type InstanceGroupStatus struct {
 	// +optional
 	SurgeCapacity int `json:"surgeCapacity,omitempty"`
 
+	// SurgeReturn names the instance whose termination with a capacity
+	// decrement is giving back part of SurgeCapacity. It is written before
+	// the Auto Scaling call and cleared after it, so a controller that
+	// stopped in between tells from the instance's state whether the
+	// capacity went back (instance terminating or gone) or not (still in
+	// service), instead of giving it back twice or never.
+	// +optional
+	SurgeReturn *SurgeReturn `json:"surgeReturn,omitempty"`
+
 	// SurgeBaseCapacity was the desired capacity before a surge, written by
 	// earlier versions; it is read once (as SurgeCapacity = desired - it)
 	// and cleared.
@@ -253,6 +262,16 @@ type InstanceGroupStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SurgeReturn is a surge give-back in flight: one instance terminated with
+// a decrement of the desired capacity.
+type SurgeReturn struct {
+	// InstanceID is the EC2 instance id being terminated.
+	InstanceID string `json:"instanceID"`
+	// Capacity is the capacity (instances, or units with weights) its
+	// termination gives back.
+	Capacity int `json:"capacity"`
 }
 
 // BoundariesStatus is the boundaries revision of a group (see the boundary

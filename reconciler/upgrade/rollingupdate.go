@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -91,7 +92,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
 			return p, nil
 		}
-		return p, r.Settle(ctx, ig, rot)
+		return p, r.Settle(ctx, ig, obs, rot)
 	}
 	// Rotation order: drifted instances that serve nothing already (no
 	// node, a node not Ready, or unhealthy in Auto Scaling) first, so they
@@ -223,7 +224,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if len(batch) == 0 && surging && len(skipped) == 0 {
 		// No drifted instance is light enough to give the surge back (the
 		// ones it was for went meanwhile): give it back now.
-		if err := r.Settle(ctx, ig, rot); err != nil {
+		if err := r.Settle(ctx, ig, obs, rot); err != nil {
 			return p, err
 		}
 		p.Message = fmt.Sprintf("gave back %d capacity unit(s) of surge that no drifted instance fits", surge)
@@ -323,20 +324,26 @@ func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.Insta
 		atMin()
 	}
 	if decrement {
-		if err := r.recordSurge(ctx, ig, surge-in.Units()); err != nil {
+		// The give-back is marked before the call and settled after it; a
+		// stop in between is resolved from the instance's state
+		// (resolveSurgeReturn), so the capacity goes back exactly once.
+		ret := &v1alpha1.SurgeReturn{InstanceID: in.ID, Capacity: in.Units()}
+		if err := r.writeSurge(ctx, ig, surge, ret); err != nil {
 			return surge, err
 		}
 		err := rot.Terminate(ctx, ig, in.ID, true)
 		if err == nil {
-			return surge - in.Units(), nil
+			return surge - in.Units(), r.recordSurge(ctx, ig, surge-in.Units())
 		}
 		if !errors.Is(err, providers.ErrDesiredAtMinSize) {
-			if rerr := r.recordSurge(ctx, ig, surge); rerr != nil {
-				return surge, fmt.Errorf("terminating drained instance %s: %w (and restoring the surge record: %v)", in.ID, err, rerr)
-			}
+			// Left marked: whether the call took effect is read from the
+			// instance's state on the next pass.
 			return surge, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
 		}
 		surge -= in.Units() // at minSize, found by the cloud: see above
+		if err := r.recordSurge(ctx, ig, surge); err != nil {
+			return surge, err
+		}
 		atMin()
 	}
 	if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
@@ -358,6 +365,9 @@ func (r *RollingUpdate) outstandingSurge(ctx context.Context, ig *v1alpha1.Insta
 	if err := r.readSurge(ctx, ig); err != nil {
 		return 0, err
 	}
+	if err := r.resolveSurgeReturn(ctx, ig, obs); err != nil {
+		return 0, err
+	}
 	if base := ig.Status.SurgeBaseCapacity; base > 0 {
 		surge := ig.Status.SurgeCapacity
 		if surge == 0 {
@@ -370,13 +380,34 @@ func (r *RollingUpdate) outstandingSurge(ctx context.Context, ig *v1alpha1.Insta
 	return ig.Status.SurgeCapacity, nil
 }
 
+// resolveSurgeReturn settles a give-back a stopped controller left marked
+// (status.surgeReturn): if its instance is still in the group and not
+// terminating, the termination with a decrement did not happen and the
+// mark is dropped (the drained node is terminated again in this pass);
+// otherwise the capacity went back and the record is lowered by it.
+func (r *RollingUpdate) resolveSurgeReturn(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation) error {
+	ret := ig.Status.SurgeReturn
+	if ret == nil {
+		return nil
+	}
+	for _, in := range obs.Instances {
+		if in.ID == ret.InstanceID && !strings.HasPrefix(in.LifecycleState, "Terminating") {
+			return r.recordSurge(ctx, ig, ig.Status.SurgeCapacity)
+		}
+	}
+	return r.recordSurge(ctx, ig, max(ig.Status.SurgeCapacity-ret.Capacity, 0))
+}
+
 // Settle gives back surge capacity no drifted instance is left to give
 // back (its old instances went before the surge batch drained them, e.g.
 // scaled in by the cluster-autoscaler): the desired capacity as it is now
 // drops by that much, never below minSize. Step calls it when the rollout
 // is done; the reconciler when a group has no drift but a surge record.
-func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, rot providers.Rotator) error {
+func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation, rot providers.Rotator) error {
 	if err := r.readSurge(ctx, ig); err != nil {
+		return err
+	}
+	if err := r.resolveSurgeReturn(ctx, ig, obs); err != nil {
 		return err
 	}
 	surge := ig.Status.SurgeCapacity
@@ -401,6 +432,7 @@ func (r *RollingUpdate) readSurge(ctx context.Context, ig *v1alpha1.InstanceGrou
 		return fmt.Errorf("reading the surge record: %w", err)
 	}
 	ig.Status.SurgeCapacity, ig.Status.SurgeBaseCapacity = cur.Status.SurgeCapacity, cur.Status.SurgeBaseCapacity
+	ig.Status.SurgeReturn = cur.Status.SurgeReturn
 	return nil
 }
 
@@ -415,21 +447,28 @@ func (r *RollingUpdate) reader() client.Reader {
 // (retrying on conflicts; clearing the field of earlier versions) and
 // into ig.
 func (r *RollingUpdate) recordSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, surge int) error {
+	return r.writeSurge(ctx, ig, surge, nil)
+}
+
+// writeSurge writes status.surgeCapacity = surge and status.surgeReturn =
+// ret (nil clears it) to the API server, retrying on conflicts and
+// clearing the field of earlier versions, and into ig.
+func (r *RollingUpdate) writeSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, surge int, ret *v1alpha1.SurgeReturn) error {
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur := &v1alpha1.InstanceGroup{}
 		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
 			return err
 		}
-		if cur.Status.SurgeCapacity == surge && cur.Status.SurgeBaseCapacity == 0 {
+		if cur.Status.SurgeCapacity == surge && cur.Status.SurgeBaseCapacity == 0 && equality.Semantic.DeepEqual(cur.Status.SurgeReturn, ret) {
 			return nil
 		}
-		cur.Status.SurgeCapacity, cur.Status.SurgeBaseCapacity = surge, 0
+		cur.Status.SurgeCapacity, cur.Status.SurgeBaseCapacity, cur.Status.SurgeReturn = surge, 0, ret
 		return r.Client.Status().Update(ctx, cur)
 	})
 	if err != nil {
 		return fmt.Errorf("recording the surge capacity: %w", err)
 	}
-	ig.Status.SurgeCapacity, ig.Status.SurgeBaseCapacity = surge, 0
+	ig.Status.SurgeCapacity, ig.Status.SurgeBaseCapacity, ig.Status.SurgeReturn = surge, 0, ret
 	return nil
 }
 

@@ -554,3 +554,67 @@ func TestHeldRotationStartsNoBatch(t *testing.T) {
 	r.run(40)
 	r.checkDone(2)
 }
+
+// stoppingRotator is a fakeGroup whose terminations with a decrement
+// stop the controller once: the call takes effect (lost: true) or not
+// (lost: false), and the controller dies before it learns which.
+type stoppingRotator struct {
+	*fakeGroup
+	lost    bool
+	stopped bool
+}
+
+var errStopped = fmt.Errorf("the controller stopped")
+
+func (s *stoppingRotator) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, id string, decrement bool) error {
+	if !decrement || s.stopped {
+		return s.fakeGroup.Terminate(ctx, ig, id, decrement)
+	}
+	s.stopped = true
+	if s.lost {
+		if err := s.fakeGroup.Terminate(ctx, ig, id, decrement); err != nil {
+			return err
+		}
+	}
+	return errStopped
+}
+
+// A controller that stops between marking a surge give-back and learning
+// whether the termination with a decrement took effect gives the surge
+// back exactly once when it starts again: never leaving an instance too
+// many (the chaos test's 4 instances in a group of 3), never one too few.
+func TestSurgeGiveBackSurvivesAStop(t *testing.T) {
+	for _, lost := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tookEffect=%v", lost), func(t *testing.T) {
+			g := oldGroup(1, 20, 3)
+			r := newRollout(t, surgeStrategy(1), g)
+			rot := &stoppingRotator{fakeGroup: g, lost: lost}
+			ctx := context.Background()
+			for i := 0; i < 80 && !rot.stopped; i++ {
+				if _, err := r.strat.Step(ctx, r.ig, g.observation(), r.nodes(), rot); err != nil && err != errStopped && !strings.Contains(err.Error(), errStopped.Error()) {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			if !rot.stopped {
+				t.Fatal("no termination with a decrement happened")
+			}
+			// Started again: a new strategy reading the stored record.
+			stored := &v1alpha1.InstanceGroup{}
+			if err := r.kube.Get(ctx, client.ObjectKeyFromObject(r.ig), stored); err != nil {
+				t.Fatal(err)
+			}
+			if stored.Status.SurgeReturn == nil {
+				t.Fatal("no give-back was marked before the call")
+			}
+			r.ig = stored
+			r.run(80)
+			r.checkDone(3)
+			if n := len(g.instances); n != 3 {
+				t.Errorf("%d instances after the rollout, want 3", n)
+			}
+			if r.ig.Status.SurgeReturn != nil {
+				t.Errorf("status.surgeReturn %+v left after the rollout", r.ig.Status.SurgeReturn)
+			}
+		})
+	}
+}
