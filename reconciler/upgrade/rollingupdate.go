@@ -93,6 +93,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	}
 	if len(drifted) == 0 {
 		p.Done = true
+		if r.Drains != nil {
+			r.Drains.Cancel(client.ObjectKeyFromObject(ig)) // the last batch's drained nodes
+		}
 		if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
 			return p, nil
 		}
