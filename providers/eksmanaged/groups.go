@@ -117,7 +117,7 @@ func issues(ng *ekstypes.Nodegroup) string {
 }
 
 func groupNames(groups []*ekstypes.Nodegroup) []string {
-	out := make([]string, 0, len(groups))
+	var out []string
 	for _, ng := range groups {
 		out = append(out, awssdk.ToString(ng.NodegroupName))
 	}
