@@ -320,4 +320,3 @@ func TestReplacingFields(t *testing.T) {
 		})
 	}
 }
-
