@@ -220,7 +220,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	releaseSlot := false // freed by report once the status is stored
 	switch {
 	case obs.Managed:
-		progress.Done = !obs.Updating
+		progress.Done, progress.Message = !obs.Updating, obs.Message // what the cloud is doing (a node group replacement's step)
 	case hasDrift(obs):
 		if !r.Slots.Acquire(key) {
 			progress.Done = false
