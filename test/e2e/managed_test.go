@@ -228,6 +228,13 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	for i, smp := range samples {
 		g.Expect(smp).NotTo(BeEmpty(), "sample %d of %d: the group had no node group", i, len(samples))
 	}
+	both := 0
+	for _, smp := range samples {
+		if len(smp) == 2 {
+			both++
+		}
+	}
+	t.Logf("%d samples during the replacement, %d with both node groups", len(samples), both)
 	g.Expect(samples[0]).To(Equal([]string{name}))
 	g.Expect(samples[len(samples)-1]).To(Equal([]string{next}))
 	ng, err = describeNodegroup(t, cloud.cluster, next)
