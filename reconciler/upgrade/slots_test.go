@@ -62,7 +62,9 @@ var keepers = []slotsUnderTest{
 
 func newClock() *clock { return &clock{t: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)} }
 
-func key(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
 
 // groupsClient is the fake API server holding the InstanceGroups keys (a
 // slot whose group does not exist is an orphan, freed at the cap).
