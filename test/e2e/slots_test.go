@@ -7,11 +7,16 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
@@ -119,4 +124,69 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 			g.Expect(n.Annotations).NotTo(HaveKey(upgrade.AnnotationDrainStarted))
 		}
 	}
+}
+
+// A group whose rotation makes no progress (its only node's drain is
+// blocked by a PodDisruptionBudget) gives its slot back after the stall
+// timeout: an UpgradeStalled Event, its node uncordoned, and the group
+// waiting behind it (cap 1) rotates.
+func TestStalledRotationGivesItsSlotToTheNextGroup(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	// Stall timeout below the drain timeout (15s): the stall, not the
+	// drain timeout, uncordons the node.
+	if err := manager.Stop(); err != nil {
+		t.Fatalf("stopping the manager: %v", err)
+	}
+	manager = nil
+	opts := managerOptions()
+	opts.UpgradeStallTimeout = 8 * time.Second
+	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	if err != nil {
+		t.Fatalf("starting a manager with --upgrade-stall-timeout: %v", err)
+	}
+	manager = m
+	t.Cleanup(func() { restoreManager(t) })
+
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
+	namespace(t, "e2e-stall-a")
+	namespace(t, "e2e-stall-b")
+	stuck, next := shortGroup("e2e-stall-a", "stuck", 1, 1), shortGroup("e2e-stall-b", "next", 1, 2)
+	create(t, stuck)
+	create(t, next)
+	stuckReady, nextReady := waitReady(t, stuck, 3*time.Minute), waitReady(t, next, 3*time.Minute)
+	d := workload(t, stuck, 1)
+	pdb := &policyv1.PodDisruptionBudget{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
+	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
+	t.Cleanup(func() { // let the group's nodes drain when it is deleted
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(d), pdb); err == nil {
+			pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+			_ = admin.Update(ctx, pdb)
+		}
+	})
+
+	patch := client.MergeFrom(stuckReady.DeepCopy())
+	stuckReady.Spec.EKS.Configuration.InstanceType = "m5.large"
+	g.Expect(admin.Patch(ctx, stuckReady, patch)).To(Succeed())
+	g.Eventually(func() ([]string, error) { return slotHolders(ctx) }, harness.ConvergeTimeout, 100*time.Millisecond).
+		Should(Equal([]string{"e2e-stall-a/stuck"}))
+	patch = client.MergeFrom(nextReady.DeepCopy())
+	nextReady.Spec.EKS.Configuration.InstanceType = "m5.large"
+	g.Expect(admin.Patch(ctx, nextReady, patch)).To(Succeed())
+
+	event, err := harness.WaitForEvent(ctx, admin, "e2e-stall-a", "stuck", reconciler.ReasonUpgradeStalled, "upgrade slot released", 2*time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(event.Note).To(ContainSubstring("0 updated, 1 drifted"))
+	g.Expect(event.Note).To(ContainSubstring("uncordoned"))
+	for _, n := range groupNodes(t, stuck) {
+		g.Expect(n.Spec.Unschedulable).To(BeFalse(), "node %s left cordoned after the stall", n.Name)
+	}
+	// The next group rotates to the end while the stalled one waits.
+	g.Eventually(func() string { return describe(get(t, next)) }, 3*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
+	cur := &appsv1.Deployment{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
+	g.Expect(cur.Status.AvailableReplicas).To(BeEquivalentTo(1), "the protected pod was not evicted")
 }
