@@ -179,6 +179,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
 			return ctrl.Result{}, ferr
 		}
+		if serr := r.stallFailing(ctx, ig, reason); serr != nil {
+			return ctrl.Result{}, serr
+		}
 		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
 			return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 		}

@@ -127,3 +127,29 @@ func (r *InstanceGroupReconciler) releaseDrains(ctx context.Context, ig *v1alpha
 	}
 	return names, nil
 }
+
+// stallFailing releases the slot of a group whose reconcile fails before
+// its rotation can be judged (reason: the Ready condition's) once it has
+// held it without progress for the stall timeout, with a Warning Event.
+// Its nodes left cordoned are uncordoned at its next pass that reads the
+// cloud (it then waits for a slot, see releaseDrains).
+func (r *InstanceGroupReconciler) stallFailing(ctx context.Context, ig *v1alpha1.InstanceGroup, reason string) error {
+	if r.StallTimeout <= 0 {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(ig)
+	since, held, err := r.Slots.LastProgress(ctx, key)
+	now := r.now()
+	if err != nil || !held || now.Sub(since) < r.StallTimeout {
+		return err
+	}
+	if err := r.Slots.Release(ctx, key); err != nil {
+		return err
+	}
+	upgradeStalls.Inc()
+	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonUpgradeStalled, "Rotate",
+		"No rotation progress for %s (since %s) while the group fails (%s): upgrade slot released for other groups",
+		now.Sub(since).Round(time.Second), since.UTC().Format(time.RFC3339), reason)
+	log.FromContext(ctx).Info("upgrade stalled while failing: slot released", "since", since, "reason", reason)
+	return nil
+}

@@ -180,3 +180,49 @@ func counter(t *testing.T) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A group holding a slot whose reconcile keeps failing before its rotation
+// can be judged (the cloud refuses its launch template) gives the slot
+// back after the stall timeout.
+func TestFailingGroupReleasesItsSlotAfterTheStallTimeout(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", UID: "uid-web", Generation: 1, Finalizers: []string{Finalizer}},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged},
+	}
+	c := crfake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	recorder := events.NewFakeRecorder(100)
+	slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: &failingProvisioner{}},
+		Slots: slots, StallTimeout: 30 * time.Minute, Now: clock,
+		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	key := client.ObjectKeyFromObject(ig)
+	if ok, err := slots.Acquire(ctx, key, ig.UID); err != nil || !ok {
+		t.Fatalf("Acquire: %v, %v", ok, err)
+	}
+	for _, step := range []struct {
+		after time.Duration
+		held  bool
+	}{{time.Minute, true}, {28 * time.Minute, true}, {time.Minute, false}} {
+		now = now.Add(step.after)
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		if held := len(slots.Holders()) == 1; held != step.held {
+			t.Fatalf("after %s more: holds a slot %v, want %v", step.after, held, step.held)
+		}
+	}
+	found := false
+	for len(recorder.Events) > 0 {
+		if e := <-recorder.Events; strings.HasPrefix(e, "Warning "+ReasonUpgradeStalled) && strings.Contains(e, "CloudError") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no Warning UpgradeStalled Event naming the failure")
+	}
+}

@@ -51,6 +51,9 @@ type SlotKeeper interface {
 	// Progress records marker as the holder key's progress and returns
 	// when it last changed (now for a group that holds no slot).
 	Progress(ctx context.Context, key types.NamespacedName, marker string) (time.Time, error)
+	// LastProgress returns when the holder key's progress last changed;
+	// false if key holds no slot.
+	LastProgress(ctx context.Context, key types.NamespacedName) (time.Time, bool, error)
 }
 
 // LeaseSlots keeps the upgrade slots as coordination.k8s.io/v1 Leases in
@@ -212,6 +215,20 @@ func (s *LeaseSlots) Progress(ctx context.Context, key types.NamespacedName, mar
 	}
 	s.leases[upd.Name] = upd
 	return now.Time, nil
+}
+
+// LastProgress implements SlotKeeper: the Lease's spec.renewTime.
+func (s *LeaseSlots) LastProgress(ctx context.Context, key types.NamespacedName) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.load(ctx); err != nil {
+		return time.Time{}, false, err
+	}
+	l := s.held(key)
+	if l == nil || l.Spec.RenewTime == nil {
+		return time.Time{}, l != nil, nil
+	}
+	return l.Spec.RenewTime.Time, true, nil
 }
 
 // load reads the slot Leases when the copy is missing or older than Resync.

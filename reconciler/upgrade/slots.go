@@ -105,6 +105,16 @@ func (s *Slots) Progress(_ context.Context, key types.NamespacedName, marker str
 	return h.changed, nil
 }
 
+// LastProgress implements SlotKeeper; it never fails.
+func (s *Slots) LastProgress(_ context.Context, key types.NamespacedName) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.holders[key]; h != nil {
+		return h.changed, true, nil
+	}
+	return time.Time{}, false, nil
+}
+
 func (s *Slots) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
