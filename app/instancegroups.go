@@ -68,7 +68,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
-			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads()),
+			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads(), kube),
 			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod}),
 		},
 		Rolling: &upgrade.RollingUpdate{

@@ -231,7 +231,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	releaseSlot := false // freed by report once the status is stored
 	switch {
 	case obs.Managed:
-		progress.Done = !obs.Updating
+		progress.Done, progress.Message = !obs.Updating, obs.Message // what the cloud is doing (a node group replacement's step)
 	case hasDrift(obs):
 		now := r.now()
 		if at, ok := r.stalledAt(ig, now); ok {
@@ -343,6 +343,7 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	st.ObservedGeneration = ig.Generation
 	st.CurrentMin, st.CurrentMax = obs.Min, obs.Max
 	st.ActiveScalingGroupName = obs.GroupName
+	st.RetiringScalingGroupNames = obs.Retiring
 	st.ActiveLaunchTemplateName = obs.LaunchTemplateName
 	st.LatestTemplateVersion = obs.LatestTemplateVersion
 	st.NodesInstanceRoleArn = obs.RoleARN
@@ -416,6 +417,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 		}
 	}
 	r.backoff.succeeded(client.ObjectKeyFromObject(ig))
+	if written {
+		r.replacementEvents(before, ig, obs)
+	}
 	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)
 	}
