@@ -39,7 +39,9 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(ig)
-	r.Slots.Release(key)
+	if err := r.Slots.Release(ctx, key); err != nil {
+		return ctrl.Result{}, err
+	}
 	if prov != nil {
 		before := ig.DeepCopy()
 		ig.Status.CurrentState = v1alpha1.StateDeleting
