@@ -34,9 +34,9 @@ const (
 	rotatingGroups = 3
 	rotatingSize   = 2
 	fanOutGroups   = 27
-	// acquiredLine is what client-go's leader election logs on taking the
-	// Lease.
-	acquiredLine = "successfully acquired lease " + harness.ConfigNamespace + "/" + leaderLeaseID
+	// acquiredMessage is what client-go's leader election logs on taking
+	// the Lease (with the lock's namespace/name).
+	acquiredMessage = "successfully acquired lease"
 )
 
 // TestLeaderChange runs two replicas (the binary, --leader-elect) behind a
@@ -84,6 +84,17 @@ func TestLeaderChange(t *testing.T) {
 	if err := harness.SetBoundaries(ctx, admin, data); err != nil {
 		t.Fatal(err)
 	}
+	// Every replica's webhooks admit against the boundaries, so every
+	// replica loads them, the standby too.
+	for i, r := range replicas {
+		deadline := time.Now().Add(harness.BoundariesLoadTimeout)
+		for !strings.Contains(r.log(), `"msg":"boundaries loaded"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d (pid %d, leader: %v) did not load the boundary ConfigMap within %s", i, r.pid(), r == leader, harness.BoundariesLoadTimeout)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	ensureNamespace(t, leaderNamespace)
 	tenant := tenantClient(t, leaderNamespace, "leader-tenant")
 	var keys, rotating []string
@@ -115,7 +126,7 @@ func TestLeaderChange(t *testing.T) {
 	}
 	t.Logf("%d groups Ready %s after the start", len(keys), time.Since(started).Round(time.Second))
 
-	stream := startAdmissionStream(tenant, leaderNamespace, "f"+strconv.Itoa(rotatingGroups))
+	stream := startAdmissionStream(tenant, leaderNamespace, fmt.Sprintf("f%02d", rotatingGroups))
 	streamDone := false
 	defer func() {
 		if !streamDone {
@@ -258,11 +269,11 @@ func waitLeader(ctx context.Context, replicas []*managerProcess, notHolder strin
 			seen = "holder " + holder
 			if holder != "" && holder != notHolder {
 				for _, r := range replicas {
-					if r.pid() != 0 && strings.Contains(r.log(), acquiredLine) {
+					if r.pid() != 0 && acquired(r.log()) {
 						return r, holder, nil
 					}
 				}
-				seen += ", but no running replica's log says " + acquiredLine
+				seen += ", but no running replica's log says " + acquiredMessage
 			}
 		} else {
 			seen = err.Error()
@@ -272,6 +283,17 @@ func waitLeader(ctx context.Context, replicas []*managerProcess, notHolder strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// acquired reports whether a log has a line saying the Lease was taken.
+func acquired(log string) bool {
+	lock := harness.ConfigNamespace + "/" + leaderLeaseID
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(strings.ToLower(line), acquiredMessage) && strings.Contains(line, lock) {
+			return true
+		}
+	}
+	return false
 }
 
 // convergedTo waits until every group is Ready on the boundaries data

@@ -1,0 +1,311 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// Settings of TestLoad.
+const (
+	// defaultLoadGroups is how many groups the tenants create;
+	// IM_CHAOS_LOAD_GROUPS overrides it.
+	defaultLoadGroups = 500
+	// loadTenants is how many tenants (namespaces, each its own user)
+	// create them at once.
+	loadTenants = 50
+)
+
+// TestLoad has loadTenants tenants, each its own user in its own
+// namespace, create defaultLoadGroups InstanceGroups (no instances: the
+// controller's work per group is the same, the emulators' much smaller)
+// at once, through the webhooks, while the admin changes the boundary
+// ConfigMap twice (a new image, then a new default tag). Every group ends
+// Ready with the last ConfigMap's effective spec: its boundaries-hash is
+// the last ConfigMap's, its spec has the image and tag. The manager runs
+// as its own process, as in its pod, and its resident memory (VmRSS),
+// sampled every 500ms, stays under the chart's memory limit.
+func TestLoad(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	n := defaultLoadGroups
+	if s := os.Getenv("IM_CHAOS_LOAD_GROUPS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < loadTenants {
+			t.Fatalf("IM_CHAOS_LOAD_GROUPS=%q: want a number of groups, at least %d (one per tenant)", s, loadTenants)
+		}
+		n = v
+	}
+	limit, err := chartMemoryLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	mgr := newManagerProcess(t, environment.AWSEndpoint, "--poll-interval=1s", "--resync-interval=1m",
+		"--failure-backoff-max=10s", "--gc-period=1h", "--gc-grace=1h")
+	if err := mgr.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("end of the manager log (%s):\n%s", mgr.logPath, tail(mgr.logPath, 40))
+		}
+	}()
+	rss := startRSSSampler(mgr)
+	defer rss.finish()
+
+	data := []map[string]string{cloud.boundaries(cloud.amis[0], 5), cloud.boundaries(cloud.amis[1], 5), cloud.boundaries(cloud.amis[1], 5)}
+	data[2]["defaults"] = strings.Replace(data[2]["defaults"], "value: a-default-value", "value: load-2", 1)
+	if err := harness.SetBoundaries(ctx, admin, data[0]); err != nil {
+		t.Fatal(err)
+	}
+	var namespaces, keys []string
+	tenants := make([]client.Client, loadTenants)
+	for i := 0; i < loadTenants; i++ {
+		ns := fmt.Sprintf("chaos-load-%02d", i)
+		namespaces = append(namespaces, ns)
+		ensureNamespace(t, ns)
+		tenants[i] = tenantClient(t, ns, fmt.Sprintf("load-tenant-%02d", i))
+	}
+	perTenant := make([][]string, loadTenants)
+	for i := 0; i < n; i++ {
+		ns := namespaces[i%loadTenants]
+		name := fmt.Sprintf("g%03d", i)
+		perTenant[i%loadTenants] = append(perTenant[i%loadTenants], name)
+		keys = append(keys, ns+"/"+name)
+	}
+	defer func() {
+		for _, ns := range namespaces {
+			deleteGroups(t, ns, keysIn(keys, ns))
+		}
+	}()
+
+	// The tenants create their groups at once; the admin changes the
+	// ConfigMap after a third and after two thirds of the creates.
+	var created, retries atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	createStart := time.Now()
+	for i := range tenants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, name := range perTenant[i] {
+				ig := shortGroup(namespaces[i], name, "t3.medium")
+				ig.Spec.EKS.MinSize, ig.Spec.EKS.MaxSize = 0, 1
+				if err := createRetrying(ctx, tenants[i], ig, &retries); err != nil {
+					errs <- err
+					return
+				}
+				created.Add(1)
+			}
+		}()
+	}
+	changes := 0
+	for _, share := range []int{3, 3} {
+		target := int64(n * (changes + 1) / share)
+		for created.Load() < target && len(errs) == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		changes++
+		if err := setBoundariesRetrying(ctx, data[changes], &retries); err != nil {
+			t.Fatalf("ConfigMap change %d: %v", changes, err)
+		}
+		t.Logf("ConfigMap change %d after %d of %d creates", changes, created.Load(), n)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("%d tenants created %d groups in %s (%d transient refusals retried)", loadTenants, n, time.Since(createStart).Round(time.Second), retries.Load())
+
+	cfg, err := boundaries.Parse(data[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := cfg.Hash(false)
+	pending := waitGroups(ctx, namespaces, keys, 6*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+		if ig == nil {
+			return false, "not found"
+		}
+		if h := ig.Annotations[v1alpha1.AnnotationBoundariesHash]; h != hash {
+			return false, "boundaries hash " + h
+		}
+		c := ig.Spec.EKS.Configuration
+		if c.Image != cloud.amis[1] {
+			return false, "spec image " + c.Image
+		}
+		if !hasTag(c.Tags, "a-default-tag", "load-2") {
+			return false, fmt.Sprintf("spec tags %v", c.Tags)
+		}
+		return ready(ig)
+	})
+	converged := time.Since(started)
+	peak := rss.finish()
+	if len(pending) > 0 {
+		t.Errorf("%d of %d groups not Ready with the last ConfigMap's spec:\n  %s", len(pending), n, summarize(pending, 10))
+	}
+	if peak >= limit {
+		t.Errorf("the manager's peak resident memory was %d MiB, at or over the chart's limit of %d MiB", peak>>20, limit>>20)
+	}
+	figure(t, "load_groups", n)
+	figure(t, "load_tenants", loadTenants)
+	figure(t, "load_groups_converged", fmt.Sprintf("%d/%d", n-len(pending), n))
+	figure(t, "load_admission_retries", retries.Load())
+	figure(t, "load_seconds", int(converged.Seconds()))
+	figure(t, "manager_peak_rss_mib", peak>>20)
+	figure(t, "chart_memory_limit_mib", limit>>20)
+}
+
+func keysIn(keys []string, namespace string) []string {
+	var out []string
+	for _, k := range keys {
+		if strings.HasPrefix(k, namespace+"/") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func hasTag(tags []map[string]string, key, value string) bool {
+	for _, tg := range tags {
+		if tg["key"] == key && tg["value"] == value {
+			return true
+		}
+	}
+	return false
+}
+
+// createRetrying creates ig as the tenant would, retrying (up to 10
+// times, a second apart) a refusal for a transient reason: a webhook or
+// the API server timing out under the load.
+func createRetrying(ctx context.Context, c client.Client, ig *v1alpha1.InstanceGroup, retries *atomic.Int64) error {
+	var err error
+	for attempt := 1; attempt <= 10; attempt++ {
+		if err = c.Create(ctx, ig.DeepCopy()); err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		retries.Add(1)
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("creating %s: refused 10 times, last: %w", key(ig), err)
+}
+
+func setBoundariesRetrying(ctx context.Context, data map[string]string, retries *atomic.Int64) error {
+	var err error
+	for attempt := 1; attempt <= 10; attempt++ {
+		if err = harness.SetBoundaries(ctx, admin, data); err == nil {
+			return nil
+		}
+		retries.Add(1)
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("refused 10 times, last: %w", err)
+}
+
+// chartMemoryLimit reads resources.limits.memory from the chart's
+// values.yaml, in bytes.
+func chartMemoryLimit() (int64, error) {
+	path := filepath.Join(harness.RepoRoot(), "charts", "instance-manager", "values.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var values struct {
+		Resources struct {
+			Limits struct {
+				Memory string `json:"memory"`
+			} `json:"limits"`
+		} `json:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	q, err := resource.ParseQuantity(values.Resources.Limits.Memory)
+	if err != nil {
+		return 0, fmt.Errorf("%s: resources.limits.memory %q: %w", path, values.Resources.Limits.Memory, err)
+	}
+	return q.Value(), nil
+}
+
+// rssSampler reads the manager process's VmRSS from /proc every 500ms and
+// keeps the peak.
+type rssSampler struct {
+	peak atomic.Int64
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func startRSSSampler(m *managerProcess) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			if v, err := vmRSS(m.pid()); err == nil && v > s.peak.Load() {
+				s.peak.Store(v)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops sampling and returns the peak, in bytes.
+func (s *rssSampler) finish() int64 {
+	s.once.Do(func() { close(s.stop) })
+	<-s.done
+	return s.peak.Load()
+}
+
+// vmRSS is the resident set size of process pid, in bytes
+// (/proc/<pid>/status, VmRSS, which the kernel gives in kB).
+func vmRSS(pid int) (int64, error) {
+	if pid == 0 {
+		return 0, fmt.Errorf("no process")
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", rest, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
