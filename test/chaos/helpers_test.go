@@ -119,19 +119,20 @@ func summarize(list []string, n int) string {
 	return strings.Join(list[:n], "\n  ") + fmt.Sprintf("\n  … and %d more", len(list)-n)
 }
 
-// deleteGroups deletes the groups and waits (up to 4 minutes) until they
-// are gone with their cloud resources, so that the next test starts from
-// none.
-func deleteGroups(t *testing.T, namespace string, keys []string) {
+// deleteGroups deletes the groups (keys namespace/name, in namespaces)
+// and waits (up to 6 minutes) until they are gone with their cloud
+// resources, so that the next test starts from none.
+func deleteGroups(t *testing.T, namespaces, keys []string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range keys {
-		ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: strings.TrimPrefix(k, namespace+"/")}}
+		ns, name, _ := strings.Cut(k, "/")
+		ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		if err := admin.Delete(ctx, ig); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting %s: %v", k, err)
 		}
 	}
-	if pending := waitGroups(ctx, []string{namespace}, keys, 4*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+	if pending := waitGroups(ctx, namespaces, keys, 6*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
 		if ig == nil {
 			return true, ""
 		}
