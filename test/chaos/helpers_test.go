@@ -120,9 +120,9 @@ func summarize(list []string, n int) string {
 }
 
 // deleteGroups deletes the groups (keys namespace/name, in namespaces)
-// and waits (up to 6 minutes) until they are gone with their cloud
+// and waits (up to timeout) until they are gone with their cloud
 // resources, so that the next test starts from none.
-func deleteGroups(t *testing.T, namespaces, keys []string) {
+func deleteGroups(t *testing.T, namespaces, keys []string, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range keys {
@@ -132,7 +132,7 @@ func deleteGroups(t *testing.T, namespaces, keys []string) {
 			t.Errorf("deleting %s: %v", k, err)
 		}
 	}
-	if pending := waitGroups(ctx, namespaces, keys, 6*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+	if pending := waitGroups(ctx, namespaces, keys, timeout, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
 		if ig == nil {
 			return true, ""
 		}

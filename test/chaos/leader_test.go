@@ -115,7 +115,7 @@ func TestLeaderChange(t *testing.T) {
 		keys = append(keys, key(ig))
 		iamOwners.add(ig.Namespace, ig.Name)
 	}
-	defer deleteGroups(t, []string{leaderNamespace}, keys)
+	defer deleteGroups(t, []string{leaderNamespace}, keys, 3*time.Minute)
 	if pending := waitGroups(ctx, []string{leaderNamespace}, keys, 4*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
 		if ig == nil {
 			return false, "not found"

