@@ -37,6 +37,9 @@ const (
 	// loadTenants is how many tenants (namespaces, each its own user)
 	// create them at once.
 	loadTenants = 50
+	// loadCreateWindow is how long the tenants take to create their
+	// groups, all together.
+	loadCreateWindow = 30 * time.Second
 )
 
 // TestLoad has loadTenants tenants, each its own user in its own
@@ -109,8 +112,10 @@ func TestLoad(t *testing.T) {
 		t.Logf("%d groups deleted in %s", n, time.Since(start).Round(time.Second))
 	}()
 
-	// The tenants create their groups at once; the admin changes the
-	// ConfigMap after a third and after two thirds of the creates.
+	// The tenants create their groups at once, each at a steady pace over
+	// loadCreateWindow (staggered), so that the admin's two ConfigMap
+	// changes, after a third and after two thirds of the creates, land
+	// while groups are still being created.
 	var created, retries atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -119,7 +124,12 @@ func TestLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, name := range perTenant[i] {
+			every := loadCreateWindow / time.Duration(len(perTenant[i]))
+			time.Sleep(every * time.Duration(i) / loadTenants)
+			for j, name := range perTenant[i] {
+				if j > 0 {
+					time.Sleep(every)
+				}
 				ig := shortGroup(namespaces[i], name, "t3.medium")
 				ig.Spec.EKS.MinSize, ig.Spec.EKS.MaxSize = 0, 1
 				if err := createRetrying(ctx, tenants[i], ig, &retries); err != nil {
@@ -130,19 +140,22 @@ func TestLoad(t *testing.T) {
 			}
 		}()
 	}
-	changes := 0
-	for _, share := range []int{3, 3} {
-		target := int64(n * (changes + 1) / share)
-		for created.Load() < target && len(errs) == 0 {
+	duringCreates := 0
+	for change := 1; change <= 2; change++ {
+		for created.Load() < int64(n*change/3) && len(errs) == 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
-		changes++
 		// Written as an admin does, without waiting for the manager to
 		// load it: the second change may come before the first is loaded.
-		if err := writeBoundariesRetrying(ctx, data[changes], &retries); err != nil {
-			t.Fatalf("ConfigMap change %d: %v", changes, err)
+		before := created.Load()
+		if err := writeBoundariesRetrying(ctx, data[change], &retries); err != nil {
+			t.Fatalf("ConfigMap change %d: %v", change, err)
 		}
-		t.Logf("ConfigMap change %d written after %d of %d creates", changes, created.Load(), n)
+		after := created.Load()
+		if after < int64(n) {
+			duringCreates++
+		}
+		t.Logf("ConfigMap change %d written between create %d and %d of %d", change, before, after, n)
 	}
 	wg.Wait()
 	close(errs)
@@ -186,6 +199,10 @@ func TestLoad(t *testing.T) {
 	figure(t, "load_groups", n)
 	figure(t, "load_tenants", loadTenants)
 	figure(t, "load_groups_converged", fmt.Sprintf("%d/%d", n-len(pending), n))
+	if duringCreates != 2 {
+		t.Errorf("%d of the 2 ConfigMap changes were written while groups were being created; the test did not load the manager as meant", duringCreates)
+	}
+	figure(t, "load_configmap_changes_during_creates", duringCreates)
 	figure(t, "load_admission_retries", retries.Load())
 	figure(t, "load_seconds", int(converged.Seconds()))
 	figure(t, "manager_peak_rss_mib", peak>>20)
