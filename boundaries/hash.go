@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -52,6 +53,17 @@ func (c *Config) Hash(namespaceExcluded bool) string {
 	if c == nil {
 		return hashOf([]byte(hashVersion + "\nno-config"))
 	}
+	if h, ok := parsedHashes.get(c); ok {
+		if namespaceExcluded {
+			return h[1]
+		}
+		return h[0]
+	}
+	return c.computeHash(namespaceExcluded)
+}
+
+// computeHash is Hash without the memo.
+func (c *Config) computeHash(namespaceExcluded bool) string {
 	cc := canonicalConfig{
 		Version:       hashVersion,
 		Restricted:    sortedCopy(c.Restricted),
@@ -131,4 +143,46 @@ func sortedCopy(s []string) []string {
 func hashOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// hashMemo keeps Hash(false) and Hash(true) of the configs Parse returned
+// last. A parsed Config does not change, and its hash is asked for several
+// times per admission review (a JSON rendering of every default each
+// time). The memo holds its configs, so a pointer is never reused while
+// it is a key; a hand-built Config is not memoised.
+type hashMemo struct {
+	mu      sync.Mutex
+	entries []memoEntry // most recent last
+}
+
+type memoEntry struct {
+	cfg    *Config
+	hashes [2]string
+}
+
+// hashMemoSize bounds the memo: the valid config, the last good one of a
+// rollout, and ConfigMaps being checked by the validating webhook.
+const hashMemoSize = 8
+
+var parsedHashes = &hashMemo{}
+
+func (m *hashMemo) add(c *Config) {
+	e := memoEntry{cfg: c, hashes: [2]string{c.computeHash(false), c.computeHash(true)}}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries = append(m.entries, e)
+	if len(m.entries) > hashMemoSize {
+		m.entries = append(m.entries[:0:0], m.entries[len(m.entries)-hashMemoSize:]...)
+	}
+}
+
+func (m *hashMemo) get(c *Config) ([2]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.entries) - 1; i >= 0; i-- {
+		if m.entries[i].cfg == c {
+			return m.entries[i].hashes, true
+		}
+	}
+	return [2]string{}, false
 }

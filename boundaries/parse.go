@@ -158,6 +158,7 @@ func Parse(data map[string]string) (*Config, error) {
 	if len(p.problems) > 0 {
 		return nil, &ConfigError{Problems: p.problems}
 	}
+	parsedHashes.add(c)
 	return c, nil
 }
 

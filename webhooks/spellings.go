@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -49,19 +50,34 @@ var enumFields = []enumField{
 // without '-' and '_' (capacity-optimized, CapacityOptimized and
 // CAPACITY_OPTIMIZED fold alike).
 func fold(s string) string {
-	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s))
+	return separators.Replace(strings.ToLower(s))
 }
+
+// separators drops '-' and '_' (a Replacer is built once and safe for
+// concurrent use; building one per call was a quarter of the CPU time of
+// an admission review).
+var separators = strings.NewReplacer("-", "", "_", "")
+
+// canonicalSpellings maps, for each of enumFields (same index), the folded
+// spelling of every value to its canonical spelling.
+var canonicalSpellings = func() []map[string]string {
+	out := make([]map[string]string, len(enumFields))
+	for i, f := range enumFields {
+		out[i] = map[string]string{}
+		for _, v := range f.values {
+			out[i][fold(v)] = v
+		}
+	}
+	return out
+}()
 
 // NormalizeSpellings rewrites, in a decoded spec (the object under
 // "spec"), every enumerated value spelled in another case or with other
 // separators to its canonical spelling. Values that match no canonical
 // spelling are left for validation to report.
 func NormalizeSpellings(spec map[string]any) {
-	for _, f := range enumFields {
-		canonical := map[string]string{}
-		for _, v := range f.values {
-			canonical[fold(v)] = v
-		}
+	for i, f := range enumFields {
+		canonical := canonicalSpellings[i]
 		visit(spec, strings.Split(f.path, "."), field.NewPath("spec"), func(v string, _ *field.Path) string {
 			if c, ok := canonical[fold(v)]; ok {
 				return c
@@ -131,6 +147,48 @@ func canonicalConfig(cfg *boundaries.Config) *boundaries.Config {
 	if cfg == nil {
 		return nil
 	}
+	return canonicalConfigs.get(cfg)
+}
+
+// canonicalCache keeps the canonical form of the last few configs (a
+// config is immutable once parsed; the store holds one valid config, and
+// a progressive rollout one more): building it is a JSON round trip of
+// every default, too much to repeat on every admission review.
+type canonicalCache struct {
+	mu      sync.Mutex
+	entries []canonicalEntry // most recent last
+}
+
+type canonicalEntry struct{ in, out *boundaries.Config }
+
+// canonicalCacheSize bounds the configs kept: the valid one, the last good
+// one of a rollout and a couple being replaced.
+const canonicalCacheSize = 4
+
+var canonicalConfigs = &canonicalCache{}
+
+func (c *canonicalCache) get(cfg *boundaries.Config) *boundaries.Config {
+	c.mu.Lock()
+	for _, e := range c.entries {
+		if e.in == cfg {
+			c.mu.Unlock()
+			return e.out
+		}
+	}
+	c.mu.Unlock()
+	out := buildCanonicalConfig(cfg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = append(c.entries, canonicalEntry{cfg, out})
+	if len(c.entries) > canonicalCacheSize {
+		c.entries = c.entries[len(c.entries)-canonicalCacheSize:]
+	}
+	return out
+}
+
+// buildCanonicalConfig copies cfg with the spellings of its defaults and
+// conditionals' defaults normalised.
+func buildCanonicalConfig(cfg *boundaries.Config) *boundaries.Config {
 	out := *cfg
 	out.Defaults = canonicalDefaults(cfg.Defaults)
 	out.Conditionals = make([]boundaries.Conditional, len(cfg.Conditionals))

@@ -281,9 +281,10 @@ func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGro
 	}
 	added, err := rot.AddCapacity(ctx, ig, want)
 	if err != nil {
-		if rerr := r.recordSurge(ctx, ig, 0); rerr != nil {
-			return p, fmt.Errorf("scaling out by maxSurge %d: %w (and resetting the record: %v)", want, err, rerr)
-		}
+		// The record stays: the call may have taken effect with its answer
+		// lost (a reset connection). A record of capacity never added costs
+		// a dip of at most want; dropping one that was added would keep the
+		// surge for ever.
 		return p, fmt.Errorf("scaling out by maxSurge %d: %w", want, err)
 	}
 	if added != want {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -37,7 +38,18 @@ func main() {
 	admissionFor := flag.Duration("admission-duration", 15*time.Second, "how long the admission load runs")
 	clients := flag.Int("clients", 50, "concurrent admission clients")
 	only := flag.String("only", "admission,apiserver,aws,rss", "which groups of figures to measure (comma-separated: admission, apiserver, aws, rss)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail("cpu profile", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail("cpu profile", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	want := map[string]bool{}
 	for _, f := range strings.Split(*only, ",") {
 		want[strings.TrimSpace(f)] = true
@@ -51,12 +63,22 @@ func main() {
 	}
 
 	if want["admission"] {
-		p99, rps, err := benchAdmission(*clients, *admissionFor)
+		// One client first: the latency of a review that does not queue.
+		p99one, _, _, err := benchAdmission(1, *admissionFor/3)
+		if err != nil {
+			fail("admission", err)
+		}
+		p99, rps, cpu, err := benchAdmission(*clients, *admissionFor)
 		if err != nil {
 			fail("admission", err)
 		}
 		report("admission_p99_ms", float64(p99.Microseconds())/1000, "ms")
 		report("admission_throughput_rps", rps, "requests/s")
+		report("admission_p99_ms_c1", float64(p99one.Microseconds())/1000, "ms")
+		report("admission_cpu_ms_per_review", float64(cpu.Microseconds())/1000, "ms")
+		// Little's law: clients that send a review as soon as the last is
+		// answered wait, on average, clients x CPU per review / CPUs.
+		report("admission_mean_ms_floor_cpu_bound", float64(*clients)*float64(cpu.Microseconds())/1000/float64(runtime.NumCPU()), "ms")
 	}
 
 	if want["apiserver"] {
