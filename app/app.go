@@ -361,6 +361,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return nil, err
 	}
+	if err := mgr.AddReadyzCheck("boundaries", boundariesLoaded(st, configMap)); err != nil {
+		return nil, err
+	}
 	return mgr, nil
 }
 
