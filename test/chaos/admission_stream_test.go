@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +20,18 @@ import (
 // one's labels, in turn, every 50ms. A request that fails for any reason
 // but an update conflict (the controller wrote the group in between: the
 // tenant re-reads it, as kubectl apply does) is a failed admission.
+type streamFailure struct {
+	at  time.Time
+	msg string
+	err error
+}
+
 type admissionStream struct {
 	sent, failed, conflicts atomic.Int64
 
 	mu       sync.Mutex
-	failures []string
+	failures []streamFailure
+	kills    []time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -60,8 +68,10 @@ func startAdmissionStream(tenant client.Client, namespace, existing string) *adm
 			s.sent.Add(1)
 			if err != nil {
 				s.failed.Add(1)
+				now := time.Now()
 				s.mu.Lock()
-				s.failures = append(s.failures, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), what, err))
+				s.failures = append(s.failures, streamFailure{at: now, err: err,
+					msg: fmt.Sprintf("%s %s: %v", now.Format("15:04:05.000"), what, err)})
 				s.mu.Unlock()
 			}
 		}
@@ -69,11 +79,47 @@ func startAdmissionStream(tenant client.Client, namespace, existing string) *adm
 	return s
 }
 
-// finish stops the stream and returns the failures.
-func (s *admissionStream) finish() []string {
+// killed records that a replica was killed at t.
+func (s *admissionStream) killed(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kills = append(s.kills, t)
+}
+
+// lostWithKill is how close to a kill a request whose connection the
+// killed replica dropped may fail: the request was in flight on it, or
+// the API server sent it on a kept-alive connection to it before it saw
+// the connection close.
+const lostWithKill = 2 * time.Second
+
+// finish stops the stream and returns the failed requests in two lists:
+// lost, those whose connection was cut (EOF, reset) within lostWithKill of
+// a kill, which a layer-4 Service cannot save (the API server does not
+// retry an admission call); and failed, every other failure.
+func (s *admissionStream) finish() (failed, lost []string) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.failures...)
+	for _, f := range s.failures {
+		if s.cutByKill(f) {
+			lost = append(lost, f.msg)
+		} else {
+			failed = append(failed, f.msg)
+		}
+	}
+	return failed, lost
+}
+
+func (s *admissionStream) cutByKill(f streamFailure) bool {
+	msg := f.err.Error()
+	if !strings.Contains(msg, ": EOF") && !strings.Contains(msg, "connection reset by peer") {
+		return false
+	}
+	for _, k := range s.kills {
+		if d := f.at.Sub(k); d > -lostWithKill && d < lostWithKill {
+			return true
+		}
+	}
+	return false
 }
