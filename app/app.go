@@ -89,6 +89,11 @@ type Options struct {
 	// (0: no cap); the boundary ConfigMap's rollout.maxConcurrentUpgrades
 	// overrides it.
 	MaxConcurrentUpgrades int
+	// UpgradeStallTimeout is how long a group holding an upgrade slot may
+	// make no rotation progress (no instance updated or terminated) before
+	// its slot is released for other groups and its nodes left cordoned
+	// are uncordoned; 0: never.
+	UpgradeStallTimeout time.Duration
 	// Workers is how many InstanceGroups are reconciled in parallel.
 	Workers int
 	// DrainTimeout is how long a node may take to drain before it is
@@ -183,7 +188,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", webhooks.MutatingConfigurationName, "MutatingWebhookConfiguration whose caBundle the certificate rotation fills.")
 	fs.StringVar(&o.ValidatingWebhookConfiguration, "validating-webhook-configuration", webhooks.ValidatingConfigurationName, "ValidatingWebhookConfiguration whose caBundle the certificate rotation fills.")
 	fs.StringVar(&o.AWSRegion, "aws-region", "", "AWS region of the clusters (default: from the AWS SDK chain, e.g. AWS_REGION).")
-	fs.IntVar(&o.MaxConcurrentUpgrades, "max-concurrent-upgrades", 5, "InstanceGroups rotating nodes at once, cluster-wide (0: no cap); the boundary ConfigMap's rollout.maxConcurrentUpgrades overrides it.")
+	fs.IntVar(&o.MaxConcurrentUpgrades, "max-concurrent-upgrades", 5, "InstanceGroups rotating nodes at once, cluster-wide (0: no cap); the boundary ConfigMap's rollout.maxConcurrentUpgrades overrides it. The slots are Leases instance-manager-upgrade-slot-<i> in the leader election namespace, so a restart keeps them.")
+	fs.DurationVar(&o.UpgradeStallTimeout, "upgrade-stall-timeout", 30*time.Minute, "How long an InstanceGroup holding an upgrade slot may make no rotation progress (no instance updated or terminated) before its slot is released for other groups (Warning Event UpgradeStalled) and its nodes left cordoned are uncordoned; it asks for a slot again after as long. 0: never.")
 	fs.IntVar(&o.Workers, "workers", 5, "InstanceGroups reconciled in parallel.")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")

@@ -47,17 +47,10 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		return err
 	}
 	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod})
-	slots := &upgrade.Slots{Max: func() int {
-		if c := st.Get().Config; c != nil && c.MaxConcurrentUpgrades > 0 {
-			return c.MaxConcurrentUpgrades
-		}
-		return opts.MaxConcurrentUpgrades
-	}, PerNamespace: func(namespace string) int {
-		if q, _ := st.Get().Config.QuotasFor(namespace); q != nil && q.MaxConcurrentUpgrades != nil {
-			return int(*q.MaxConcurrentUpgrades)
-		}
-		return 0
-	}}
+	slots, err := upgradeSlots(mgr, opts, st)
+	if err != nil {
+		return err
+	}
 	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
 	drainer := &upgrade.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
 	if dry != nil {
@@ -75,7 +68,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
-			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads()),
+			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads(), kube),
 			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod}),
 		},
 		Rolling: &upgrade.RollingUpdate{
@@ -86,6 +79,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		},
 		CRD:            &upgrade.CRDStrategy{Client: kube, Recorder: recorder, Boundaries: st},
 		Slots:          slots,
+		StallTimeout:   opts.UpgradeStallTimeout,
 		NodeHealth:     &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),

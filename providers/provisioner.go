@@ -91,6 +91,11 @@ type Observation struct {
 	// node group or Fargate profile in ACTIVE state). For eks, readiness is
 	// judged from Instances and their nodes instead.
 	Active bool
+	// Retiring names the group's older resources GroupName replaces
+	// (eks-managed: node groups with a field EKS cannot change in place),
+	// deleted once GroupName is ready; empty when no replacement is in
+	// progress.
+	Retiring []string
 	// Message carries cloud-reported problems (health issues), if any.
 	Message string
 	// Hold, when set, says why a rotation must not start another batch

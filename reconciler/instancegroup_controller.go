@@ -67,7 +67,15 @@ type InstanceGroupReconciler struct {
 	Provisioners map[string]providers.Provisioner
 	Rolling      *upgrade.RollingUpdate
 	CRD          *upgrade.CRDStrategy
-	Slots        *upgrade.Slots
+	// Slots caps the groups rotating at once (upgrade.LeaseSlots in the
+	// API server; upgrade.Slots in memory).
+	Slots upgrade.SlotKeeper
+	// StallTimeout is how long a group holding an upgrade slot may make no
+	// rotation progress (progressMarker) before its slot is released
+	// (stall); 0: never.
+	StallTimeout time.Duration
+	// Now returns the current time (tests); default time.Now.
+	Now func() time.Time
 	// NodeHealth replaces the unhealthy instances of eks groups (nil: off).
 	NodeHealth *nodehealth.Repairer
 	Recorder   events.EventRecorder
@@ -171,6 +179,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
 			return ctrl.Result{}, ferr
 		}
+		if serr := r.stallFailing(ctx, ig, reason); serr != nil {
+			return ctrl.Result{}, serr
+		}
 		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
 			return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 		}
@@ -220,12 +231,36 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	releaseSlot := false // freed by report once the status is stored
 	switch {
 	case obs.Managed:
-		progress.Done = !obs.Updating
+		progress.Done, progress.Message = !obs.Updating, obs.Message // what the cloud is doing (a node group replacement's step)
 	case hasDrift(obs):
-		if !r.Slots.Acquire(key) {
-			progress.Done = false
-			progress.Waiting = true
+		now := r.now()
+		if at, ok := r.stalledAt(ig, now); ok {
+			// Released for lack of progress: wait one stall timeout.
+			progress.Done, progress.Waiting, progress.StalledAt = false, true, at
+			progress.Message = stalledMessage(at, r.StallTimeout)
+			_, err = r.releaseDrains(ctx, ig, obs, nodes)
+		} else if held, aerr := r.Slots.Acquire(ctx, key, ig.UID); aerr != nil || !held {
+			progress.Done, progress.Waiting = false, true
 			progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s)", len(r.Slots.Holders()), joinKeys(r.Slots.Holders()))
+			err = aerr
+			if err == nil {
+				// Without a slot no drain of the group runs: none may
+				// leave its node cordoned (a restart, a stall).
+				_, err = r.releaseDrains(ctx, ig, obs, nodes)
+			}
+		} else if r.StallTimeout > 0 {
+			var since time.Time
+			if since, err = r.Slots.Progress(ctx, key, progressMarker(obs)); err == nil && now.Sub(since) >= r.StallTimeout {
+				progress, err = r.stall(ctx, ig, obs, nodes, progress, since, now)
+			}
+		}
+		if err != nil {
+			if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
+				return ctrl.Result{}, ferr
+			}
+			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+		}
+		if progress.Waiting {
 			break
 		}
 		rot, _ := prov.(providers.Rotator)
@@ -274,6 +309,13 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return res, err
 }
 
+func (r *InstanceGroupReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 // capacity is the capacity units of a group's in-service instances and of
 // those with Ready nodes; weighted when an instance counts for more than 1.
 type capacity struct {
@@ -301,6 +343,7 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	st.ObservedGeneration = ig.Generation
 	st.CurrentMin, st.CurrentMax = obs.Min, obs.Max
 	st.ActiveScalingGroupName = obs.GroupName
+	st.RetiringScalingGroupNames = obs.Retiring
 	st.ActiveLaunchTemplateName = obs.LaunchTemplateName
 	st.LatestTemplateVersion = obs.LatestTemplateVersion
 	st.NodesInstanceRoleArn = obs.RoleARN
@@ -315,6 +358,12 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	case progress.Done:
 		setCondition(ig, v1alpha1.ConditionUpgrading, false, "UpToDate",
 			fmt.Sprintf("%d of %d instance(s) on the latest launch template version", progress.Updated, progress.Total))
+	case progress.Waiting && !progress.StalledAt.IsZero():
+		setCondition(ig, v1alpha1.ConditionUpgrading, false, ReasonUpgradeStalled,
+			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
+		// The transition time is the stall's: the group asks for a slot
+		// again one stall timeout after it (stalledAt).
+		meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionUpgrading).LastTransitionTime = metav1.NewTime(progress.StalledAt.Truncate(time.Second))
 	case progress.Waiting:
 		setCondition(ig, v1alpha1.ConditionUpgrading, false, "WaitingForUpgradeSlot",
 			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
@@ -363,9 +412,14 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 		return ctrl.Result{}, err
 	}
 	if releaseSlot {
-		r.Slots.Release(client.ObjectKeyFromObject(ig))
+		if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig)); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	r.backoff.succeeded(client.ObjectKeyFromObject(ig))
+	if written {
+		r.replacementEvents(before, ig, obs)
+	}
 	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)
 	}
@@ -379,7 +433,9 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 	if !controllerutil.ContainsFinalizer(ig, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	r.Slots.Release(client.ObjectKeyFromObject(ig))
+	if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig)); err != nil {
+		return ctrl.Result{}, err
+	}
 	if prov != nil {
 		if ig.Status.CurrentState != v1alpha1.StateDeleting {
 			before := ig.DeepCopy()

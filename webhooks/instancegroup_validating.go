@@ -88,6 +88,7 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 			for _, why := range IdentityChanges(old, &ig.Spec) {
 				errs = append(errs, field.Forbidden(field.NewPath("spec"), why))
 			}
+			warnings = append(warnings, replacementWarnings(old, &ig.Spec)...)
 		}
 	}
 	if v.Boundaries != nil && len(errs) == 0 {

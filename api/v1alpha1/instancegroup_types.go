@@ -175,6 +175,14 @@ type InstanceGroupStatus struct {
 	// +optional
 	ActiveScalingGroupName string `json:"activeScalingGroupName,omitempty"`
 
+	// RetiringScalingGroupNames are the group's older EKS managed node
+	// groups (eks-managed) that ActiveScalingGroupName replaces after a
+	// change EKS cannot make in place: they are deleted (EKS drains their
+	// nodes) once ActiveScalingGroupName is ACTIVE with Ready nodes. Empty
+	// when no replacement is in progress.
+	// +optional
+	RetiringScalingGroupNames []string `json:"retiringScalingGroupNames,omitempty"`
+
 	// ActiveLaunchTemplateName is the launch template the group launches from.
 	// +optional
 	ActiveLaunchTemplateName string `json:"activeLaunchTemplateName,omitempty"`

@@ -264,6 +264,17 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out.AutoScalingGroups).To(BeEmpty()) // AWS: the group with the nodes
 
+		// Node group tags change in place, as on AWS, only because
+		// motoserver.py finds node groups by ARN (moto alone: clusters only).
+		arn := ng.Nodegroup.NodegroupArn
+		_, err = c.EKS.TagResource(t.Context(), &eks.TagResourceInput{ResourceArn: arn, Tags: map[string]string{"a": "1", "b": "2", "c": "3"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.EKS.UntagResource(t.Context(), &eks.UntagResourceInput{ResourceArn: arn, TagKeys: []string{"a", "b"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		tagged, err := c.EKS.DescribeNodegroup(t.Context(), &eks.DescribeNodegroupInput{ClusterName: awssdk.String("behaviour"), NodegroupName: awssdk.String("ng")})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(tagged.Nodegroup.Tags).To(Equal(map[string]string{"c": "3"}))
+
 		_, err = c.EKS.DeleteNodegroup(t.Context(), &eks.DeleteNodegroupInput{ClusterName: awssdk.String("behaviour"), NodegroupName: awssdk.String("ng")})
 		g.Expect(err).NotTo(HaveOccurred())
 		_, err = c.EKS.DescribeNodegroup(t.Context(), &eks.DescribeNodegroupInput{ClusterName: awssdk.String("behaviour"), NodegroupName: awssdk.String("ng")})

@@ -324,6 +324,22 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 			_, err := c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: s(cluster), NodegroupName: s("ng")})
 			return err
 		}},
+		{"EKSAPI.TagResource", func(ctx context.Context) error {
+			out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: s(cluster), NodegroupName: s("ng")})
+			if err != nil {
+				return err
+			}
+			_, err = c.EKS.TagResource(ctx, &eks.TagResourceInput{ResourceArn: out.Nodegroup.NodegroupArn, Tags: map[string]string{"team": "a"}})
+			return err
+		}},
+		{"EKSAPI.UntagResource", func(ctx context.Context) error {
+			out, err := c.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: s(cluster), NodegroupName: s("ng")})
+			if err != nil {
+				return err
+			}
+			_, err = c.EKS.UntagResource(ctx, &eks.UntagResourceInput{ResourceArn: out.Nodegroup.NodegroupArn, TagKeys: []string{"team"}})
+			return err
+		}},
 		{"EKSAPI.DeleteNodegroup", func(ctx context.Context) error {
 			_, err := c.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: s(cluster), NodegroupName: s("ng")})
 			return err

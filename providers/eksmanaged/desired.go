@@ -46,7 +46,8 @@ type refs struct {
 // desiredNodegroup maps the effective spec onto a node group: labels are
 // nodeLabels overlaid with labels plus the instancemgr group labels;
 // taints take the EKS effect names; tags are the spec's {key, value}
-// list plus the ownership tag; capacity type defaults to ON_DEMAND. An
+// list plus the ownership tags and the record of the tags the controller
+// manages (eks.WithTagRecord); capacity type defaults to ON_DEMAND. An
 // unknown taint effect is a *providers.SpecError.
 func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	m := ig.Spec.EKSManaged
@@ -96,6 +97,7 @@ func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 		ng.tags[t["key"]] = t["value"]
 	}
 	maps.Copy(ng.tags, eksprov.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
+	ng.tags = eksprov.WithTagRecord(ng.tags)                      // which tags are the controller's to remove
 	return ng, nil
 }
 

@@ -86,10 +86,11 @@ func TestDesiredNodegroup(t *testing.T) {
 					t.Errorf("instance types %v, want none", ng.instanceTypes)
 				}
 			}},
-		{"tags as a map plus the ownership tag",
+		{"tags as a map plus the ownership tags and the record of the spec's",
 			v1alpha1.EKSManagedConfiguration{Tags: []map[string]string{{"key": "team", "value": "a"}, {"key": "cost", "value": "42"}}},
 			func(t *testing.T, ng nodegroup) {
-				want := map[string]string{"team": "a", "cost": "42", "instancemgr.keikoproj.io/instancegroup": "team-a/web", "instancemgr.keikoproj.io/cluster/prod": "owned"}
+				want := map[string]string{"team": "a", "cost": "42", "instancemgr.keikoproj.io/instancegroup": "team-a/web", "instancemgr.keikoproj.io/cluster/prod": "owned",
+					"instancemgr.keikoproj.io/managed-tags": "cost,team"}
 				if !reflect.DeepEqual(ng.tags, want) {
 					t.Errorf("tags %v, want %v", ng.tags, want)
 				}

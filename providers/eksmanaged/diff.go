@@ -11,7 +11,6 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/providers"
 )
 
 // labelsUpdate is what turns the node group's labels into want: new and
@@ -140,10 +139,11 @@ type immutableChange struct {
 }
 
 // immutableChanges lists the fields of want that differ from the existing
-// node group but cannot be changed on it: node role, subnets, instance
-// types, AMI type, disk size, remote access and capacity type. A field the
-// spec leaves empty (instance types, AMI type, disk size, key pair) is
-// not compared: EKS chose its value.
+// node group but cannot be changed on it (its shape): node role, subnets,
+// instance types, AMI type, disk size, remote access and capacity type. A
+// field the spec leaves empty (instance types, AMI type, disk size, key
+// pair) is not compared: EKS chose its value. A node group with any
+// change is replaced.
 func immutableChanges(have *ekstypes.Nodegroup, want nodegroup, c *v1alpha1.EKSManagedConfiguration) []immutableChange {
 	var out []immutableChange
 	add := func(field string, h, w any) { out = append(out, immutableChange{field, fmt.Sprint(h), fmt.Sprint(w)}) }
@@ -183,18 +183,6 @@ func immutableChanges(have *ekstypes.Nodegroup, want nodegroup, c *v1alpha1.EKSM
 		add("capacityType", have.CapacityType, want.capacityType)
 	}
 	return out
-}
-
-// immutableError is the *providers.SpecError for changes (non-empty): it
-// names the first field, lists every change, and says how to proceed.
-func immutableError(name string, changes []immutableChange) error {
-	var parts []string
-	for _, c := range changes {
-		parts = append(parts, fmt.Sprintf("%s (node group has %s, spec asks for %s)", c.field, c.have, c.want))
-	}
-	return &providers.SpecError{Field: configPath + "." + changes[0].field,
-		Detail: fmt.Sprintf("cannot change on the existing EKS managed node group %s: %s. These fields are fixed when a node group is created: "+
-			"restore the previous value, or delete the InstanceGroup and create it again to get a new node group", name, strings.Join(parts, "; "))}
 }
 
 func sameSet(a, b []string) bool {

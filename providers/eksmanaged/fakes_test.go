@@ -2,7 +2,9 @@ package eksmanaged
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -41,7 +43,7 @@ func inUse() error {
 }
 
 func (f *fakeEKS) CreateNodegroup(_ context.Context, in *eks.CreateNodegroupInput, _ ...func(*eks.Options)) (*eks.CreateNodegroupOutput, error) {
-	f.calls = append(f.calls, "CreateNodegroup")
+	f.calls = append(f.calls, "CreateNodegroup "+*in.NodegroupName)
 	if !f.clusters[*in.ClusterName] {
 		return nil, notFound()
 	}
@@ -53,6 +55,7 @@ func (f *fakeEKS) CreateNodegroup(_ context.Context, in *eks.CreateNodegroupInpu
 		ScalingConfig: in.ScalingConfig, InstanceTypes: in.InstanceTypes, AmiType: in.AmiType, DiskSize: in.DiskSize,
 		RemoteAccess: in.RemoteAccess, Labels: in.Labels, Taints: in.Taints, Tags: in.Tags, CapacityType: in.CapacityType,
 		Version: in.Version, ReleaseVersion: in.ReleaseVersion, Status: ekstypes.NodegroupStatusCreating,
+		NodegroupArn: awssdk.String(nodegroupARN(*in.ClusterName, *in.NodegroupName)),
 	}
 	if ng.Version == nil {
 		ng.Version = awssdk.String("1.29") // the cluster's
@@ -62,6 +65,68 @@ func (f *fakeEKS) CreateNodegroup(_ context.Context, in *eks.CreateNodegroupInpu
 	}
 	f.groups[*in.NodegroupName] = ng
 	return &eks.CreateNodegroupOutput{Nodegroup: copyGroup(ng)}, nil
+}
+
+func nodegroupARN(cluster, name string) string {
+	return "arn:aws:eks:us-west-2:123456789012:nodegroup/" + cluster + "/" + name + "/0a1b2c3d"
+}
+
+// ListNodegroups lists the names in pages of two, sorted, so paging is
+// exercised.
+func (f *fakeEKS) ListNodegroups(_ context.Context, in *eks.ListNodegroupsInput, _ ...func(*eks.Options)) (*eks.ListNodegroupsOutput, error) {
+	if !f.clusters[*in.ClusterName] {
+		return nil, notFound()
+	}
+	var names []string
+	for n, ng := range f.groups {
+		if *ng.ClusterName == *in.ClusterName && n > awssdk.ToString(in.NextToken) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	out := &eks.ListNodegroupsOutput{Nodegroups: names}
+	if len(names) > 2 {
+		out.Nodegroups, out.NextToken = names[:2], awssdk.String(names[1])
+	}
+	return out, nil
+}
+
+func (f *fakeEKS) byARN(arn string) *ekstypes.Nodegroup {
+	for _, ng := range f.groups {
+		if awssdk.ToString(ng.NodegroupArn) == arn {
+			return ng
+		}
+	}
+	return nil
+}
+
+func (f *fakeEKS) TagResource(_ context.Context, in *eks.TagResourceInput, _ ...func(*eks.Options)) (*eks.TagResourceOutput, error) {
+	keys := make([]string, 0, len(in.Tags))
+	for k := range in.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	f.calls = append(f.calls, "TagResource "+strings.Join(keys, ","))
+	ng := f.byARN(*in.ResourceArn)
+	if ng == nil {
+		return nil, notFound()
+	}
+	for k, v := range in.Tags {
+		ng.Tags[k] = v
+	}
+	return &eks.TagResourceOutput{}, nil
+}
+
+func (f *fakeEKS) UntagResource(_ context.Context, in *eks.UntagResourceInput, _ ...func(*eks.Options)) (*eks.UntagResourceOutput, error) {
+	f.calls = append(f.calls, "UntagResource "+strings.Join(in.TagKeys, ","))
+	ng := f.byARN(*in.ResourceArn)
+	if ng == nil {
+		return nil, notFound()
+	}
+	for _, k := range in.TagKeys {
+		delete(ng.Tags, k)
+	}
+	return &eks.UntagResourceOutput{}, nil
 }
 
 func (f *fakeEKS) DescribeNodegroup(_ context.Context, in *eks.DescribeNodegroupInput, _ ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error) {
@@ -135,7 +200,7 @@ func (f *fakeEKS) UpdateNodegroupVersion(_ context.Context, in *eks.UpdateNodegr
 }
 
 func (f *fakeEKS) DeleteNodegroup(_ context.Context, in *eks.DeleteNodegroupInput, _ ...func(*eks.Options)) (*eks.DeleteNodegroupOutput, error) {
-	f.calls = append(f.calls, "DeleteNodegroup")
+	f.calls = append(f.calls, "DeleteNodegroup "+*in.NodegroupName)
 	ng, ok := f.groups[*in.NodegroupName]
 	if !ok {
 		return nil, notFound()
@@ -171,6 +236,7 @@ func copyGroup(ng *ekstypes.Nodegroup) *ekstypes.Nodegroup {
 		c.Labels[k] = v
 	}
 	c.Taints = append([]ekstypes.Taint(nil), ng.Taints...)
+	c.Tags = maps.Clone(ng.Tags)
 	s := *ng.ScalingConfig
 	c.ScalingConfig = &s
 	return &c

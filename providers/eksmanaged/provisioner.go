@@ -2,17 +2,21 @@
 // becomes an EKS managed node group (and, unless the spec names a node
 // role, an IAM role it creates and owns). AWS launches, rotates and
 // drains the nodes; the provisioner creates the node group, keeps its
-// scaling, labels and taints in step with the spec (UpdateNodegroupConfig)
-// and its Kubernetes/AMI release version when the spec sets one
-// (UpdateNodegroupVersion), one update at a time.
+// scaling, labels and taints in step with the spec (UpdateNodegroupConfig),
+// its Kubernetes/AMI release version when the spec sets one
+// (UpdateNodegroupVersion), one update at a time, and its tags
+// (TagResource, UntagResource), in place.
 //
 // Fields EKS fixes at creation (node role, subnets, instance types, AMI
-// type, disk size, remote access, capacity type) are not replaced: a
-// change is reported as a *providers.SpecError naming the field, and the
-// group must be recreated (or the value restored). A field the spec leaves
-// empty is EKS's choice and is not compared. Tags are applied at creation
-// only. An empty version or releaseVersion is EKS's choice at creation
-// and is not followed afterwards: set them to upgrade.
+// type, disk size, remote access, capacity type: the shape) are changed
+// blue/green: a new node group named after the shape's hash is created,
+// and once it is ACTIVE with its nodes Ready, the group's other node
+// groups are deleted (EKS drains their nodes, respecting
+// PodDisruptionBudgets). The node groups are found from EKS on each step
+// (their names and ownership tags), so a restart continues where it
+// stopped. A field the spec leaves empty is EKS's choice and is not
+// compared. An empty version or releaseVersion is EKS's choice at
+// creation and is not followed afterwards: set them to upgrade.
 package eksmanaged
 
 import (
@@ -26,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -34,24 +39,28 @@ import (
 )
 
 // Provisioner implements providers.Provisioner for provisioner
-// "eks-managed". Every Apply reads the node group (EKS DescribeNodegroup):
-// EKS has no shared listing of node group states. The references and the
-// node role are kept in Reads.
+// "eks-managed". The references, the node role and a node group found
+// ACTIVE alone are kept in Reads; otherwise every Apply finds the group's
+// node groups from EKS (ListNodegroups, DescribeNodegroup).
 type Provisioner struct {
 	aws   *awsp.Clients
 	reads *eksprov.Reads
+	nodes client.Reader
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
 
 // New returns the eks-managed provisioner using the EKS, EC2 (subnet and
 // security group references) and IAM (node role) clients; reads keeps what
-// groups read (nil: eks.NewReads(0)).
-func New(clients *awsp.Clients, reads *eksprov.Reads) *Provisioner {
+// groups read (nil: eks.NewReads(0)); nodes, when not nil, reads the
+// Nodes of a replacement node group (label eks.amazonaws.com/nodegroup),
+// which must be Ready before the node group it replaces is deleted (nil:
+// the node group's ACTIVE state alone decides).
+func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader) *Provisioner {
 	if reads == nil {
 		reads = eksprov.NewReads(0)
 	}
-	return &Provisioner{aws: clients, reads: reads}
+	return &Provisioner{aws: clients, reads: reads, nodes: nodes}
 }
 
 // readsID identifies the group in Reads.
@@ -66,22 +75,37 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 	return nil
 }
 
-// Apply creates the node group (EKS CreateNodegroup) or converges an
-// existing one: configuration first (UpdateNodegroupConfig), then version
+// Apply converges the group's managed node groups to the spec, one step
+// per call. References are resolved first (EC2 DescribeSubnets,
+// DescribeSecurityGroups; IAM GetRole or the owned role's calls, see
+// eks.EnsureOwnedRole). The group's node groups are found (EKS
+// ListNodegroups, then DescribeNodegroup of the names that can be the
+// group's; only those tagged for the group count). The one whose shape is
+// the spec's is converged: tags in place (TagResource, UntagResource),
+// then configuration (UpdateNodegroupConfig), then version
 // (UpdateNodegroupVersion), never while EKS reports it CREATING, UPDATING
-// or DELETING, and at most one update per call. References are resolved
-// first (EC2 DescribeSubnets, DescribeSecurityGroups; IAM GetRole or the
-// owned role's calls, see eks.EnsureOwnedRole). Errors: a
-// *providers.SpecError for unknown references, a missing cluster, a node
-// group of that name not tagged for this group, or a change of an
-// immutable field; other failures are wrapped with the EKS operation and
-// node group name.
+// or DELETING, at most one update per call. When none has the spec's shape
+// one is created (CreateNodegroup: the group's first name, or the
+// replacement name of the shape when the group has node groups), with the
+// desired size of the node group it replaces. The others retire: once the
+// converged node group is ACTIVE, needs no update and has its nodes Ready,
+// they are deleted (DeleteNodegroup). The Observation names the converged
+// node group (GroupName) and the retiring ones (Retiring), and is Updating
+// until they are gone. Errors: a *providers.SpecError for unknown
+// references or a missing cluster, an *ownership.ForeignError for a node
+// group of the name needed that another owner tagged; other failures are
+// wrapped with the EKS operation and node group name.
 func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
-	defer func() { p.reads.Done(readsID(ig), err) }()
-	c := ig.Spec.EKSManaged.Configuration
+	gid := readsID(ig)
+	defer func() {
+		if err != nil {
+			p.reads.Drop(gid, stageSteady)
+		}
+		p.reads.Done(gid, err)
+	}()
 	r, err := p.resolve(ctx, ig)
 	if err != nil {
 		return nil, err
@@ -90,34 +114,224 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err != nil {
 		return nil, err
 	}
-	have, err := describe(ctx, p.aws.EKS, want.cluster, want.name)
+	found, err := p.find(ctx, ig, want)
 	if err != nil {
 		return nil, err
 	}
-	if have == nil {
-		out, err := p.aws.EKS.CreateNodegroup(ctx, want.createInput())
+	target, retiring := pick(ig, found.groups, want)
+	if target == nil {
+		return p.create(ctx, ig, want, found, retiring)
+	}
+	return p.converge(ctx, ig, want, target, retiring)
+}
+
+// find returns the group's node groups: the one Reads keeps as found
+// ACTIVE alone for this shape (described again: EKS DescribeNodegroup),
+// else those a listing finds (see ownedNodegroups).
+func (p *Provisioner) find(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup) (owned, error) {
+	gid, owner := readsID(ig), eksprov.OwnerOf(ig, want.cluster)
+	if v, ok := p.reads.Load(gid, gid, stageSteady, want.shape().hash()); ok && len(ig.Status.RetiringScalingGroupNames) == 0 {
+		ng, err := describe(ctx, p.aws.EKS, want.cluster, v.(string))
 		if err != nil {
-			if isNotFound(err) {
-				return nil, &providers.SpecError{Field: configPath + ".clusterName", Detail: fmt.Sprintf("EKS cluster %q does not exist", want.cluster)}
-			}
-			return nil, fmt.Errorf("eks CreateNodegroup %s (cluster %s): %w", want.name, want.cluster, err)
+			return owned{}, err
 		}
-		return observe(out.Nodegroup, ""), nil
+		if ng != nil && owner.Check("EKS node group", v.(string), ng.Tags) == nil && ng.Status != ekstypes.NodegroupStatusDeleting &&
+			len(immutableChanges(ng, want, ig.Spec.EKSManaged.Configuration)) == 0 {
+			return owned{groups: []*ekstypes.Nodegroup{ng}}, nil
+		}
+		p.reads.Drop(gid, stageSteady) // gone or changed: look
 	}
-	if err := eksprov.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, have.Tags); err != nil {
-		return nil, err
+	names, err := listNames(ctx, p.aws.EKS, want.cluster)
+	if errors.Is(err, errNoCluster) {
+		return owned{}, &providers.SpecError{Field: configPath + ".clusterName", Detail: fmt.Sprintf("EKS cluster %q does not exist", want.cluster)}
 	}
-	if changes := immutableChanges(have, want, c); len(changes) > 0 {
-		return nil, immutableError(want.name, changes)
+	if err != nil {
+		return owned{}, err
 	}
-	if have.Status != ekstypes.NodegroupStatusActive && have.Status != ekstypes.NodegroupStatusDegraded {
-		return observe(have, ""), nil // not updatable now: CREATING, UPDATING, DELETING or failed
+	return ownedNodegroups(ctx, p.aws.EKS, want.cluster, names, ownName(ig), owner)
+}
+
+// pick chooses the node group to converge among the group's: one not
+// DELETING whose shape is want's (no immutableChanges), preferring the
+// one the status names, then an ACTIVE one, then the first by name. The
+// others retire.
+func pick(ig *v1alpha1.InstanceGroup, groups []*ekstypes.Nodegroup, want nodegroup) (target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) {
+	rank := func(ng *ekstypes.Nodegroup) int {
+		switch {
+		case awssdk.ToString(ng.NodegroupName) == ig.Status.ActiveScalingGroupName:
+			return 0
+		case ng.Status == ekstypes.NodegroupStatusActive:
+			return 1
+		}
+		return 2
 	}
-	sent, err := p.update(ctx, have, want)
+	for _, ng := range groups {
+		if ng.Status == ekstypes.NodegroupStatusDeleting || len(immutableChanges(ng, want, ig.Spec.EKSManaged.Configuration)) > 0 {
+			continue
+		}
+		if target == nil || rank(ng) < rank(target) {
+			target = ng
+		}
+	}
+	for _, ng := range groups {
+		if ng != target {
+			retiring = append(retiring, ng)
+		}
+	}
+	return target, retiring
+}
+
+// create creates the node group of want's shape (EKS CreateNodegroup):
+// under the group's first name when it has no node group, else under the
+// shape's replacement name, with the largest desired size of the retiring
+// node groups (kept within min and max) so the capacity the cluster
+// autoscaler added is there before they go.
+func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, found owned, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
+	if len(found.groups) > 0 {
+		want.name = replacementName(ig, want.shape())
+	}
+	if tags, ok := found.foreign[want.name]; ok {
+		return nil, eksprov.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, tags)
+	}
+	for _, ng := range found.groups {
+		if awssdk.ToString(ng.NodegroupName) == want.name { // DELETING: pick skips it
+			obs := observe(ng, "")
+			obs.Active, obs.Updating, obs.Retiring = false, true, groupNames(retiring)
+			obs.Message = fmt.Sprintf("waiting for EKS node group %s to finish deleting before it is created again with the spec's shape", want.name)
+			return obs, nil
+		}
+	}
+	in := want.createInput()
+	for _, ng := range retiring {
+		if s := ng.ScalingConfig; s != nil && ng.Status != ekstypes.NodegroupStatusDeleting {
+			in.ScalingConfig.DesiredSize = awssdk.Int32(max(awssdk.ToInt32(in.ScalingConfig.DesiredSize), min(awssdk.ToInt32(s.DesiredSize), want.max)))
+		}
+	}
+	out, err := p.aws.EKS.CreateNodegroup(ctx, in)
+	switch {
+	case isNotFound(err):
+		return nil, &providers.SpecError{Field: configPath + ".clusterName", Detail: fmt.Sprintf("EKS cluster %q does not exist", want.cluster)}
+	case isInUse(err): // created meanwhile (a retried call whose answer was lost): found next time
+		return &providers.Observation{GroupName: want.name, Managed: true, Updating: true, Retiring: groupNames(retiring),
+			Lifecycle: lifecycle(ekstypes.CapacityTypes(want.capacityType)),
+			Message:   fmt.Sprintf("EKS node group %s exists already; reading it again", want.name)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("eks CreateNodegroup %s (cluster %s): %w", want.name, want.cluster, err)
+	}
+	obs := observe(out.Nodegroup, "")
+	obs.Retiring = groupNames(retiring)
+	if len(retiring) > 0 {
+		obs.Updating = true
+		obs.Message = replacing(ig, want, retiring, fmt.Sprintf("created %s, waiting for it to be ACTIVE", want.name)) + "; " + obs.Message
+	}
+	return obs, nil
+}
+
+// converge brings target to want in place (tags, then one configuration or
+// version update) and, once it is ACTIVE, needs no update and has its
+// nodes Ready, deletes the retiring node groups.
+func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
+	want.name = awssdk.ToString(target.NodegroupName)
+	var done []string
+	if s := target.Status; s == ekstypes.NodegroupStatusActive || s == ekstypes.NodegroupStatusDegraded || s == ekstypes.NodegroupStatusUpdating {
+		what, err := syncTags(ctx, p.aws.EKS, target, want.tags)
+		if err != nil {
+			return nil, err
+		}
+		if what != "" {
+			done = append(done, fmt.Sprintf("updated EKS node group %s: %s", want.name, what))
+		}
+	}
+	sent := ""
+	if target.Status == ekstypes.NodegroupStatusActive || target.Status == ekstypes.NodegroupStatusDegraded {
+		var err error
+		if sent, err = p.update(ctx, target, want); err != nil {
+			return nil, err
+		}
+	}
+	obs := observe(target, sent)
+	obs.Retiring = groupNames(retiring)
+	if len(retiring) == 0 {
+		if target.Status == ekstypes.NodegroupStatusActive && sent == "" {
+			p.reads.Store(readsID(ig), stageSteady, want.shape().hash(), want.name)
+		}
+		obs.Message = strings.Join(append(done, nonEmpty(obs.Message)...), "; ")
+		return obs, nil
+	}
+	obs.Updating = true
+	step, err := p.retire(ctx, want, target, retiring, sent)
 	if err != nil {
 		return nil, err
 	}
-	return observe(have, sent), nil
+	obs.Message = strings.Join(append(append([]string{replacing(ig, want, retiring, step)}, done...), nonEmpty(obs.Message)...), "; ")
+	return obs, nil
+}
+
+// retire deletes the retiring node groups once target is ACTIVE, needs
+// no update (sent empty) and, when Nodes are read, every Node of it is
+// counted Ready up to its desired size; it says which step the
+// replacement is at.
+func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup, sent string) (string, error) {
+	switch {
+	case target.Status != ekstypes.NodegroupStatusActive:
+		return fmt.Sprintf("waiting for %s to be ACTIVE (it is %s)", want.name, target.Status), nil
+	case sent != "":
+		return fmt.Sprintf("waiting for the update of %s", want.name), nil
+	}
+	if p.nodes != nil {
+		total, ready, err := nodeCount(ctx, p.nodes, want.name)
+		if err != nil {
+			return "", err
+		}
+		desired := 0
+		if s := target.ScalingConfig; s != nil {
+			desired = int(awssdk.ToInt32(s.DesiredSize))
+		}
+		// No Node at all: EKS made the node group ACTIVE once its nodes
+		// joined, so none were asked for (or they are not Nodes of this
+		// cluster's API, as on an emulator).
+		if total > 0 && ready < desired {
+			return fmt.Sprintf("waiting for the nodes of %s to be Ready (%d of %d desired Ready)", want.name, ready, desired), nil
+		}
+	}
+	notes, err := deleteNodegroups(ctx, p.aws.EKS, want.cluster, retiring)
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(append([]string{fmt.Sprintf("%s is ACTIVE; deleting %s (EKS drains their nodes)", want.name, strings.Join(groupNames(retiring), ", "))}, notes...), "; "), nil
+}
+
+// replacing describes a replacement: the retiring node groups, the new
+// one, why (the shape fields that differ from the retiring node group
+// serving until now, the first not DELETING) and the step.
+func replacing(ig *v1alpha1.InstanceGroup, want nodegroup, retiring []*ekstypes.Nodegroup, step string) string {
+	why := ""
+	for _, ng := range retiring {
+		if ng.Status == ekstypes.NodegroupStatusDeleting {
+			continue
+		}
+		var parts []string
+		for _, c := range immutableChanges(ng, want, ig.Spec.EKSManaged.Configuration) {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.field, c.have, c.want))
+		}
+		why = " (" + strings.Join(parts, ", ") + ")"
+		break
+	}
+	return fmt.Sprintf("replacing EKS node group %s with %s%s: %s", strings.Join(groupNames(retiring), ", "), want.name, why, step)
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+func lifecycle(c ekstypes.CapacityTypes) string {
+	if c == ekstypes.CapacityTypesSpot {
+		return v1alpha1.LifecycleSpot
+	}
+	return v1alpha1.LifecycleNormal
 }
 
 // update sends at most one update: the configuration's, else the
@@ -185,8 +399,11 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 	return r, nil
 }
 
-// stageRole is the node role's entry in Reads.
-const stageRole = "managed-role"
+// Stages of a group's reads (see eks.Reads).
+const (
+	stageRole   = "managed-role"
+	stageSteady = "managed-active" // the node group ACTIVE alone, by shape hash
+)
 
 // observe reports the node group: Active when ACTIVE, Updating while EKS
 // creates or updates it or when this call sent an update (sent, a
@@ -196,10 +413,7 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 		GroupName: awssdk.ToString(ng.NodegroupName), RoleARN: awssdk.ToString(ng.NodeRole),
 		Managed: true, Active: ng.Status == ekstypes.NodegroupStatusActive,
 		Updating:  sent != "" || ng.Status == ekstypes.NodegroupStatusCreating || ng.Status == ekstypes.NodegroupStatusUpdating,
-		Lifecycle: v1alpha1.LifecycleNormal,
-	}
-	if ng.CapacityType == ekstypes.CapacityTypesSpot {
-		obs.Lifecycle = v1alpha1.LifecycleSpot
+		Lifecycle: lifecycle(ng.CapacityType),
 	}
 	if s := ng.ScalingConfig; s != nil {
 		obs.Min, obs.Max, obs.Desired = int(awssdk.ToInt32(s.MinSize)), int(awssdk.ToInt32(s.MaxSize)), int(awssdk.ToInt32(s.DesiredSize))
@@ -220,34 +434,37 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 	return obs
 }
 
-// Delete deletes the node group (EKS DeleteNodegroup) and returns false
-// until EKS no longer knows it (DescribeNodegroup: ResourceNotFound); then
-// it deletes the node role the group created, if any (see
-// eks.DeleteOwnedRole), and returns true. A node group not tagged for this
-// group is not deleted: that is an error naming it.
+// Delete deletes every managed node group tagged for the group (EKS
+// ListNodegroups, DescribeNodegroup of the names that can be the group's,
+// DeleteNodegroup: EKS drains the nodes, respecting PodDisruptionBudgets)
+// and returns false until none is left, a replacement and the node group
+// it replaces alike (an error names a node group that failed to delete,
+// which is tried again); then it deletes the node role the group created,
+// if any (see eks.DeleteOwnedRole), and returns true. A node group of the
+// group's name that another owner tagged is never deleted; a missing
+// cluster has no node groups left.
 func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (bool, error) {
 	if configured(ig) != nil {
 		return true, nil // nothing could have been created
 	}
-	cluster, name := ig.Spec.EKSManaged.Configuration.ClusterName, nodegroupName(ig)
-	ng, err := describe(ctx, p.aws.EKS, cluster, name)
+	cluster := ig.Spec.EKSManaged.Configuration.ClusterName
+	names, err := listNames(ctx, p.aws.EKS, cluster)
+	if err != nil && !errors.Is(err, errNoCluster) {
+		return false, err
+	}
+	found, err := ownedNodegroups(ctx, p.aws.EKS, cluster, names, ownName(ig), eksprov.OwnerOf(ig, cluster))
 	if err != nil {
 		return false, err
 	}
-	if ng != nil {
-		if eksprov.OwnerOf(ig, cluster).Check("EKS node group", name, ng.Tags) != nil {
-			ng = nil // someone else's node group of that name: never ours to delete
+	if len(found.groups) > 0 {
+		notes, err := deleteNodegroups(ctx, p.aws.EKS, cluster, found.groups)
+		if err != nil {
+			return false, err
 		}
-	}
-	if ng != nil {
-		if ng.Status == ekstypes.NodegroupStatusDeleting {
-			return false, nil
+		if len(notes) > 0 {
+			return false, errors.New(strings.Join(notes, "; "))
 		}
-		_, err := p.aws.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: awssdk.String(cluster), NodegroupName: awssdk.String(name)})
-		if err != nil && !isNotFound(err) && !isInUse(err) {
-			return false, fmt.Errorf("eks DeleteNodegroup %s (cluster %s): %w", name, cluster, err)
-		}
-		return false, nil // gone once DescribeNodegroup says so
+		return false, nil // gone once no longer listed
 	}
 	// The created role is deleted whatever nodeRole says now: the owner
 	// tag tells whether it is ours.

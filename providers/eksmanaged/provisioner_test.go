@@ -10,6 +10,8 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -18,15 +20,16 @@ import (
 )
 
 type env struct {
-	eks *fakeEKS
-	iam *fakeIAM
-	p   *Provisioner
+	eks   *fakeEKS
+	iam   *fakeIAM
+	nodes client.Client // the Kubernetes Nodes the provisioner reads
+	p     *Provisioner
 }
 
 func newEnv() *env {
-	e := &env{eks: newFakeEKS(), iam: &fakeIAM{roles: map[string]*fakeRole{}}}
+	e := &env{eks: newFakeEKS(), iam: &fakeIAM{roles: map[string]*fakeRole{}}, nodes: fake.NewClientBuilder().Build()}
 	ec2 := &fakeEC2{subnets: map[string]string{"subnet-a": "private-a", "subnet-b": "private-b"}, groups: map[string]string{"sg-1": "ops"}}
-	e.p = New(&awsp.Clients{EKS: e.eks, IAM: e.iam, EC2: ec2}, nil)
+	e.p = New(&awsp.Clients{EKS: e.eks, IAM: e.iam, EC2: ec2}, nil, e.nodes)
 	return e
 }
 
@@ -43,7 +46,7 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	e := newEnv()
 	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"private-a", "subnet-b"}, InstanceType: "m5.large", CapacityType: "SPOT"})
 	obs := e.apply(t, ig)
-	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"CreateNodegroup"}) {
+	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"CreateNodegroup " + ngName}) {
 		t.Fatalf("calls %v", calls)
 	}
 	if !obs.Managed || obs.Active || !obs.Updating || obs.GroupName != ngName || obs.Lifecycle != v1alpha1.LifecycleSpot ||
@@ -172,26 +175,16 @@ func (b *busyEKS) UpdateNodegroupConfig(context.Context, *eks.UpdateNodegroupCon
 	return nil, inUse()
 }
 
-func TestApplyRefusesImmutableChangesAndForeignGroups(t *testing.T) {
+func TestApplyRefusesForeignGroups(t *testing.T) {
 	e := newEnv()
 	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, InstanceType: "m5.large"})
 	e.apply(t, ig)
 	e.eks.settle()
+	e.apply(t, ig) // ACTIVE alone: kept in Reads
 	e.eks.takeCalls()
 
-	changed := ig.DeepCopy()
-	changed.Spec.EKSManaged.Configuration.InstanceType = "m5.xlarge"
-	changed.Spec.EKSManaged.MaxSize = 9 // a mutable change is not sent either
-	_, err := e.p.Apply(context.Background(), changed)
-	if !providers.IsSpecError(err) || !strings.HasPrefix(err.Error(), "spec.eks-managed.configuration.instanceType: ") {
-		t.Fatalf("error %v, want a SpecError on instanceType", err)
-	}
-	if calls := e.eks.takeCalls(); calls != nil {
-		t.Fatalf("calls %v after an immutable change", calls)
-	}
-
 	e.eks.groups[ngName].Tags[eksprov.TagInstanceGroup] = "team-b/web"
-	_, err = e.p.Apply(context.Background(), ig)
+	_, err := e.p.Apply(context.Background(), ig)
 	if !ownership.IsForeign(err) || !strings.Contains(err.Error(), "belongs to InstanceGroup team-b/web") {
 		t.Fatalf("error %v, want a ForeignError naming the owner found", err)
 	}
@@ -243,7 +236,7 @@ func TestDeleteWaitsForTheNodeGroupThenDeletesTheOwnedRole(t *testing.T) {
 			t.Fatalf("Delete while the node group exists: %v, %v", done, err)
 		}
 	}
-	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"DeleteNodegroup"}) {
+	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"DeleteNodegroup " + ngName}) {
 		t.Fatalf("calls %v", calls)
 	}
 	if e.iam.roles[ngName] == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -41,6 +42,9 @@ type Progress struct {
 	// Waiting is true when the rotation has not started for lack of an
 	// upgrade slot (--max-concurrent-upgrades).
 	Waiting bool
+	// StalledAt, with Waiting, is when the group's slot was released
+	// because its rotation made no progress (--upgrade-stall-timeout).
+	StalledAt time.Time
 	// Updated and Total count instances on the latest launch template
 	// version and all instances.
 	Updated, Total int

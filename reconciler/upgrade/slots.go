@@ -4,16 +4,20 @@
 package upgrade
 
 import (
+	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Slots caps how many InstanceGroups rotate nodes at once, cluster-wide
+// Slots is a SlotKeeper in memory, for a manager that may not keep the
+// slots in the API server (--dry-run, or RBAC without Leases): after a
+// restart groups re-acquire slots as they are reconciled. It caps how many
+// InstanceGroups rotate nodes at once, cluster-wide
 // (--max-concurrent-upgrades, or the boundary ConfigMap's
-// rollout.maxConcurrentUpgrades). The count lives in memory: after a restart
-// groups re-acquire slots as they are reconciled. Safe for concurrent use.
+// rollout.maxConcurrentUpgrades). Safe for concurrent use.
 type Slots struct {
 	// Max returns the current cap; 0 or less means no cap.
 	Max func() int
@@ -22,23 +26,33 @@ type Slots struct {
 	// maxConcurrentUpgrades), so that one tenant cannot hold every slot;
 	// 0 or less means no cap.
 	PerNamespace func(namespace string) int
+	// Now returns the current time (tests); default time.Now.
+	Now func() time.Time
 
 	mu      sync.Mutex
-	holders map[types.NamespacedName]struct{}
+	holders map[types.NamespacedName]*memorySlot
 }
 
-// Acquire returns true if key holds a slot (already, or now).
-func (s *Slots) Acquire(key types.NamespacedName) bool {
+// memorySlot is a held slot: the holder's progress and when it changed.
+type memorySlot struct {
+	marker  string
+	changed time.Time
+}
+
+var _ SlotKeeper = &Slots{}
+
+// Acquire implements SlotKeeper; it never fails.
+func (s *Slots) Acquire(_ context.Context, key types.NamespacedName, _ types.UID) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holders == nil {
-		s.holders = map[types.NamespacedName]struct{}{}
+		s.holders = map[types.NamespacedName]*memorySlot{}
 	}
 	if _, ok := s.holders[key]; ok {
-		return true
+		return true, nil
 	}
 	if max := s.Max(); max > 0 && len(s.holders) >= max {
-		return false
+		return false, nil
 	}
 	if s.PerNamespace != nil {
 		if max := s.PerNamespace(key.Namespace); max > 0 {
@@ -49,22 +63,23 @@ func (s *Slots) Acquire(key types.NamespacedName) bool {
 				}
 			}
 			if n >= max {
-				return false
+				return false, nil
 			}
 		}
 	}
-	s.holders[key] = struct{}{}
-	return true
+	s.holders[key] = &memorySlot{changed: s.now()}
+	return true, nil
 }
 
-// Release frees key's slot, if it holds one.
-func (s *Slots) Release(key types.NamespacedName) {
+// Release implements SlotKeeper; it never fails.
+func (s *Slots) Release(_ context.Context, key types.NamespacedName) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.holders, key)
+	return nil
 }
 
-// Holders returns the keys holding slots, sorted.
+// Holders implements SlotKeeper.
 func (s *Slots) Holders() []types.NamespacedName {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -74,4 +89,35 @@ func (s *Slots) Holders() []types.NamespacedName {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
+}
+
+// Progress implements SlotKeeper; it never fails.
+func (s *Slots) Progress(_ context.Context, key types.NamespacedName, marker string) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.holders[key]
+	if h == nil {
+		return s.now(), nil
+	}
+	if h.marker != marker {
+		h.marker, h.changed = marker, s.now()
+	}
+	return h.changed, nil
+}
+
+// LastProgress implements SlotKeeper; it never fails.
+func (s *Slots) LastProgress(_ context.Context, key types.NamespacedName) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.holders[key]; h != nil {
+		return h.changed, true, nil
+	}
+	return time.Time{}, false, nil
+}
+
+func (s *Slots) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -31,46 +30,6 @@ func TestMaxUnavailable(t *testing.T) {
 		if got := MaxUnavailable(ig, tc.desired); got != tc.want {
 			t.Errorf("MaxUnavailable(%v, %d) = %d, want %d", tc.value, tc.desired, got, tc.want)
 		}
-	}
-}
-
-func TestSlotsCapGroupsRotatingAtOnce(t *testing.T) {
-	max := 2
-	s := &Slots{Max: func() int { return max }}
-	a, b, c := types.NamespacedName{Name: "a"}, types.NamespacedName{Name: "b"}, types.NamespacedName{Name: "c"}
-	if !s.Acquire(a) || !s.Acquire(b) {
-		t.Fatal("two slots")
-	}
-	if s.Acquire(c) {
-		t.Fatal("a third group got a slot with max 2")
-	}
-	if !s.Acquire(a) {
-		t.Fatal("a holder keeps its slot")
-	}
-	s.Release(a)
-	if !s.Acquire(c) {
-		t.Fatal("a released slot is reused")
-	}
-	max = 0 // no cap
-	if !s.Acquire(a) {
-		t.Fatal("no cap")
-	}
-}
-
-func TestSlotsShareOfANamespace(t *testing.T) {
-	s := &Slots{Max: func() int { return 3 }, PerNamespace: func(ns string) int {
-		if ns == "greedy" {
-			return 1
-		}
-		return 0
-	}}
-	g1, g2 := types.NamespacedName{Namespace: "greedy", Name: "1"}, types.NamespacedName{Namespace: "greedy", Name: "2"}
-	o1, o2 := types.NamespacedName{Namespace: "other", Name: "1"}, types.NamespacedName{Namespace: "other", Name: "2"}
-	if !s.Acquire(g1) || s.Acquire(g2) {
-		t.Fatal("greedy may hold one slot only")
-	}
-	if !s.Acquire(o1) || !s.Acquire(o2) {
-		t.Fatal("the other namespaces keep the remaining slots")
 	}
 }
 

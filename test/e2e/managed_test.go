@@ -126,9 +126,10 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 
 	ready := waitReady(t, ig, 2*time.Minute)
 	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, "e2e-managed", "workers")
+	role := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-managed", "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
-	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + name))
+	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + role))
 	g.Expect(ready.Status.CurrentMin).To(Equal(1))
 	g.Expect(ready.Status.CurrentMax).To(Equal(3))
 	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
@@ -150,7 +151,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.CapacityType).To(Equal(ekstypes.CapacityTypesOnDemand))
 	sc := ng.ScalingConfig
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{1, 3, 1}))
-	g.Expect(attachedPolicies(t, name)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR, eksprov.PolicyCNI))
+	g.Expect(attachedPolicies(t, role)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR, eksprov.PolicyCNI))
 
 	// Scaling, labels and taints: UpdateNodegroupConfig, which moto applies.
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
@@ -193,28 +194,102 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.Version = "" })
 	waitReady(t, ig, 2*time.Minute)
 
-	// An immutable field: a clear spec error, nothing sent.
+	// Tags change in place (TagResource/UntagResource): same node group.
+	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
+		cur.Spec.EKSManaged.Configuration.Tags = []map[string]string{{"key": "team", "value": "platform"}, {"key": "cost-center", "value": "42"}}
+	})
+	g.Eventually(func() map[string]string {
+		ng, err := describeNodegroup(t, cloud.cluster, name)
+		if err != nil {
+			return nil
+		}
+		return ng.Tags
+	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HaveKeyWithValue("team", "platform"), HaveKeyWithValue("cost-center", "42"),
+		HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers")))
+	g.Expect(waitReady(t, ig, 2*time.Minute).Status.ActiveScalingGroupName).To(Equal(name), "a tag change replaces nothing")
+
+	// An instance type change EKS cannot make in place: a new node group,
+	// ACTIVE before the old one is deleted; the group never has none.
+	replPrefix := ownership.Name(ownership.LimitNodegroup-9, cloud.cluster, "e2e-managed", "workers") + "-"
+	sampler := sampleNodegroups(cloud.cluster, func(n string) bool { return n == name || strings.HasPrefix(n, replPrefix) })
+	time.Sleep(100 * time.Millisecond)
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.xlarge" })
-	g.Eventually(func() string {
-		c := readyCondition(t, ig)
-		return string(c.Status) + " " + c.Reason + ": " + c.Message
-	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HavePrefix("False InvalidSpec: spec.eks-managed.configuration.instanceType: "),
-		ContainSubstring("[m5.large]"), ContainSubstring("delete the InstanceGroup and create it again")))
-	g.Expect(get(t, ig).Status.CurrentState).To(Equal(v1alpha1.StateError))
-	ng, err = describeNodegroup(t, cloud.cluster, name)
+	var replaced *v1alpha1.InstanceGroup
+	g.Eventually(func() bool {
+		replaced = get(t, ig)
+		st := replaced.Status
+		return st.ActiveScalingGroupName != name && st.CurrentState == v1alpha1.StateReady && len(st.RetiringScalingGroupNames) == 0
+	}, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the group moves to a new node group")
+	next := replaced.Status.ActiveScalingGroupName
+	g.Expect(next).To(HavePrefix(replPrefix))
+	samples, errs := sampler.finish()
+	g.Expect(errs).To(BeEmpty())
+	g.Expect(len(samples)).To(BeNumerically(">", 10))
+	for i, smp := range samples {
+		g.Expect(smp).NotTo(BeEmpty(), "sample %d of %d: the group had no node group", i, len(samples))
+	}
+	both := 0
+	for _, smp := range samples {
+		if len(smp) == 2 {
+			both++
+		}
+	}
+	t.Logf("%d samples during the replacement, %d with both node groups", len(samples), both)
+	g.Expect(samples[0]).To(Equal([]string{name}))
+	g.Expect(samples[len(samples)-1]).To(Equal([]string{next}))
+	ng, err = describeNodegroup(t, cloud.cluster, next)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
-	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.large" })
-	waitReady(t, ig, 2*time.Minute)
+	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
+	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.xlarge"}))
+	g.Expect(ng.Tags).To(And(HaveKeyWithValue("team", "platform"), HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers")))
+	g.Expect(aws.ToString(ng.NodeRole)).To(Equal(ready.Status.NodesInstanceRoleArn), "the node role is kept")
+	g.Expect(ng.Labels).To(HaveKeyWithValue("tier", "gold"))
+	sc = ng.ScalingConfig
+	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{2, 4, 2}))
+	_, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(isNotFound(err)).To(BeTrue(), "the old node group is deleted: %v", err)
+	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonReplacing, "instanceType [m5.large] -> [m5.xlarge]", harness.ConvergeTimeout)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonReplaced, name, harness.ConvergeTimeout)
+	g.Expect(err).NotTo(HaveOccurred())
+	name = next
 
 	// Delete: the node group and the created role are gone.
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 	waitGone(t, ig, 2*time.Minute)
 	_, err = describeNodegroup(t, cloud.cluster, name)
 	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
-	roleGone(t, name)
+	roleGone(t, role)
 	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
+}
+
+// sampleNodegroups lists the cluster's node groups every 20ms (one
+// ListNodegroups call per sample) and keeps those keep accepts, sorted.
+func sampleNodegroups(cluster string, keep func(string) bool) *profileSampler {
+	s := &profileSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	api := eks.NewFromConfig(environment.AWS)
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			out, err := api.ListNodegroups(context.Background(), &eks.ListNodegroupsInput{ClusterName: aws.String(cluster)})
+			s.mu.Lock()
+			if err != nil {
+				s.errs = append(s.errs, err)
+			} else {
+				ours := slices.DeleteFunc(out.Nodegroups, func(n string) bool { return !keep(n) })
+				sort.Strings(ours)
+				s.samples = append(s.samples, ours)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
 }
 
 // profileSampler lists the cluster's Fargate profiles every 20ms (one

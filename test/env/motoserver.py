@@ -17,12 +17,21 @@ Fixes:
   retries as a server error); AWS answers NoSuchEntity and ValidationError
   (HTTP 4xx). A retried call whose first answer was lost meets exactly
   these.
+- EKS TagResource, UntagResource and ListTagsForResource: moto 5.2.5 finds
+  clusters only and answers ResourceNotFoundException for a managed node
+  group's or Fargate profile's ARN. AWS tags both (the eks-managed
+  provisioner keeps node group tags in step in place); they are found here
+  by ARN, and UntagResource removes every key of its query string (moto
+  reads the first only).
 """
 import sys
 
 from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend
 from moto.autoscaling.exceptions import ValidationError as AutoScalingValidationError
+from moto.core.responses import EmptyResult
+from moto.eks.models import EKSBackend
+from moto.eks.responses import EKSResponse
 from moto.core.types import Base64EncodedString
 from moto.iam.exceptions import NotFoundException
 from moto.iam.models import IAMBackend
@@ -91,6 +100,61 @@ def _terminate_instance_in_a_group(self, instance_id, should_decrement):
 
 
 AutoScalingBackend.terminate_instance = _terminate_instance_in_a_group
+
+
+
+def _eks_tagged(backend, arn):
+    """The node group or Fargate profile whose ARN is arn, or None."""
+    for cluster in backend.clusters.values():
+        for ng in cluster.nodegroups.values():
+            if ng.arn == arn:
+                return ng
+        for fp in cluster.fargate_profiles.values():
+            if fp.fargate_profile_arn == arn:
+                return fp
+    return None
+
+
+_tag_resource = EKSBackend.tag_resource
+_untag_resource = EKSBackend.untag_resource
+_list_tags = EKSBackend.list_tags_for_resource
+
+
+def _tag_resource_any(self, resource_arn, tags):
+    res = _eks_tagged(self, resource_arn)
+    if res is None:
+        return _tag_resource(self, resource_arn, tags)
+    res.tags.update(tags)
+
+
+def _untag_resource_any(self, resource_arn, tag_keys):
+    res = _eks_tagged(self, resource_arn)
+    if res is None:
+        return _untag_resource(self, resource_arn, tag_keys)
+    if not isinstance(tag_keys, list):
+        tag_keys = [tag_keys]
+    for key in tag_keys:
+        res.tags.pop(key, None)
+
+
+def _list_tags_any(self, resource_arn):
+    res = _eks_tagged(self, resource_arn)
+    if res is None:
+        return _list_tags(self, resource_arn)
+    return res.tags
+
+
+EKSBackend.tag_resource = _tag_resource_any
+EKSBackend.untag_resource = _untag_resource_any
+EKSBackend.list_tags_for_resource = _list_tags_any
+
+
+def _untag_every_key(self):
+    self.eks_backend.untag_resource(self._extract_arn_from_path(), self.querystring.get("tagKeys", []))
+    return EmptyResult()
+
+
+EKSResponse.untag_resource = _untag_every_key
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"

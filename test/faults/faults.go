@@ -556,6 +556,9 @@ var eksRoutes = []struct {
 	{"GET", regexp.MustCompile(`^/clusters/[^/]+/fargate-profiles$`), "ListFargateProfiles"},
 	{"GET", regexp.MustCompile(`^/clusters/[^/]+/fargate-profiles/[^/]+$`), "DescribeFargateProfile"},
 	{"DELETE", regexp.MustCompile(`^/clusters/[^/]+/fargate-profiles/[^/]+$`), "DeleteFargateProfile"},
+	{"POST", regexp.MustCompile(`^/tags/.+$`), "TagResource"},
+	{"DELETE", regexp.MustCompile(`^/tags/.+$`), "UntagResource"},
+	{"GET", regexp.MustCompile(`^/tags/.+$`), "ListTagsForResource"},
 }
 
 func restOperation(service, method, path string) string {

@@ -4,6 +4,7 @@ package iam
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // placeholders are the ${NAME}s of controller-policy.json, each with a
@@ -259,4 +261,44 @@ func pathScoped(resources []string) bool {
 		}
 	}
 	return len(resources) > 0
+}
+
+// Every tag a condition asks for (aws:ResourceTag/<key>, aws:RequestTag/<key>)
+// is one of the ownership tags the controller puts on what it creates, with
+// the value it puts there: a condition on any other tag denies every write
+// on real AWS (the emulator does not enforce IAM, so only this test sees it).
+func TestPolicyConditionsNameTheOwnershipTags(t *testing.T) {
+	owner := ownership.Owner{Cluster: placeholders["CLUSTER_NAME"], Namespace: "team-a", Name: "web", UID: "uid-1"}
+	tags := owner.Tags()
+	checked := 0
+	for _, s := range loadPolicy(t) {
+		for _, byKey := range s.Condition {
+			for key, values := range byKey {
+				tag, ok := strings.CutPrefix(key, "aws:ResourceTag/")
+				if !ok {
+					tag, ok = strings.CutPrefix(key, "aws:RequestTag/")
+				}
+				if !ok {
+					continue
+				}
+				checked++
+				want, set := tags[tag]
+				if !set {
+					t.Errorf("statement %s: condition on tag %q, which the controller's ownership tags (%v) do not include", s.Sid, tag, slices.Sorted(maps.Keys(tags)))
+					continue
+				}
+				if tag == ownership.TagInstanceGroup {
+					continue // its value is the group's; conditions only require it to be present
+				}
+				for _, v := range values {
+					if v != want && v != "*" {
+						t.Errorf("statement %s: condition %s = %q, but the controller sets %q", s.Sid, key, v, want)
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no tag condition found in the policy")
+	}
 }
