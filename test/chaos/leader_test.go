@@ -241,8 +241,12 @@ func TestLeaderChange(t *testing.T) {
 	// The standby takes the Lease once leaderLease has passed since it
 	// last saw it renewed: it looks every retry period (client-go adds up
 	// to 20% jitter), so it saw the last renewal up to 1.2 retry periods
-	// after it was made, and sees the expiry up to 1.2 later.
-	bound := leaderLease + 2*leaderRetry*12/10 + time.Second
+	// after it was made, and sees the expiry up to 1.2 later. The last
+	// 3 s are for this test's own polling and a loaded machine's
+	// scheduling (takeovers of 5.9-8.5 s were seen at a load average of
+	// 20): the test is about the takeover happening unaided within the
+	// lease's order of time, not about a loaded machine's latency.
+	bound := leaderLease + 2*leaderRetry*12/10 + 3*time.Second
 	for i, d := range takeovers {
 		if d > bound {
 			t.Errorf("failover %d: the other replica took the Lease %s after the kill; want within the lease duration %s plus two retry periods of %s with jitter (%s)", i+1, d.Round(10*time.Millisecond), leaderLease, leaderRetry, bound)
