@@ -136,6 +136,15 @@ type Options struct {
 	// controller-runtime's in-cluster default (the pod's namespace), which
 	// does not exist out of cluster.
 	LeaderElectionNamespace string
+	// LeaseDuration is how long a replica waits, after the last renewal
+	// it saw, before taking the leader election Lease from a leader that
+	// stopped renewing (a killed leader is replaced within about
+	// LeaseDuration+RetryPeriod); RenewDeadline is how long the leader
+	// keeps retrying a renewal before it gives up leadership (and exits);
+	// RetryPeriod is how often every replica tries to acquire or renew.
+	// Zero: controller-runtime's defaults, 15s, 10s and 2s. They must
+	// satisfy LeaseDuration > RenewDeadline > RetryPeriod.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
 	// GCPeriod, GCGrace, GCMaxDeletions and GCDryRun tune the garbage
 	// collector of orphaned cloud resources (package reconciler/gc).
@@ -197,6 +206,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", defaultLeaseDuration, "How long replicas wait after the leader's last renewal of the Lease before one takes over (a killed leader is replaced within about this plus the retry period).")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", defaultRenewDeadline, "How long the leader retries renewing the Lease before it gives up leadership and exits; below the lease duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", defaultRetryPeriod, "How often replicas try to acquire or renew the Lease; below the renew deadline.")
 	fs.DurationVar(&o.GCPeriod, "gc-period", 10*time.Minute, "How often the garbage collector sweeps for cloud resources whose InstanceGroup is gone or no longer uses them.")
 	fs.DurationVar(&o.GCGrace, "gc-grace", 30*time.Minute, "How long a resource must stay orphaned before the garbage collector deletes it.")
 	fs.IntVar(&o.GCMaxDeletions, "gc-max-deletions", 10, "Deletions per garbage collection sweep, at most.")
@@ -250,6 +262,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if _, err := opts.roleLimits(); err != nil {
 		return nil, err
 	}
+	if err := opts.checkLeaderElection(); err != nil {
+		return nil, err
+	}
 	configMap := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: ConfigMapName}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
@@ -259,6 +274,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       orString(opts.LeaderElectionNamespace, os.Getenv("POD_NAMESPACE")),
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(opts.LeaseDuration),
+		RenewDeadline:                 nonZero(opts.RenewDeadline),
+		RetryPeriod:                   nonZero(opts.RetryPeriod),
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(opts.InProcessRestarts)},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
@@ -354,6 +372,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("boundaries", boundariesLoaded(st, configMap)); err != nil {
 		return nil, err
 	}
 	return mgr, nil

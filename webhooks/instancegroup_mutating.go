@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -111,6 +112,9 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	excluded := cfg.Excluded(req.Namespace)
 
 	submitted, oldSubmitted, err := m.submittedSpec(req, obj, isController)
+	if errors.Is(err, errStale) {
+		return staleResponse(ref, req)
+	}
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
 	}
@@ -209,8 +213,17 @@ func (m *InstanceGroupMutator) submittedSpec(req admission.Request, obj object, 
 	}
 	for _, key := range []string{v1alpha1.AnnotationSubmittedSpec, v1alpha1.AnnotationBoundariesHash} {
 		// Dropping an annotation (as server-side apply does for fields it
-		// no longer sees) restores it; a different value is a forgery.
+		// no longer sees) restores it; a different value is a forgery,
+		// unless the tenant's copy is stale: the controller re-admitted
+		// the group (a boundary change) after the tenant read it. The API
+		// server refuses that write with a conflict after admission;
+		// refusing it here as a forgery would blame the tenant for the
+		// controller's write, so it gets the conflict (clients re-read
+		// and retry on it).
 		if v, ok := obj.annotations()[key]; ok && v != old.annotations()[key] {
+			if rv := obj.resourceVersion(); rv != "" && rv != old.resourceVersion() {
+				return nil, nil, errStale
+			}
 			return nil, nil, fmt.Errorf("metadata.annotations[%s] is written by instance-manager only and cannot be changed by %s", key, req.UserInfo.Username)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -150,7 +151,8 @@ func storedAs(req *ec2types.RequestLaunchTemplateData) *ec2types.ResponseLaunchT
 // fakeVersions records launch template versions created.
 type fakeVersions struct {
 	awsp.EC2API
-	created []*ec2.CreateLaunchTemplateVersionInput
+	created  []*ec2.CreateLaunchTemplateVersionInput
+	defaults []string
 }
 
 func (f *fakeVersions) CreateLaunchTemplateVersion(_ context.Context, in *ec2.CreateLaunchTemplateVersionInput, _ ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
@@ -158,8 +160,38 @@ func (f *fakeVersions) CreateLaunchTemplateVersion(_ context.Context, in *ec2.Cr
 	return &ec2.CreateLaunchTemplateVersionOutput{LaunchTemplateVersion: &ec2types.LaunchTemplateVersion{VersionNumber: awssdk.Int64(int64(7 + len(f.created)))}}, nil
 }
 
-func (f *fakeVersions) ModifyLaunchTemplate(context.Context, *ec2.ModifyLaunchTemplateInput, ...func(*ec2.Options)) (*ec2.ModifyLaunchTemplateOutput, error) {
+func (f *fakeVersions) ModifyLaunchTemplate(_ context.Context, in *ec2.ModifyLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.ModifyLaunchTemplateOutput, error) {
+	f.defaults = append(f.defaults, awssdk.ToString(in.DefaultVersion))
 	return &ec2.ModifyLaunchTemplateOutput{}, nil
+}
+
+// TestLatestVersionBecomesTheDefault: a latest version that carries the
+// desired data but is not the template's default (the process stopped
+// between CreateLaunchTemplateVersion and ModifyLaunchTemplate) is made
+// the default without a new version; one that is the default is left
+// alone; a new version becomes the default.
+func TestLatestVersionBecomesTheDefault(t *testing.T) {
+	ig, in := pinnedGroup()
+	want := launchDataOf(ig, in)
+	for _, c := range []struct {
+		name     string
+		st       templateState
+		defaults []string
+	}{
+		{"latest carries want, not the default", templateState{exists: true, latest: 7, description: want.description()}, []string{"7"}},
+		{"latest carries want and is the default", templateState{exists: true, latest: 7, description: want.description(), latestIsDefault: true}, nil},
+		{"a new version", templateState{exists: true, latest: 7, description: "another", latestIsDefault: true}, []string{"8"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeVersions{}
+			if _, err := ensureLaunchTemplate(context.Background(), f, ig, "lt", c.st, want); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(f.defaults) != fmt.Sprint(c.defaults) {
+				t.Errorf("default version set to %v, want %v", f.defaults, c.defaults)
+			}
+		})
+	}
 }
 
 // TestTemplatesOfTheEarlierHashAreKept: a version written by the earlier

@@ -41,6 +41,8 @@ type templateState struct {
 	latest        int64
 	latestImageID string
 	description   string
+	// latestIsDefault: the latest version is the template's default.
+	latestIsDefault bool
 	// latestData is the latest version's data, compared with the desired
 	// data when the version was written by an earlier controller version.
 	latestData *ec2types.ResponseLaunchTemplateData
@@ -60,7 +62,7 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 	}
 	v := out.LaunchTemplateVersions[0]
 	st := templateState{exists: true, id: awssdk.ToString(v.LaunchTemplateId), latest: awssdk.ToInt64(v.VersionNumber),
-		description: awssdk.ToString(v.VersionDescription), latestData: v.LaunchTemplateData}
+		description: awssdk.ToString(v.VersionDescription), latestData: v.LaunchTemplateData, latestIsDefault: awssdk.ToBool(v.DefaultVersion)}
 	if v.LaunchTemplateData != nil {
 		st.latestImageID = awssdk.ToString(v.LaunchTemplateData.ImageId)
 	}
@@ -70,13 +72,22 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 // ensureLaunchTemplate makes the latest version of the group's launch
 // template carry want, creating the template (EC2 CreateLaunchTemplate) or
 // a new version (CreateLaunchTemplateVersion, then ModifyLaunchTemplate to
-// make it the default). It returns the latest version number. The latest
+// make it the default; a latest version that carries want but is not the
+// default, left so by a stop between the two calls, is made the default).
+// It returns the latest version number. The latest
 // version carries want when its description is want's (the hash of the
 // canonical launch data), or, written by an earlier controller version
 // with another hash, when its stored data equals want (sameAsStored).
 func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, want launchData) (int64, error) {
 	desc := want.description()
 	if st.exists && (st.description == desc || sameAsStored(st, want)) {
+		if !st.latestIsDefault {
+			// The version was created but the process stopped (or the
+			// call failed) before it became the default: finish that.
+			if err := setDefaultVersion(ctx, api, name, st.latest); err != nil {
+				return 0, err
+			}
+		}
 		return st.latest, nil
 	}
 	data := want.request()
@@ -96,11 +107,20 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		return 0, fmt.Errorf("ec2 CreateLaunchTemplateVersion %s: %w", name, err)
 	}
 	version := awssdk.ToInt64(out.LaunchTemplateVersion.VersionNumber)
-	if _, err := api.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
-		LaunchTemplateName: awssdk.String(name), DefaultVersion: awssdk.String(strconv.FormatInt(version, 10))}); err != nil {
-		return 0, fmt.Errorf("ec2 ModifyLaunchTemplate %s default version %d: %w", name, version, err)
+	if err := setDefaultVersion(ctx, api, name, version); err != nil {
+		return 0, err
 	}
 	return version, nil
+}
+
+// setDefaultVersion makes version the default of the launch template
+// (EC2 ModifyLaunchTemplate).
+func setDefaultVersion(ctx context.Context, api awsp.EC2API, name string, version int64) error {
+	if _, err := api.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
+		LaunchTemplateName: awssdk.String(name), DefaultVersion: awssdk.String(strconv.FormatInt(version, 10))}); err != nil {
+		return fmt.Errorf("ec2 ModifyLaunchTemplate %s default version %d: %w", name, version, err)
+	}
+	return nil
 }
 
 // pruneVersions deletes versions older than the newest keep, except those

@@ -273,9 +273,10 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err != nil {
 		return nil, err
 	}
-	if desc := data.description(); !tmpl.exists || tmpl.latest != version || tmpl.description != desc {
-		// What this call wrote is the template's latest version now.
-		p.reads.Update(gid, stageTemplate, name, templateState{exists: true, id: tmpl.id, latest: version, latestImageID: image, description: desc})
+	if desc := data.description(); !tmpl.exists || tmpl.latest != version || tmpl.description != desc || !tmpl.latestIsDefault {
+		// What this call wrote is the template's latest version, and its
+		// default, now.
+		p.reads.Update(gid, stageTemplate, name, templateState{exists: true, id: tmpl.id, latest: version, latestImageID: image, description: desc, latestIsDefault: true})
 	}
 	stage = ""
 

@@ -118,3 +118,27 @@ func summarize(list []string, n int) string {
 	}
 	return strings.Join(list[:n], "\n  ") + fmt.Sprintf("\n  … and %d more", len(list)-n)
 }
+
+// deleteGroups deletes the groups (keys namespace/name, in namespaces)
+// and waits (up to timeout) until they are gone with their cloud
+// resources, so that the next test starts from none.
+func deleteGroups(t *testing.T, namespaces, keys []string, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := admin.Delete(ctx, ig); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting %s: %v", k, err)
+		}
+	}
+	if pending := waitGroups(ctx, namespaces, keys, timeout, func(_ string, ig *v1alpha1.InstanceGroup) (bool, string) {
+		if ig == nil {
+			return true, ""
+		}
+		_, why := ready(ig)
+		return false, "still there: " + why
+	}); len(pending) > 0 {
+		t.Errorf("%d groups not deleted:\n  %s", len(pending), summarize(pending, 10))
+	}
+}

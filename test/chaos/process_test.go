@@ -75,6 +75,8 @@ type managerProcess struct {
 	bin, dir   string
 	args, env  []string
 	healthAddr string
+	// webhookAddr is where its webhook server listens (host:port).
+	webhookAddr string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -105,7 +107,8 @@ func newManagerProcess(t *testing.T, awsEndpoint string, extra ...string) *manag
 		t.Fatal(err)
 	}
 	wio := environment.Envtest.WebhookInstallOptions
-	m := &managerProcess{bin: managerBinary(t), dir: dir, healthAddr: fmt.Sprintf("127.0.0.1:%d", port)}
+	m := &managerProcess{bin: managerBinary(t), dir: dir, healthAddr: fmt.Sprintf("127.0.0.1:%d", port),
+		webhookAddr: net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))}
 	m.args = append([]string{
 		"--config-namespace=" + harness.ConfigNamespace,
 		"--controller-username=" + harness.ControllerUser,
@@ -124,6 +127,42 @@ func newManagerProcess(t *testing.T, awsEndpoint string, extra ...string) *manag
 	}
 	t.Cleanup(func() { m.kill() })
 	return m
+}
+
+// newReplica is newManagerProcess for one of several replicas behind a
+// serviceProxy: its webhook server listens on a port of its own (the
+// proxy listens on the address the webhook configurations name).
+func newReplica(t *testing.T, awsEndpoint string, extra ...string) *managerProcess {
+	t.Helper()
+	port, err := freeLoopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManagerProcess(t, awsEndpoint, append(extra, "--webhook-port="+strconv.Itoa(port))...)
+	m.webhookAddr = net.JoinHostPort(environment.Envtest.WebhookInstallOptions.LocalServingHost, strconv.Itoa(port))
+	return m
+}
+
+// pid is the running process's id, 0 when none runs.
+func (m *managerProcess) pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+// log returns the current run's log.
+func (m *managerProcess) log() string {
+	m.mu.Lock()
+	path := m.logPath
+	m.mu.Unlock()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(data)
 }
 
 func freeLoopbackPort() (int, error) {
