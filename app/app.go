@@ -99,6 +99,11 @@ type Options struct {
 	// DrainTimeout is how long a node may take to drain before it is
 	// reported blocked and skipped for now.
 	DrainTimeout time.Duration
+	// MaxConcurrentDrains caps the node drain steps running at once,
+	// cluster-wide; MaxConcurrentDrainsPerGroup those of one InstanceGroup
+	// (0: no cap other than the cluster-wide one). Drains run in the
+	// background, never in a reconcile.
+	MaxConcurrentDrains, MaxConcurrentDrainsPerGroup int
 	// PollInterval and ResyncInterval: how often converging and Ready
 	// groups are re-checked.
 	PollInterval, ResyncInterval time.Duration
@@ -192,6 +197,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.UpgradeStallTimeout, "upgrade-stall-timeout", 30*time.Minute, "How long an InstanceGroup holding an upgrade slot may make no rotation progress (no instance updated or terminated) before its slot is released for other groups (Warning Event UpgradeStalled) and its nodes left cordoned are uncordoned; it asks for a slot again after as long. 0: never.")
 	fs.IntVar(&o.Workers, "workers", 5, "InstanceGroups reconciled in parallel.")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
+	fs.IntVar(&o.MaxConcurrentDrains, "max-concurrent-drains", 20, "Node drain steps (evictions, at most 10s each) running at once, cluster-wide; drains still under way take turns. Drains run in the background: a reconcile never waits for one.")
+	fs.IntVar(&o.MaxConcurrentDrainsPerGroup, "max-concurrent-drains-per-group", 5, "Node drain steps of one InstanceGroup running at once (0: only --max-concurrent-drains caps them).")
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.CloudResyncPeriod, "cloud-resync-period", time.Hour, "How long what a group read from AWS (its IAM role, policies and instance profile, launch template, access entry, subnets and security groups) is trusted while its spec does not change; a change made to those by hand is undone within it. A failing group reads them again after 5 minutes.")

@@ -56,6 +56,14 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if dry != nil {
 		drainer.DryRun = dry
 	}
+	maxDrains := opts.MaxConcurrentDrains
+	if maxDrains <= 0 {
+		maxDrains = 20
+	}
+	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: opts.MaxConcurrentDrainsPerGroup}
+	if err := mgr.Add(drains); err != nil {
+		return fmt.Errorf("setting up the drain runner: %w", err)
+	}
 	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drainer: drainer, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
 		DryRun: opts.GCDryRun,
@@ -73,6 +81,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		},
 		Rolling: &upgrade.RollingUpdate{
 			Drainer:  drainer,
+			Drains:   drains,
 			Recorder: recorder,
 			Client:   kube,
 			Reader:   mgr.GetAPIReader(),

@@ -135,6 +135,7 @@ var BehaviourAnnotations = []string{
 	"instancemgr.keikoproj.io/arch",
 	"instancemgr.keikoproj.io/cluster-autoscaler-enabled",
 	"instancemgr.keikoproj.io/cluster-autoscaler-priority",
+	"instancemgr.keikoproj.io/force-delete",
 	"instancemgr.keikoproj.io/irsa-enabled",
 	"instancemgr.keikoproj.io/lock-upgrades",
 	"instancemgr.keikoproj.io/os-family",

@@ -49,6 +49,16 @@ type Rotator interface {
 	AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error)
 }
 
+// InstanceLister is implemented by provisioners that can list a group's
+// instances without converging anything (eks), so a group being deleted
+// finds the Nodes to drain by their provider ids.
+type InstanceLister interface {
+	// Instances returns the instances of the group's cloud resources as
+	// they are (ID, ProviderID, LifecycleState and PrivateDNSName set);
+	// none when the resources do not exist or are not the group's.
+	Instances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
+}
+
 // ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
 // because the desired capacity is at the group's minimum size.
 var ErrDesiredAtMinSize = errors.New("the desired capacity is at the group's minimum size, it cannot be decremented")

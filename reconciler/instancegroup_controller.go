@@ -13,7 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries/store"
@@ -47,6 +51,12 @@ const (
 	// belongs to someone else (the message names the owner found); it is
 	// never changed or deleted.
 	ReasonForeignResource = "ForeignResource"
+	// ReasonDrainBlocked (Warning): a deleted group's node could not be
+	// drained within the drain timeout; the drain is retried.
+	ReasonDrainBlocked = "DrainBlocked"
+	// ReasonForceDelete (Warning): the force-delete annotation makes the
+	// deletion skip the drain.
+	ReasonForceDelete = "ForceDelete"
 )
 
 // InstanceGroupReconciler is the InstanceGroup state machine: it has the
@@ -106,6 +116,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Client.Get(ctx, req.NamespacedName, ig); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.owners.forget(req.NamespacedName)
+			if r.Rolling != nil && r.Rolling.Drains != nil {
+				r.Rolling.Drains.Cancel(req.NamespacedName)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -429,37 +442,6 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
-func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.InstanceGroup, prov providers.Provisioner) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(ig, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig)); err != nil {
-		return ctrl.Result{}, err
-	}
-	if prov != nil {
-		if ig.Status.CurrentState != v1alpha1.StateDeleting {
-			before := ig.DeepCopy()
-			ig.Status.CurrentState = v1alpha1.StateDeleting
-			if err := r.patchStatus(ctx, before, ig); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		done, err := prov.Delete(ctx, ig)
-		if err != nil {
-			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Deleting cloud resources: %v", err)
-			return ctrl.Result{}, err
-		}
-		if !done {
-			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
-		}
-		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
-	}
-	nodehealth.Forget(ig.Namespace, ig.Name)
-	forgetGroup(ig.Namespace, ig.Name)
-	controllerutil.RemoveFinalizer(ig, Finalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
-}
-
 // hold leaves the group as it is in the cloud and says why in the Ready
 // condition (a Warning Event when that reason is new). The fan-out's
 // update of the group brings it back; the requeue is a fallback.
@@ -582,6 +564,14 @@ func (r *InstanceGroupReconciler) SetupWithManager(mgr ctrl.Manager, workers int
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if cloud != nil {
 		b = b.WatchesRawSource(cloud)
+	}
+	if r.Rolling != nil && r.Rolling.Drains != nil {
+		// A drain that ended (drained, blocked, failed) reconciles its group now.
+		b = b.WatchesRawSource(source.Channel(r.Rolling.Drains.Finished(), handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(reconcile.Request{NamespacedName: e.Object})
+			},
+		}))
 	}
 	return b.Complete(r)
 }

@@ -136,3 +136,65 @@ func TestValidatorRefusesAClusterScopedCRDKind(t *testing.T) {
 		t.Errorf("allowed=%v %q", res.Allowed, res.Result.Message)
 	}
 }
+
+// The force-delete annotation changes how a deletion goes, so it stays a
+// restricted behaviour annotation on a group being deleted (whose other
+// metadata changes go through unrecomputed): refused in deny mode unless
+// the ConfigMap shares it, dropped with a warning in warn mode.
+func TestBehaviourAnnotationsRestrictedWhileDeleting(t *testing.T) {
+	withAnnotation := func(deleting bool, ann map[string]any) map[string]any {
+		o := igJSON(`{"eks":{"maxSize":1}}`, deleting)
+		if ann != nil {
+			o["metadata"].(map[string]any)["annotations"] = ann
+		}
+		return o
+	}
+	force := map[string]any{v1alpha1.AnnotationForceDelete: "true"}
+	cases := []struct {
+		name, user, data string
+		want             string // "allow", "deny" or "warn"
+	}{
+		{"deny mode, not shared", "alice", "enforcement: deny", "deny"},
+		{"warn mode, not shared", "alice", "enforcement: warn", "warn"},
+		{"shared", "alice", "enforcement: deny", "allow+shared"},
+		{"the controller", "controller", "enforcement: deny", "allow"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := map[string]string{"enforcement": strings.TrimPrefix(tc.data, "enforcement: ")}
+			want := tc.want
+			if want == "allow+shared" {
+				data["sharedAnnotations"] = "[" + v1alpha1.AnnotationForceDelete + "]"
+				want = "allow"
+			}
+			cfg, err := boundaries.Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &store.Store{}
+			st.SetValid(cfg, "1")
+			m := &InstanceGroupMutator{Boundaries: st, ControllerUser: "controller", ConfigMap: testConfigMap}
+			res := m.Handle(context.Background(), request(t, admissionv1.Update, tc.user, withAnnotation(true, force), withAnnotation(true, nil)))
+			switch want {
+			case "deny":
+				if res.Allowed || !strings.Contains(res.Result.Message, "metadata.annotations "+v1alpha1.AnnotationForceDelete+" are restricted by ConfigMap") {
+					t.Errorf("allowed=%v %q, want a refusal naming the annotation", res.Allowed, res.Result.Message)
+				}
+			case "warn":
+				if !res.Allowed || len(res.Patches) != 1 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "the change was dropped") {
+					t.Errorf("allowed=%v patches=%v warnings=%v, want the annotation dropped with a warning", res.Allowed, res.Patches, res.Warnings)
+				}
+			default:
+				if !res.Allowed || len(res.Patches) != 0 {
+					t.Errorf("allowed=%v patches=%v %q, want it through unchanged", res.Allowed, res.Patches, res.Result.Message)
+				}
+			}
+			// Other metadata of a deleting group (finalizers) goes through.
+			fin := withAnnotation(true, nil)
+			fin["metadata"].(map[string]any)["finalizers"] = []any{}
+			if res := m.Handle(context.Background(), request(t, admissionv1.Update, tc.user, fin, withAnnotation(true, nil))); !res.Allowed || len(res.Patches) != 0 {
+				t.Errorf("a finalizer change: allowed=%v patches=%v", res.Allowed, res.Patches)
+			}
+		})
+	}
+}

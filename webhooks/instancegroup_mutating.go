@@ -72,8 +72,9 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		if old.deleting() {
 			// Nothing is recomputed for a group being deleted: the
 			// validating webhook lets metadata changes (finalizers) through
-			// and refuses spec changes.
-			return admission.Allowed("")
+			// and refuses spec changes. The behaviour annotations stay
+			// restricted (force-delete changes how the deletion goes).
+			return m.deletingAnnotations(req, ref, state.Config, isController, old, obj)
 		}
 	}
 	if state.Config == nil && !m.AllowNoBoundaries {
@@ -306,6 +307,38 @@ func (m *InstanceGroupMutator) behaviourAnnotations(cfg *boundaries.Config, old,
 		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is restricted by ConfigMap %s (not in its sharedAnnotations): the change was dropped", k, m.ConfigMap))
 	}
 	return warnings, ""
+}
+
+// deletingAnnotations answers an update of a group being deleted: the
+// behaviour annotations it changes are restricted as for any update
+// (sharedAnnotations; with no ConfigMap, only in open mode); everything
+// else goes through.
+func (m *InstanceGroupMutator) deletingAnnotations(req admission.Request, ref string, cfg *boundaries.Config, isController bool, old, obj object) admission.Response {
+	if isController || req.Namespace == m.ConfigMap.Namespace || cfg.Excluded(req.Namespace) {
+		return admission.Allowed("")
+	}
+	if cfg == nil {
+		if m.AllowNoBoundaries {
+			return admission.Allowed("")
+		}
+		if keys := cfg.RestrictedAnnotations(old.annotations(), obj.annotations()); len(keys) > 0 {
+			return admission.Denied(fmt.Sprintf("%s: metadata.annotations %s are restricted and the boundary ConfigMap %s does not exist (boundaries fail closed); ask the cluster admin",
+				ref, strings.Join(keys, ", "), m.ConfigMap))
+		}
+		return admission.Allowed("")
+	}
+	warnings, deny := m.behaviourAnnotations(cfg, old, obj)
+	if deny != "" {
+		return admission.Denied(ref + ": " + deny)
+	}
+	if len(warnings) == 0 {
+		return admission.Allowed("")
+	}
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, mutated).WithWarnings(warnings...)
 }
 
 func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }

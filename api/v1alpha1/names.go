@@ -71,6 +71,11 @@ const (
 	// (spot before on-demand, preferred types before others) is stated on
 	// the groups.
 	AnnotationClusterAutoscalerPriority = "instancemgr.keikoproj.io/cluster-autoscaler-priority"
+	// AnnotationForceDelete, value "true", makes the deletion of the group
+	// remove its cloud resources without draining its nodes (their pods
+	// are killed without eviction; PodDisruptionBudgets are not asked).
+	// It may be set before or during the deletion.
+	AnnotationForceDelete = "instancemgr.keikoproj.io/force-delete"
 )
 
 // Node labels the eks provisioner registers through the kubelet, naming the
@@ -105,6 +110,12 @@ const (
 	// ConditionBoundariesApplied is True when the stored spec was computed
 	// from the current boundary ConfigMap (the boundaries-hash matches).
 	ConditionBoundariesApplied = "BoundariesApplied"
+	// ConditionDeleting is True while a deleted group drains its nodes and
+	// removes its cloud resources: reason Draining, DrainBlocked (a drain
+	// past the drain timeout, retried; the message names the nodes and
+	// pods), ForceDelete (the force-delete annotation skips the drain) or
+	// DeletingCloudResources.
+	ConditionDeleting = "Deleting"
 )
 
 // States in status.currentState, as printed by `kubectl get ig`.

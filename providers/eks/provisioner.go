@@ -483,6 +483,47 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	return true, nil
 }
 
+// Instances implements providers.InstanceLister: the instances of the
+// group's Auto Scaling group (DescribeAutoScalingGroups through the
+// cluster's shared cached listing; EC2 DescribeInstances for private DNS
+// names not known yet). None when the group does not exist or
+// belongs to someone else.
+func (p *Provisioner) Instances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	if configured(ig) != nil {
+		return nil, nil
+	}
+	c := ig.Spec.EKS.Configuration
+	name := groupName(ig)
+	cache := p.groupCache(c.ClusterName)
+	current, _, err := cache.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
+	}
+	if current == nil || ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(current.Tags)) != nil {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(current.Instances))
+	for _, in := range current.Instances {
+		ids = append(ids, awssdk.ToString(in.InstanceId))
+	}
+	if _, err := p.launched.lookup(ctx, ids); err != nil {
+		return nil, err
+	}
+	dnsNames := p.launched.dnsNames(ids)
+	out := make([]providers.Instance, 0, len(current.Instances))
+	for _, in := range current.Instances {
+		id := awssdk.ToString(in.InstanceId)
+		out = append(out, providers.Instance{
+			ID:             id,
+			ProviderID:     fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), id),
+			LifecycleState: string(in.LifecycleState),
+			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
+			PrivateDNSName: dnsNames[id],
+		})
+	}
+	return out, nil
+}
+
 // Terminate implements providers.Rotator (Auto Scaling
 // TerminateInstanceInAutoScalingGroup). A decrement refused because the
 // desired capacity is at minSize (ValidationError) wraps

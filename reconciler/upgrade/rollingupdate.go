@@ -59,7 +59,11 @@ type Progress struct {
 // (instance states) and on the nodes (drain annotations), so a restarted
 // controller continues where it stopped.
 type RollingUpdate struct {
-	Drainer  *Drainer
+	Drainer *Drainer
+	// Drains, when set, runs the drains in the background (a Step never
+	// waits for evictions); nil runs each drain step inline, bounded by
+	// Drainer.Step (tests).
+	Drains   *Drains
 	Recorder events.EventRecorder
 	// Client persists status.surgeCapacity before each cloud call that
 	// adds or gives back surge capacity, so the record survives a lost
@@ -93,6 +97,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	}
 	if len(drifted) == 0 {
 		p.Done = true
+		if r.Drains != nil {
+			r.Drains.Cancel(client.ObjectKeyFromObject(ig)) // the last batch's drained nodes
+		}
 		if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
 			return p, nil
 		}
@@ -111,13 +118,14 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	})
 
 	// 1. Finish the batch in flight.
-	var inflight []string
+	var inflight, polled []string
 	for _, in := range drifted {
 		node := nodes[in.ProviderID]
 		if node == nil || !draining(node) {
 			continue
 		}
-		res, msg, err := r.Drainer.Drain(ctx, node)
+		polled = append(polled, node.Name)
+		res, msg, err := r.Drain(ctx, ig, node)
 		if err != nil {
 			return p, err
 		}
@@ -138,6 +146,11 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		default:
 			inflight = append(inflight, node.Name)
 		}
+	}
+	if r.Drains != nil {
+		// Drains of nodes no longer drifted or draining (terminated,
+		// uncordoned by hand) stop.
+		r.Drains.Retain(client.ObjectKeyFromObject(ig), polled)
 	}
 	if len(inflight) > 0 {
 		p.Message = "draining " + strings.Join(inflight, ", ")
@@ -222,6 +235,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		if err := r.Drainer.Start(ctx, node, surging); err != nil {
 			return p, err
 		}
+		if r.Drains != nil {
+			r.Drains.Poll(ctx, client.ObjectKeyFromObject(ig), node) // queue it now, not at the next pass
+		}
 		batch = append(batch, node.Name)
 		units += in.Units()
 	}
@@ -242,6 +258,17 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		"Rotating %s (%d of %d drifted, %d capacity unit(s) of at most %d)", strings.Join(batch, ", "), len(batch), len(drifted), units, batchSize)
 	p.Message = "draining " + strings.Join(batch, ", ")
 	return p, nil
+}
+
+// Drain advances the drain of node, a node of ig cordoned with
+// Drainer.Start: through Drains (it starts the drain or reads its state,
+// never waiting), or with one inline Drainer.Drain step when Drains is
+// nil. Results and errors are Drainer.Drain's.
+func (r *RollingUpdate) Drain(ctx context.Context, ig *v1alpha1.InstanceGroup, node *corev1.Node) (DrainResult, string, error) {
+	if r.Drains != nil {
+		return r.Drains.Poll(ctx, client.ObjectKeyFromObject(ig), node)
+	}
+	return r.Drainer.Drain(ctx, node)
 }
 
 // unavailable reports whether an instance serves no capacity now: no

@@ -127,6 +127,13 @@ func workload(t *testing.T, ig *v1alpha1.InstanceGroup, replicas int32) *appsv1.
 		},
 	}
 	g.Expect(admin.Create(context.Background(), pdb)).To(Succeed())
+	// Removed before the group (cleanups run last first): a group's
+	// deletion drains its nodes, and a budget whose pods can only run on
+	// them would block it.
+	t.Cleanup(func() {
+		_ = client.IgnoreNotFound(admin.Delete(context.Background(), pdb))
+		_ = client.IgnoreNotFound(admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	})
 	g.Eventually(func() int32 {
 		cur := &appsv1.Deployment{}
 		_ = admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur)

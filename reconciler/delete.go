@@ -1,0 +1,181 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// Reasons of the Deleting condition (besides ReasonDrainBlocked and
+// ReasonForceDelete).
+const (
+	reasonDraining      = "Draining"
+	reasonDeletingCloud = "DeletingCloudResources"
+)
+
+// delete removes a deleted group: it cordons and drains the group's nodes
+// through the Eviction API (PodDisruptionBudgets respected, DaemonSet pods
+// skipped; in the background, see upgrade.Drains), then has the
+// provisioner delete the cloud resources, then removes the finalizer. A
+// drain blocked past the drain timeout is reported (Warning Event
+// DrainBlocked, condition Deleting reason DrainBlocked naming the nodes
+// and pods) and retried, never forced; the annotation
+// instancemgr.keikoproj.io/force-delete: "true" skips the drain.
+func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.InstanceGroup, prov providers.Provisioner) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ig, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(ig)
+	if err := r.Slots.Release(ctx, key); err != nil {
+		return ctrl.Result{}, err
+	}
+	if prov != nil {
+		before := ig.DeepCopy()
+		ig.Status.CurrentState = v1alpha1.StateDeleting
+		drained, err := r.drainForDelete(ctx, ig, prov)
+		if err != nil {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Draining the group's nodes: %v", err)
+			setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining, stableMessage(err.Error()))
+			if perr := r.patchStatus(ctx, before, ig); perr != nil {
+				return ctrl.Result{}, perr
+			}
+			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+		}
+		if !drained {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, r.patchStatus(ctx, before, ig)
+		}
+		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionDeleting); c == nil || c.Reason != ReasonForceDelete {
+			setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDeletingCloud, "every node of the group is drained; deleting its cloud resources")
+		}
+		if err := r.patchStatus(ctx, before, ig); err != nil {
+			return ctrl.Result{}, err
+		}
+		done, err := prov.Delete(ctx, ig)
+		if err != nil {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Deleting cloud resources: %v", err)
+			return ctrl.Result{}, err
+		}
+		if !done {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonDeleted, "Delete", "Every cloud resource of the group was deleted")
+	}
+	if r.Rolling != nil && r.Rolling.Drains != nil {
+		r.Rolling.Drains.Cancel(key)
+	}
+	nodehealth.Forget(ig.Namespace, ig.Name)
+	forgetGroup(ig.Namespace, ig.Name)
+	controllerutil.RemoveFinalizer(ig, Finalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
+}
+
+// forceDelete reports whether the group asks to be deleted without a drain.
+func forceDelete(ig *v1alpha1.InstanceGroup) bool {
+	return strings.EqualFold(ig.Annotations[v1alpha1.AnnotationForceDelete], "true")
+}
+
+// drainForDelete cordons the group's nodes and advances their drains; it
+// returns true once every node is drained (or the force-delete annotation
+// skips the drain), setting the Deleting condition either way. Errors come
+// from the API server or the cloud listing.
+func (r *InstanceGroupReconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGroup, prov providers.Provisioner) (bool, error) {
+	key := client.ObjectKeyFromObject(ig)
+	prev := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionDeleting)
+	if forceDelete(ig) {
+		if r.Rolling != nil && r.Rolling.Drains != nil {
+			r.Rolling.Drains.Cancel(key)
+		}
+		msg := fmt.Sprintf("metadata.annotations[%s] is \"true\": the cloud resources are deleted without draining the group's nodes (their pods are killed without eviction)", v1alpha1.AnnotationForceDelete)
+		if prev == nil || prev.Reason != ReasonForceDelete {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonForceDelete, "Delete", "%s", msg)
+		}
+		setCondition(ig, v1alpha1.ConditionDeleting, true, ReasonForceDelete, msg)
+		return true, nil
+	}
+	if r.Rolling == nil || r.Rolling.Drainer == nil {
+		return true, nil // no drainer configured (tests of other paths)
+	}
+	nodes, err := r.deleteNodes(ctx, ig, prov)
+	if err != nil {
+		return false, err
+	}
+	var draining, blocked []string
+	for _, node := range nodes {
+		if _, ok := node.Annotations[upgrade.AnnotationDrainStarted]; !ok || !node.Spec.Unschedulable {
+			if err := r.Rolling.Drainer.Start(ctx, node, false); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return false, err
+			}
+		}
+		res, msg, err := r.Rolling.Drain(ctx, ig, node)
+		if err != nil {
+			return false, err
+		}
+		switch res {
+		case upgrade.Drained:
+		case upgrade.Blocked:
+			blocked = append(blocked, msg)
+		default:
+			draining = append(draining, node.Name)
+		}
+	}
+	switch {
+	case len(blocked) > 0:
+		msg := fmt.Sprintf("%s; retrying (set metadata.annotations[%s]: \"true\" to delete without draining)",
+			strings.Join(blocked, "; "), v1alpha1.AnnotationForceDelete)
+		if prev == nil || prev.Reason != ReasonDrainBlocked {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Delete", "%s", msg)
+		}
+		setCondition(ig, v1alpha1.ConditionDeleting, true, ReasonDrainBlocked, msg)
+		return false, nil
+	case len(draining) > 0:
+		setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining,
+			fmt.Sprintf("draining %d of %d node(s) before deleting the cloud resources: %s", len(draining), len(nodes), strings.Join(draining, ", ")))
+		return false, nil
+	}
+	return true, nil
+}
+
+// deleteNodes returns the group's Nodes, sorted by name: those carrying
+// the group's labels, and those whose provider id is one of the group's
+// instances (a providers.InstanceLister), matched as the reconciler
+// matches them (matchNodes).
+func (r *InstanceGroupReconciler) deleteNodes(ctx context.Context, ig *v1alpha1.InstanceGroup, prov providers.Provisioner) ([]*corev1.Node, error) {
+	var instances []providers.Instance
+	if l, ok := prov.(providers.InstanceLister); ok {
+		var err error
+		if instances, err = l.Instances(ctx, ig); err != nil {
+			return nil, fmt.Errorf("listing the instances of group %s/%s to drain: %w", ig.Namespace, ig.Name, err)
+		}
+	}
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	byID := matchNodes(instances, list.Items)
+	var out []*corev1.Node
+	for i := range list.Items {
+		n := &list.Items[i]
+		labelled := n.Labels[v1alpha1.LabelInstanceGroup] == ig.Name && n.Labels[v1alpha1.LabelInstanceGroupNamespace] == ig.Namespace
+		if labelled || byID[n.Spec.ProviderID] == n {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

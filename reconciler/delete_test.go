@@ -1,0 +1,334 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// oneNodeProvisioner observes every group as one InService instance,
+// aws:///us-west-2a/i-<group name>; Delete always succeeds.
+type oneNodeProvisioner struct {
+	mu      sync.Mutex
+	deleted map[string]bool
+}
+
+func (p *oneNodeProvisioner) Apply(_ context.Context, ig *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+	return &providers.Observation{GroupName: ig.Name, Min: 1, Max: 1, Desired: 1, Instances: []providers.Instance{{
+		ID: "i-" + ig.Name, ProviderID: "aws:///us-west-2a/i-" + ig.Name, LifecycleState: "InService", Healthy: true, UpToDate: true,
+	}}}, nil
+}
+
+func (p *oneNodeProvisioner) Delete(_ context.Context, ig *v1alpha1.InstanceGroup) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleted == nil {
+		p.deleted = map[string]bool{}
+	}
+	p.deleted[ig.Name] = true
+	return true, nil
+}
+
+// budgetRefusesEvery makes kube answer every eviction as a
+// PodDisruptionBudget that allows none does (429), and list pods by
+// spec.nodeName as the API server does. It returns the nodes whose pods
+// evictions were tried for.
+func budgetRefusesEvery(kube *kubefake.Clientset) func() map[string]bool {
+	var mu sync.Mutex
+	tried := map[string]bool{}
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	kube.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
+		{Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1"}}}}
+	kube.PrependReactor("list", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		la := a.(clienttesting.ListAction)
+		objs, err := kube.Tracker().List(pods, corev1.SchemeGroupVersion.WithKind("Pod"), la.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		out := &corev1.PodList{}
+		for _, p := range objs.(*corev1.PodList).Items {
+			if sel := la.GetListRestrictions().Fields; sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+				out.Items = append(out.Items, p)
+			}
+		}
+		return true, out, nil
+	})
+	kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(clienttesting.CreateAction).GetObject().(metav1.Object).GetName()
+		obj, err := kube.Tracker().Get(pods, a.GetNamespace(), name)
+		if err == nil {
+			mu.Lock()
+			tried[obj.(*corev1.Pod).Spec.NodeName] = true
+			mu.Unlock()
+		}
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
+	})
+	return func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]bool{}
+		for k, v := range tried {
+			out[k] = v
+		}
+		return out
+	}
+}
+
+func readyNode(name, providerID string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: providerID},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+}
+
+// 50 groups being deleted whose drains a PodDisruptionBudget blocks for
+// good do not delay a create in another namespace: their reconciles start
+// the drains and return (the drains run in upgrade.Drains, at most
+// --max-concurrent-drains at once), and the new group's reconcile makes
+// it Ready while every one of those drains is still blocked.
+//
+// A controller-level test with a fake provisioner and fake clients (the
+// issue asks for 50 groups; 50 groups of real instances in the emulator
+// take minutes to create). With drains inline in the reconcile (no
+// runner), the first of these reconciles would wait for its drain step
+// (an hour here) and the test would fail at its deadline.
+func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
+	const blocked, maxDrains = 50, 5
+	var objs []client.Object
+	kube := kubefake.NewSimpleClientset()
+	for i := range blocked {
+		name := fmt.Sprintf("blocked-%02d", i)
+		now := metav1.Now()
+		objs = append(objs, &v1alpha1.InstanceGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-blocked", Name: name, Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
+			Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+		}, readyNode("node-"+name, "aws:///us-west-2a/i-"+name, map[string]string{
+			v1alpha1.LabelInstanceGroup: name, v1alpha1.LabelInstanceGroupNamespace: "team-blocked"}))
+		if err := kube.Tracker().Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app-" + name},
+			Spec: corev1.PodSpec{NodeName: "node-" + name}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-new", Name: "fresh", Generation: 1},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	objs = append(objs, fresh, readyNode("node-fresh", "aws:///us-west-2a/i-fresh", nil))
+	tried := budgetRefusesEvery(kube)
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+
+	drainer := &upgrade.Drainer{Kube: kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: time.Now}
+	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = drains.Start(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	recorder := events.NewFakeRecorder(1000)
+	prov := &oneNodeProvisioner{}
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
+		Rolling:  &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
+		Slots:    &upgrade.Slots{Max: func() int { return 5 }},
+		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute,
+		backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	reconcile := func(ns, name string) ctrl.Result {
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		if err != nil {
+			t.Errorf("reconcile %s/%s: %v", ns, name, err)
+		}
+		return res
+	}
+
+	// Every deleting group's reconcile returns (twice: start, then read).
+	passes := make(chan struct{})
+	go func() {
+		defer close(passes)
+		for range 2 {
+			for i := range blocked {
+				if res := reconcile("team-blocked", fmt.Sprintf("blocked-%02d", i)); res.RequeueAfter == 0 {
+					t.Errorf("blocked-%02d: no requeue while its drain is under way", i)
+				}
+			}
+		}
+	}()
+	select {
+	case <-passes:
+	case <-time.After(time.Minute):
+		t.Fatal("the reconciles of 50 groups with blocked drains did not return within a minute: a reconcile waits for a drain")
+	}
+	waitUntil(t, func() bool { return len(tried()) == maxDrains }, "the drain runner to fill its slots")
+
+	// The create: Ready in one reconcile, with every drain still blocked.
+	reconcile("team-new", "fresh") // finalizer
+	reconcile("team-new", "fresh")
+	got := &v1alpha1.InstanceGroup{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(fresh), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.CurrentState != v1alpha1.StateReady {
+		t.Errorf("the new group is %q, want Ready: %+v", got.Status.CurrentState, got.Status.Conditions)
+	}
+	if n := len(tried()); n != maxDrains {
+		t.Errorf("evictions were tried on %d nodes at once, want --max-concurrent-drains %d", n, maxDrains)
+	}
+	for i := range blocked {
+		ig := &v1alpha1.InstanceGroup{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "team-blocked", Name: fmt.Sprintf("blocked-%02d", i)}, ig); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionDeleting)
+		if cond == nil || cond.Reason != "Draining" || ig.Status.CurrentState != v1alpha1.StateDeleting {
+			t.Errorf("%s: state %q, Deleting condition %+v, want Deleting/Draining", ig.Name, ig.Status.CurrentState, cond)
+		}
+		node := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "node-" + ig.Name}, node); err != nil {
+			t.Fatal(err)
+		}
+		if !node.Spec.Unschedulable || node.Annotations[upgrade.AnnotationDrainStarted] == "" {
+			t.Errorf("node of %s is not cordoned for its drain", ig.Name)
+		}
+	}
+	if len(prov.deleted) != 0 {
+		t.Errorf("cloud resources deleted before their nodes were drained: %v", prov.deleted)
+	}
+}
+
+// A deleted group's drain that ends blocked (past the drain timeout) is
+// reported on the Deleting condition and in one Warning Event, and
+// retried: the cloud resources stay. The force-delete annotation then
+// deletes them without a drain.
+func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
+	kube := kubefake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
+		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	budgetRefusesEvery(kube)
+	now := metav1.Now()
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	// Found by its provider id (no labels): the provisioner's instance.
+	// Cordoned for its drain an hour ago, past the drain timeout.
+	node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
+	node.Spec.Unschedulable = true
+	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	// Inline drains (no runner): each reconcile runs one drain step.
+	drainer := &upgrade.Drainer{Kube: kube, Client: c, Timeout: time.Minute, Step: 50 * time.Millisecond, Now: time.Now}
+	recorder := events.NewFakeRecorder(100)
+	prov := &listingProvisioner{}
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
+		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
+		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+		backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
+	for range 3 {
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := &v1alpha1.InstanceGroup{}
+	if err := c.Get(context.Background(), req.NamespacedName, cur); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting)
+	if cond == nil || cond.Reason != ReasonDrainBlocked {
+		t.Fatalf("Deleting condition %+v, want DrainBlocked", cond)
+	}
+	for _, want := range []string{"node node-a could not be drained", "apps/app", v1alpha1.AnnotationForceDelete} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("condition message %q does not name %q", cond.Message, want)
+		}
+	}
+	if prov.deletes != 0 {
+		t.Fatal("cloud resources deleted while the drain is blocked")
+	}
+	if got := drainEvents(recorder, ReasonDrainBlocked); got != 1 {
+		t.Errorf("%d DrainBlocked Events for one blocked drain over 3 passes, want 1", got)
+	}
+
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Annotations = map[string]string{v1alpha1.AnnotationForceDelete: "true"}
+	if err := c.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if prov.deletes != 1 {
+		t.Errorf("force-delete: %d Delete calls, want 1", prov.deletes)
+	}
+	if err := c.Get(context.Background(), req.NamespacedName, cur); !apierrors.IsNotFound(err) {
+		t.Errorf("the group is still there after its forced delete: %v", err)
+	}
+	if got := drainEvents(recorder, ReasonForceDelete); got != 1 {
+		t.Errorf("%d ForceDelete Events, want 1", got)
+	}
+}
+
+// listingProvisioner lists one instance, i-a, and counts Deletes.
+type listingProvisioner struct{ deletes int }
+
+func (p *listingProvisioner) Apply(context.Context, *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+	return nil, fmt.Errorf("not expected")
+}
+
+func (p *listingProvisioner) Delete(context.Context, *v1alpha1.InstanceGroup) (bool, error) {
+	p.deletes++
+	return true, nil
+}
+
+func (p *listingProvisioner) Instances(context.Context, *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	return []providers.Instance{{ID: "i-a", ProviderID: "aws:///us-west-2a/i-a", LifecycleState: "InService"}}, nil
+}
+
+// drainEvents counts the recorded Events with reason (and drains the
+// recorder).
+func drainEvents(r *events.FakeRecorder, reason string) int {
+	n := 0
+	for {
+		select {
+		case e := <-r.Events:
+			if strings.Contains(e, " "+reason+" ") {
+				n++
+			}
+		default:
+			return n
+		}
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,376 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// steps is a scripted drain step: each node's steps block until released
+// and report what the script says; it records how many steps run at once,
+// in total and per group.
+type steps struct {
+	mu       sync.Mutex
+	group    map[string]string // node -> group name
+	running  map[string]int    // group -> running steps
+	total    int
+	maxTotal int
+	maxGroup map[string]int
+	calls    map[string]int
+	outcome  func(node string, call int) DrainResult
+	hold     chan struct{} // each step waits for a receive, or its ctx
+	canceled map[string]int
+}
+
+func newSteps(outcome func(string, int) DrainResult) *steps {
+	return &steps{group: map[string]string{}, running: map[string]int{}, maxGroup: map[string]int{}, calls: map[string]int{},
+		canceled: map[string]int{}, outcome: outcome, hold: make(chan struct{})}
+}
+
+func (s *steps) run(ctx context.Context, node string) (DrainResult, string, error) {
+	s.mu.Lock()
+	g := s.group[node]
+	s.calls[node]++
+	call := s.calls[node]
+	s.running[g]++
+	s.total++
+	s.maxTotal = max(s.maxTotal, s.total)
+	s.maxGroup[g] = max(s.maxGroup[g], s.running[g])
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running[g]--
+		s.total--
+		s.mu.Unlock()
+	}()
+	select {
+	case <-s.hold:
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.canceled[node]++
+		s.mu.Unlock()
+		return Draining, "", nil
+	}
+	return s.outcome(node, call), fmt.Sprintf("step %d of %s", call, node), nil
+}
+
+func (s *steps) callsOf(node string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[node]
+}
+
+func nodeNamed(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func startDrains(t *testing.T, d *Drains) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitPoll polls node until it reports an outcome other than Draining.
+func waitPoll(t *testing.T, d *Drains, group types.NamespacedName, node string, release func()) (DrainResult, string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		res, msg, err := d.Poll(context.Background(), group, nodeNamed(node))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != Draining {
+			return res, msg
+		}
+		if release != nil {
+			release()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("drain of %s never ended", node)
+	return Draining, ""
+}
+
+// The cluster-wide and per-group caps hold while many groups drain, and
+// every drain finishes.
+func TestDrainsConcurrencyBounds(t *testing.T) {
+	cases := []struct {
+		name          string
+		max, perGroup int
+		groups, nodes int
+		wantTotal     int // most steps at once, when every slot fills
+		wantPerGroup  int
+	}{
+		{"cluster-wide cap", 3, 0, 4, 2, 3, 2},
+		{"per-group cap", 10, 1, 3, 3, 3, 1},
+		{"both", 4, 2, 3, 3, 4, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSteps(func(string, int) DrainResult { return Drained })
+			d := &Drains{Max: tc.max, PerGroup: tc.perGroup, Interval: time.Millisecond, stepFn: s.run}
+			startDrains(t, d)
+			var all []string
+			for g := range tc.groups {
+				for n := range tc.nodes {
+					node := fmt.Sprintf("g%d-n%d", g, n)
+					s.mu.Lock()
+					s.group[node] = fmt.Sprintf("g%d", g)
+					s.mu.Unlock()
+					all = append(all, node)
+					d.Poll(context.Background(), types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("g%d", g)}, nodeNamed(node))
+				}
+			}
+			// Let every slot fill before releasing any step.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				s.mu.Lock()
+				total := s.total
+				s.mu.Unlock()
+				if total == tc.wantTotal || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // a step over the cap would start now
+			for _, node := range all {
+				res, _ := waitPoll(t, d, types.NamespacedName{Namespace: "ns", Name: s.group[node]}, node, func() {
+					select {
+					case s.hold <- struct{}{}:
+					default:
+					}
+				})
+				if res != Drained {
+					t.Errorf("%s: %v, want Drained", node, res)
+				}
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.maxTotal != tc.wantTotal {
+				t.Errorf("at most %d steps ran at once, want %d (the cap, filled)", s.maxTotal, tc.wantTotal)
+			}
+			for g, n := range s.maxGroup {
+				if n > tc.wantPerGroup {
+					t.Errorf("group %s ran %d steps at once, cap %d", g, n, tc.wantPerGroup)
+				}
+			}
+		})
+	}
+}
+
+// A node already draining is not drained twice: polls of it read the one
+// drain, and its outcome is handed out once.
+func TestDrainsDedupeNodeAlreadyDraining(t *testing.T) {
+	s := newSteps(func(_ string, call int) DrainResult {
+		if call < 3 {
+			return Draining
+		}
+		return Drained
+	})
+	d := &Drains{Max: 5, Interval: time.Millisecond, stepFn: s.run}
+	startDrains(t, d)
+	g := types.NamespacedName{Namespace: "ns", Name: "a"}
+	for range 5 {
+		d.Poll(context.Background(), g, nodeNamed("n1"))
+		d.Poll(context.Background(), types.NamespacedName{Namespace: "ns", Name: "other"}, nodeNamed("n1"))
+	}
+	release := func() {
+		select {
+		case s.hold <- struct{}{}:
+		default:
+		}
+	}
+	res, msg := waitPoll(t, d, g, "n1", release)
+	if res != Drained || msg != "step 3 of n1" {
+		t.Fatalf("outcome %v %q, want Drained after 3 steps", res, msg)
+	}
+	s.mu.Lock()
+	if s.maxTotal != 1 {
+		t.Errorf("%d steps of one node ran at once, want 1", s.maxTotal)
+	}
+	s.mu.Unlock()
+	if n := s.callsOf("n1"); n != 3 {
+		t.Errorf("%d steps ran, want 3 (one drain)", n)
+	}
+	if got := d.Draining(g); len(got) != 0 {
+		t.Errorf("after its outcome was read, still draining %v", got)
+	}
+	// Drained is kept until Retain drops it: no new drain starts.
+	if res, _, _ := d.Poll(context.Background(), g, nodeNamed("n1")); res != Drained {
+		t.Errorf("a drained node polled again: %v, want Drained", res)
+	}
+	d.Retain(g, nil)
+	if res, _, _ := d.Poll(context.Background(), g, nodeNamed("n1")); res != Draining {
+		t.Errorf("after Retain dropped it: %v, want a new drain (Draining)", res)
+	}
+}
+
+// Cancel (the group is gone) interrupts its running drain and drops its
+// queued ones; Retain drops the drains of nodes no longer draining; other
+// groups' drains go on.
+func TestDrainsCancellation(t *testing.T) {
+	s := newSteps(func(string, int) DrainResult { return Drained })
+	d := &Drains{Max: 1, Interval: time.Millisecond, stepFn: s.run}
+	startDrains(t, d)
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	s.group["a1"], s.group["a2"], s.group["b1"] = "a", "a", "b"
+	d.Poll(context.Background(), a, nodeNamed("a1"))
+	waitFor(t, func() bool { return s.callsOf("a1") == 1 })
+	d.Poll(context.Background(), a, nodeNamed("a2"))
+	d.Poll(context.Background(), b, nodeNamed("b1"))
+	d.Cancel(a)
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.canceled["a1"] == 1 })
+	if got := d.Draining(a); len(got) != 0 {
+		t.Errorf("group a still draining %v after Cancel", got)
+	}
+	res, _ := waitPoll(t, d, b, "b1", func() {
+		select {
+		case s.hold <- struct{}{}:
+		default:
+		}
+	})
+	if res != Drained {
+		t.Errorf("b1: %v, want Drained", res)
+	}
+	if n := s.callsOf("a2"); n != 0 {
+		t.Errorf("a2 drained %d times after its group was cancelled", n)
+	}
+
+	d.Poll(context.Background(), b, nodeNamed("b2"))
+	d.Poll(context.Background(), b, nodeNamed("b3"))
+	d.Retain(b, []string{"b3"})
+	if got := d.Draining(b); len(got) != 1 || got[0] != "b3" {
+		t.Errorf("after Retain(b3): draining %v, want [b3]", got)
+	}
+}
+
+// A drain blocked for good takes turns with the others instead of holding
+// the only slot; its group gets the outcome on Finished.
+func TestDrainsBlockedDrainDoesNotStarveOthers(t *testing.T) {
+	s := newSteps(func(node string, call int) DrainResult {
+		if node == "stuck" {
+			return Draining
+		}
+		return Drained
+	})
+	close(s.hold) // steps do not wait
+	d := &Drains{Max: 1, Interval: time.Millisecond, stepFn: s.run}
+	startDrains(t, d)
+	stuck, other := types.NamespacedName{Namespace: "ns", Name: "stuck"}, types.NamespacedName{Namespace: "ns", Name: "other"}
+	d.Poll(context.Background(), stuck, nodeNamed("stuck"))
+	waitFor(t, func() bool { return s.callsOf("stuck") >= 2 })
+	d.Poll(context.Background(), other, nodeNamed("free"))
+	if res, _ := waitPoll(t, d, other, "free", nil); res != Drained {
+		t.Fatalf("free: %v, want Drained", res)
+	}
+	select {
+	case e := <-d.Finished():
+		if e.Object != other {
+			t.Errorf("Finished sent %v, want %v", e.Object, other)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no Finished event for the group whose drain ended")
+	}
+	if got := d.Draining(stuck); len(got) != 1 {
+		t.Errorf("the stuck drain should still be under way: %v", got)
+	}
+}
+
+// A node deleted while draining has nothing left to evict: the real step
+// reports it Drained.
+func TestDrainsNodeGone(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	d := &Drains{Max: 1, Drainer: &Drainer{Kube: kubefake.NewSimpleClientset(), Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
+		Timeout: time.Minute, Step: time.Second, Now: time.Now}}
+	startDrains(t, d)
+	g := types.NamespacedName{Namespace: "ns", Name: "a"}
+	if res, _ := waitPoll(t, d, g, "gone", nil); res != Drained {
+		t.Errorf("drain of a node that is gone: %v, want Drained", res)
+	}
+}
+
+// Poll before Start queues; nothing runs until the dispatcher starts.
+func TestDrainsPollBeforeStart(t *testing.T) {
+	s := newSteps(func(string, int) DrainResult { return Drained })
+	close(s.hold)
+	d := &Drains{Max: 1, stepFn: s.run}
+	g := types.NamespacedName{Namespace: "ns", Name: "a"}
+	if res, _, _ := d.Poll(context.Background(), g, nodeNamed("n")); res != Draining {
+		t.Fatalf("first poll: %v, want Draining", res)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := s.callsOf("n"); n != 0 {
+		t.Fatalf("%d steps ran before Start", n)
+	}
+	startDrains(t, d)
+	if res, _ := waitPoll(t, d, g, "n", nil); res != Drained {
+		t.Errorf("after Start: %v, want Drained", res)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// With a drain runner a Step never waits for a drain: while the drain is
+// held, Steps report it and terminate nothing; once it ends, the rotation
+// goes on and finishes.
+func TestRollingUpdateDrainsInTheBackground(t *testing.T) {
+	g := &fakeGroup{min: 2, max: 3, desired: 2}
+	g.add("i-a", 1, false)
+	g.add("i-b", 1, false)
+	r := newRollout(t, nil, g)
+	hold := make(chan struct{})
+	d := &Drains{Drainer: r.strat.Drainer, Max: 1, Interval: time.Millisecond}
+	d.stepFn = func(ctx context.Context, node string) (DrainResult, string, error) {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return Draining, "", nil
+		}
+		return d.drainOnce(ctx, node)
+	}
+	r.strat.Drains = d
+	startDrains(t, d)
+	for i := range 3 {
+		p := r.step()
+		if len(g.terminated) != 0 || p.Message != "draining i-a" {
+			t.Fatalf("step %d while the drain is held: %q, terminated %v", i, p.Message, g.terminated)
+		}
+	}
+	close(hold)
+	var p Progress
+	for i := 0; i < 500 && !p.Done; i++ {
+		time.Sleep(5 * time.Millisecond)
+		p = r.step()
+	}
+	if !p.Done || strings.Join(g.terminated, ",") != "i-a,i-b" {
+		t.Fatalf("done=%v terminated %v, want i-a then i-b", p.Done, g.terminated)
+	}
+	if got := d.Draining(types.NamespacedName{Namespace: "team-a", Name: "web"}); len(got) != 0 {
+		t.Errorf("drains left: %v", got)
+	}
+}
