@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+)
+
+// blockedGroups is how many groups have their delete drain blocked.
+const blockedGroups = 50
+
+// 50 groups are deleted while a PodDisruptionBudget that never allows an
+// eviction covers a pod on each of their nodes: 50 drains stay blocked
+// (retried, not forced). A new group in another namespace then becomes
+// Ready in about the time a group took before the drains (drains run in
+// the background, not in reconcile workers). All of it against moto, the
+// bridge's nodes and the real scheduler.
+func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	data := cloud.boundaries(cloud.amis[0], 5)
+	data["sharedAnnotations"] = "- " + v1alpha1.AnnotationForceDelete + "\n"
+	setBoundaries(t, data)
+	const ns, other = "e2e-blocked50", "e2e-blocked50-new"
+	namespace(t, ns)
+	namespace(t, other)
+
+	var groups []*v1alpha1.InstanceGroup
+	for i := range blockedGroups {
+		ig := shortGroup(ns, fmt.Sprintf("g%02d", i), 1, 1)
+		create(t, ig)
+		groups = append(groups, ig)
+	}
+	var wg sync.WaitGroup
+	for _, ig := range groups {
+		wg.Add(1)
+		go func() { defer wg.Done(); waitReady(t, ig, 5*time.Minute) }()
+	}
+	wg.Wait()
+
+	// One pod on every node, all under one budget that allows no eviction.
+	labels := map[string]string{"app": "pinned"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(blockedGroups)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"team": ns},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+						WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: labels}}},
+					Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
+				},
+			},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(blockedGroups)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	g.Expect(admin.Create(ctx, d)).To(Succeed())
+	g.Expect(admin.Create(ctx, pdb)).To(Succeed())
+	t.Cleanup(func() {
+		_ = client.IgnoreNotFound(admin.Delete(context.Background(), pdb))
+		_ = client.IgnoreNotFound(admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	})
+	g.Eventually(func() int32 { return availableReplicas(d) }, 3*time.Minute, time.Second).Should(BeEquivalentTo(blockedGroups))
+
+	// How long a group takes to become Ready here, before the drains.
+	before := shortGroup(other, "before", 1, 1)
+	start := time.Now()
+	create(t, before)
+	waitReady(t, before, 3*time.Minute)
+	baseline := time.Since(start)
+
+	for _, ig := range groups {
+		g.Expect(admin.Delete(ctx, ig.DeepCopy())).To(Succeed())
+	}
+	// Every deleted group is draining or blocked: none could go.
+	g.Eventually(func() int {
+		n := 0
+		for _, ig := range groups {
+			cur := get(t, ig)
+			if c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting); c != nil && c.Reason != "" && cur.DeletionTimestamp != nil {
+				n++
+			}
+		}
+		return n
+	}, 2*time.Minute, time.Second).Should(Equal(blockedGroups))
+
+	after := shortGroup(other, "after", 1, 1)
+	start = time.Now()
+	create(t, after)
+	waitReady(t, after, 3*time.Minute)
+	took := time.Since(start)
+	t.Logf("a group became Ready in %s before the %d blocked drains and in %s beside them", baseline.Round(100*time.Millisecond), blockedGroups, took.Round(100*time.Millisecond))
+	// "Its normal time": the same order as before, with room for the
+	// machine being busier (the drains' evictions share the API server).
+	g.Expect(took).To(BeNumerically("<=", max(3*baseline, baseline+30*time.Second)),
+		"a create beside %d blocked drains took %s, against %s before them", blockedGroups, took, baseline)
+	g.Expect(availableReplicas(d)).To(BeEquivalentTo(blockedGroups), "no pod was evicted past its budget")
+
+	// Done: force the deletes, so nothing is left.
+	for _, ig := range groups {
+		cur := get(t, ig)
+		patch := client.MergeFrom(cur.DeepCopy())
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[v1alpha1.AnnotationForceDelete] = "true"
+		g.Expect(admin.Patch(ctx, cur, patch)).To(Succeed())
+	}
+	for _, ig := range groups {
+		waitGone(t, ig, 3*time.Minute)
+	}
+}
