@@ -19,12 +19,12 @@ import (
 var errNoCluster = errors.New("EKS cluster does not exist")
 
 // listNames returns the names of the cluster's Fargate profiles (EKS
-// ListFargateProfiles, all pages). A missing cluster is errNoCluster.
+// ListFargateProfiles, all pages, with the SDK paginator). A missing cluster is errNoCluster.
 func listNames(ctx context.Context, api awsp.EKSAPI, cluster string) ([]string, error) {
 	var names []string
-	var token *string
-	for {
-		out, err := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: awssdk.String(cluster), NextToken: token})
+	pages := eks.NewListFargateProfilesPaginator(api, &eks.ListFargateProfilesInput{ClusterName: awssdk.String(cluster)})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
 		if isNotFound(err) {
 			return nil, errNoCluster
 		}
@@ -32,9 +32,6 @@ func listNames(ctx context.Context, api awsp.EKSAPI, cluster string) ([]string, 
 			return nil, fmt.Errorf("eks ListFargateProfiles (cluster %s): %w", cluster, err)
 		}
 		names = append(names, out.FargateProfileNames...)
-		if token = out.NextToken; token == nil || *token == "" {
-			break
-		}
 	}
 	return names, nil
 }

@@ -18,12 +18,12 @@ import (
 var errNoCluster = errors.New("EKS cluster does not exist")
 
 // listNames returns the names of the cluster's managed node groups (EKS
-// ListNodegroups, all pages). A missing cluster is errNoCluster.
+// ListNodegroups, all pages, with the SDK paginator). A missing cluster is errNoCluster.
 func listNames(ctx context.Context, api awsp.EKSAPI, cluster string) ([]string, error) {
 	var names []string
-	var token *string
-	for {
-		out, err := api.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: awssdk.String(cluster), NextToken: token})
+	pages := eks.NewListNodegroupsPaginator(api, &eks.ListNodegroupsInput{ClusterName: awssdk.String(cluster)})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
 		if isNotFound(err) {
 			return nil, errNoCluster
 		}
@@ -31,9 +31,6 @@ func listNames(ctx context.Context, api awsp.EKSAPI, cluster string) ([]string, 
 			return nil, fmt.Errorf("eks ListNodegroups (cluster %s): %w", cluster, err)
 		}
 		names = append(names, out.Nodegroups...)
-		if token = out.NextToken; token == nil || *token == "" {
-			break
-		}
 	}
 	return names, nil
 }
