@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -95,6 +96,8 @@ func NewRetryer() awssdk.Retryer {
 				so.MaxAttempts = MaxAttempts
 				so.MaxBackoff = MaxBackoff
 				so.RateLimiter = quota
+				// First in the chain: an answer here ends it.
+				so.Retryables = append([]retry.IsErrorRetryable{noRetryCapacity}, so.Retryables...)
 			})
 		}),
 		quota: quota,
@@ -131,3 +134,26 @@ func (r *refillingRetryer) GetAttemptToken(ctx context.Context) (func(error) err
 		return release(opErr)
 	}, nil
 }
+
+// capacityErrorCodes are EC2's answers that no capacity of the asked kind
+// is there now. EC2 sends them with HTTP 500, so the SDK would retry them
+// as server errors (MaxAttempts times, up to MaxBackoff apart), holding a
+// reconcile for minutes and spending the account's call budget on an
+// answer that will not change within seconds; the group's own failure
+// backoff retries them instead.
+var capacityErrorCodes = map[string]bool{
+	"InsufficientInstanceCapacity":         true,
+	"InsufficientHostCapacity":             true,
+	"InsufficientReservedInstanceCapacity": true,
+	"InsufficientCapacity":                 true,
+}
+
+// noRetryCapacity answers "do not retry" for capacityErrorCodes and
+// leaves every other error to the SDK's own rules.
+var noRetryCapacity = retry.IsErrorRetryableFunc(func(err error) awssdk.Ternary {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && capacityErrorCodes[ae.ErrorCode()] {
+		return awssdk.FalseTernary
+	}
+	return awssdk.UnknownTernary
+})
