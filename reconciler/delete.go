@@ -15,7 +15,6 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -76,7 +75,7 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 	if r.Rolling != nil && r.Rolling.Drains != nil {
 		r.Rolling.Drains.Cancel(key)
 	}
-	nodehealth.Forget(ig.Namespace, ig.Name)
+	r.NodeHealth.Forget(ig.Namespace, ig.Name)
 	forgetGroup(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))

@@ -18,11 +18,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -38,6 +40,43 @@ type Repairer struct {
 	DrainAnnotation string
 	// Now returns the current time (tests). Default time.Now.
 	Now func() time.Time
+
+	mu sync.Mutex
+	// announced holds the groups (by UID) whose halt this process has
+	// announced: the condition alone cannot say, since the status carrying
+	// it may lose a write conflict or be read back from a cache that has not
+	// seen it yet, and the halt would be announced again.
+	announced map[types.NamespacedName]types.UID
+}
+
+// announce reports whether ig's halt is news, and remembers it.
+func (r *Repairer) announce(ig *v1alpha1.InstanceGroup, wasHalted bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := types.NamespacedName{Namespace: ig.Namespace, Name: ig.Name}
+	uid, seen := r.announced[key]
+	news := !wasHalted && (!seen || uid != ig.UID)
+	if r.announced == nil {
+		r.announced = map[types.NamespacedName]types.UID{}
+	}
+	r.announced[key] = ig.UID
+	return news
+}
+
+// settle forgets ig's halt: the next one is news again.
+func (r *Repairer) settle(namespace, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.announced, types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// Forget drops what is kept about a deleted group: its metrics and, on a
+// non-nil Repairer, its halt announcement.
+func (r *Repairer) Forget(namespace, name string) {
+	if r != nil {
+		r.settle(namespace, name)
+	}
+	forgetMetrics(namespace, name)
 }
 
 // Check judges the instances of ig (obs, with their Nodes by providerID),
@@ -62,6 +101,9 @@ func (r *Repairer) Check(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *p
 	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionNodesHealthy); c != nil {
 		wasHalted = c.Reason == ConditionReasonHalted
 	}
+	if !v.Halted {
+		r.settle(ig.Namespace, ig.Name)
+	}
 	switch {
 	case len(v.Unhealthy) == 0 && !v.Halted:
 		setCondition(ig, metav1.ConditionTrue, ConditionReasonHealthy, fmt.Sprintf("%d instance(s) judged, none unhealthy", v.Judged))
@@ -73,7 +115,7 @@ func (r *Repairer) Check(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *p
 			msg += ": " + details(v.Unhealthy)
 		}
 		setCondition(ig, metav1.ConditionFalse, ConditionReasonHalted, msg)
-		if !wasHalted {
+		if r.announce(ig, wasHalted) {
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, EventRepairHalted, "ReplaceUnhealthy", "%s", msg)
 		}
 		log.FromContext(ctx).Info("node repair halted", "unhealthy", len(v.Unhealthy), "judged", v.Judged)

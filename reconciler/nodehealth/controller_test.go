@@ -109,6 +109,17 @@ func TestRepairerReplacesWithoutDecrementAndHaltsAbove20Percent(t *testing.T) {
 		t.Errorf("halted metric %v, want 1", got)
 	}
 
+	// The status carrying the halt was lost (a write conflict, or a cache
+	// that has not seen it yet): the halt is not announced again.
+	lost := ig.DeepCopy()
+	meta.RemoveStatusCondition(&lost.Status.Conditions, v1alpha1.ConditionNodesHealthy)
+	if _, err := r.Check(context.Background(), lost, &providers.Observation{Instances: w.instances}, w.nodes, rot); err != nil {
+		t.Fatal(err)
+	}
+	if evs := drainEvents(rec); len(evs) != 0 {
+		t.Errorf("events %v after a lost status write, want none", evs)
+	}
+
 	// Healthy again.
 	w = &world{}
 	w.add("InService", t0, ready, t0)
@@ -121,6 +132,20 @@ func TestRepairerReplacesWithoutDecrementAndHaltsAbove20Percent(t *testing.T) {
 	}
 	if got := value(halted.WithLabelValues("team-a", "repair")); got != 0 {
 		t.Errorf("halted metric %v, want 0", got)
+	}
+
+	// Halted again after recovering: news again.
+	w = &world{}
+	for range 3 {
+		w.add("InService", t0, ready, t0)
+	}
+	w.add("InService", t0, notReady, t0)
+	w.add("InService", t0, notReady, t0)
+	if _, err := r.Check(context.Background(), ig, &providers.Observation{Instances: w.instances}, w.nodes, rot); err != nil {
+		t.Fatal(err)
+	}
+	if evs := drainEvents(rec); len(evs) != 1 || !strings.Contains(evs[0], EventRepairHalted) {
+		t.Errorf("events %v, want one %s for the second halt", evs, EventRepairHalted)
 	}
 }
 

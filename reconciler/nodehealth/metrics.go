@@ -29,8 +29,8 @@ func init() {
 	metrics.Registry.MustRegister(replacements, unhealthy, halted)
 }
 
-// Forget drops the gauges of a deleted group.
-func Forget(namespace, name string) {
+// forgetMetrics drops the gauges of a deleted group.
+func forgetMetrics(namespace, name string) {
 	unhealthy.DeleteLabelValues(namespace, name)
 	halted.DeleteLabelValues(namespace, name)
 }
