@@ -39,10 +39,14 @@ var fanOutGroups = envInt("BENCH_FANOUT_GROUPS", 2000)
 // over that of PlainGroups (no webhooks), interleaved, at 50 and 200
 // concurrent clients; and the fan-out of a ConfigMap image change to
 // fanOutGroups groups over fanOutGroups plain updates.
-func benchAPIServer(report func(string, float64, string)) error {
+//
+// apiserverProfile, when not empty, is where a CPU profile of the API
+// server during InstanceGroup creates is written.
+func benchAPIServer(report func(string, float64, string), apiserverProfile string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	e, err := env.New(ctx, env.Options{
 		CRDDirectoryPaths: []string{harness.CRDPath()}, WebhookInstallOptions: harness.WebhookOptions(), AWS: true,
+		APIServerProfiling: apiserverProfile != "",
 	})
 	cancel()
 	if errors.Is(err, env.ErrNoEnvironment) {
@@ -63,7 +67,16 @@ func benchAPIServer(report func(string, float64, string)) error {
 	if err := installPlainCRD(bg, admin); err != nil {
 		return err
 	}
-	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS})
+	// The manager starts as a replica that is not the leader (another
+	// holds the Lease): it loads the boundaries and serves the webhooks but
+	// reconciles nothing, so the creates measure the webhooks, not the
+	// controller's reaction to the new groups (which, in a cluster, runs on
+	// another node than the API server and does not share its CPUs).
+	if err := holdLease(bg, admin); err != nil {
+		return err
+	}
+	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS,
+		LeaderElect: true, LeaderElectionNamespace: harness.ConfigNamespace, LeaderElectionID: benchLease})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -86,7 +99,19 @@ func benchAPIServer(report func(string, float64, string)) error {
 		report(fmt.Sprintf("create_latency_p99_ms_c%d", c), float64(ours.Microseconds())/1000, "ms")
 		report(fmt.Sprintf("create_latency_plain_p99_ms_c%d", c), float64(plain.Microseconds())/1000, "ms")
 	}
+	if err := createCPUFigures(bg, admin, e, report, apiserverProfile); err != nil {
+		return err
+	}
 
+	// The manager leads from here on: the fan-out is the controller's, on
+	// its own groups only (the ones above, never reconciled, have no
+	// finalizer yet and go at once).
+	if err := deleteGroups(bg, admin, "bench-c50", "bench-c200", "bench-cpu"); err != nil {
+		return err
+	}
+	if err := releaseLease(bg, admin); err != nil {
+		return err
+	}
 	fan, plain, err := fanOut(bg, admin, data, fanOutGroups)
 	if err != nil {
 		return err
@@ -94,6 +119,33 @@ func benchAPIServer(report func(string, float64, string)) error {
 	report(fmt.Sprintf("fanout_seconds_%d", fanOutGroups), fan.Seconds(), "s")
 	report("fanout_ratio", fan.Seconds()/plain.Seconds(), "ratio")
 	return nil
+}
+
+// deleteGroups deletes the InstanceGroups and PlainGroups of namespaces and
+// waits until they are gone.
+func deleteGroups(ctx context.Context, c client.Client, namespaces ...string) error {
+	kinds := []schema.GroupVersionKind{v1alpha1.GroupVersion.WithKind("InstanceGroup"), plainGroup}
+	for _, ns := range namespaces {
+		for _, gvk := range kinds {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			if err := c.DeleteAllOf(ctx, u, client.InNamespace(ns)); err != nil {
+				return fmt.Errorf("deleting the %ss of %s: %w", gvk.Kind, ns, err)
+			}
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, ns := range namespaces {
+			for _, gvk := range kinds {
+				list := &unstructured.UnstructuredList{}
+				list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+				if err := c.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil || len(list.Items) > 0 {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
 }
 
 // installPlainCRD installs the InstanceGroup CRD renamed to plainGroup.

@@ -39,6 +39,7 @@ func main() {
 	clients := flag.Int("clients", 50, "concurrent admission clients")
 	only := flag.String("only", "admission,apiserver,aws,rss", "which groups of figures to measure (comma-separated: admission, apiserver, aws, rss)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	apiserverProfile := flag.String("apiserver-cpuprofile", "", "write a CPU profile of the API server during InstanceGroup creates (50 clients) to this file (go tool pprof)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -82,7 +83,7 @@ func main() {
 	}
 
 	if want["apiserver"] {
-		if err := benchAPIServer(report); err != nil {
+		if err := benchAPIServer(report, *apiserverProfile); err != nil {
 			if err == errNoEnvironment {
 				fmt.Println("BENCH skipped: create latency and fan-out need the local environment (run make bench)")
 				res.Skipped = append(res.Skipped, "create_latency_ratio", "fanout")

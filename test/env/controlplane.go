@@ -86,7 +86,8 @@ type apiserverFiles struct {
 
 // startAPIServer starts kube-apiserver on a free loopback port against etcdURL
 // and waits until /readyz answers 200 for admin. It returns the https URL.
-func startAPIServer(ctx context.Context, bin string, files apiserverFiles, etcdURL, logDir string, admin *rest.Config) (*process, string, error) {
+// profiling serves /debug/pprof.
+func startAPIServer(ctx context.Context, bin string, files apiserverFiles, etcdURL, logDir string, admin *rest.Config, profiling bool) (*process, string, error) {
 	type result struct {
 		p   *process
 		url string
@@ -125,7 +126,7 @@ func startAPIServer(ctx context.Context, bin string, files apiserverFiles, etcdU
 			// A loopback address is not a valid Endpoints address; nothing in
 			// the environment talks to the apiserver through its Service.
 			"--endpoint-reconciler-type=none",
-			"--profiling=false",
+			fmt.Sprintf("--profiling=%t", profiling),
 		}, logDir)
 		if err != nil {
 			return result{}, err

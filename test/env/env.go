@@ -87,6 +87,11 @@ type Options struct {
 	// BridgePollInterval is how often the bridge reads moto. Default 1s.
 	BridgePollInterval time.Duration
 
+	// APIServerProfiling serves the apiserver's /debug/pprof endpoints (to
+	// admin), for benchmarks that profile it. Off by default, as on a
+	// hardened control plane.
+	APIServerProfiling bool
+
 	// Dir, when set, holds the environment's state and logs and is kept after
 	// Stop (it must not be in use by another environment). When empty a
 	// temporary directory is used and removed by Stop.
@@ -393,7 +398,7 @@ func (e *Environment) start(ctx context.Context, bins tools) error {
 
 	admin := clientConfig("", ca.certPEM, users["admin"])
 	began = time.Now()
-	p, apiURL, err := startAPIServer(ctx, bins.apiserver, files, etcdURL, logDir, admin)
+	p, apiURL, err := startAPIServer(ctx, bins.apiserver, files, etcdURL, logDir, admin, e.opts.APIServerProfiling)
 	if err != nil {
 		return err
 	}

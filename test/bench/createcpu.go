@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/env"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
+// 100 on every Linux architecture Go supports).
+const userHZ = 100
+
+// createCPU is the CPU time, per create, of each process taking part in
+// creating objects of one kind.
+type createCPU struct {
+	apiserver, etcd, self time.Duration
+}
+
+func (c createCPU) total() time.Duration { return c.apiserver + c.etcd + c.self }
+
+// cpuPerCreate has `clients` workers create n objects of kind gvk in ns
+// (named prefix-0 .. prefix-(n-1)) and returns the CPU time (user +
+// system) of the apiserver and etcd processes (pids, from
+// /proc/<pid>/stat) and of this process (getrusage: the clients, and the
+// manager's webhooks when gvk is an InstanceGroup) over those n creates.
+// When profile is not nil, an apiserver CPU profile of the first
+// profileFor of the run is written to it (GET /debug/pprof/profile through
+// admin; the apiserver needs --profiling).
+func cpuPerCreate(ctx context.Context, c client.Client, admin *rest.Config, pids map[string]int, gvk schema.GroupVersionKind, ns, prefix string, clients, n int, profile io.Writer, profileFor time.Duration) (createCPU, error) {
+	before, err := cpuOf(pids)
+	if err != nil {
+		return createCPU{}, err
+	}
+	profiled := make(chan error, 1)
+	if profile != nil {
+		go func() { profiled <- fetchAPIServerProfile(ctx, admin, profile, profileFor) }()
+	} else {
+		profiled <- nil
+	}
+	err = parallel(ctx, clients, n, func(i int) error {
+		obj := shortGroup(gvk, ns, fmt.Sprintf("%s-%d", prefix, i), "")
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %s %s/%s: %w", gvk.Kind, ns, obj.GetName(), err)
+		}
+		return nil
+	})
+	after, cerr := cpuOf(pids)
+	if perr := <-profiled; err == nil {
+		err = perr
+	}
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return createCPU{}, err
+	}
+	per := func(a, b time.Duration) time.Duration { return (b - a) / time.Duration(n) }
+	return createCPU{
+		apiserver: per(before.apiserver, after.apiserver),
+		etcd:      per(before.etcd, after.etcd),
+		self:      per(before.self, after.self),
+	}, nil
+}
+
+// cpuOf reads the CPU time used so far by the apiserver, etcd and this
+// process.
+func cpuOf(pids map[string]int) (createCPU, error) {
+	api, err := pidCPU(pids["kube-apiserver"])
+	if err != nil {
+		return createCPU{}, fmt.Errorf("kube-apiserver: %w", err)
+	}
+	etcd, err := pidCPU(pids["etcd"])
+	if err != nil {
+		return createCPU{}, fmt.Errorf("etcd: %w", err)
+	}
+	return createCPU{apiserver: api, etcd: etcd, self: processCPU()}, nil
+}
+
+// pidCPU is utime + stime of pid (fields 14 and 15 of /proc/<pid>/stat,
+// in USER_HZ ticks).
+func pidCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("no such process in the environment")
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// count fields after its closing one.
+	_, rest, ok := strings.Cut(string(raw), ") ")
+	if !ok {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, raw)
+	}
+	f := strings.Fields(rest) // f[0] is field 3
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat: %q", pid, raw)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// fetchAPIServerProfile writes a CPU profile of the apiserver over d to w.
+func fetchAPIServerProfile(ctx context.Context, admin *rest.Config, w io.Writer, d time.Duration) error {
+	hc, err := rest.HTTPClientFor(admin)
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(admin.Host, "/"), int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("apiserver CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("apiserver CPU profile: %s: %s", resp.Status, body)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// cpuCreates is how many objects of each kind createCPUFigures creates.
+var cpuCreates = envInt("BENCH_CPU_CREATES", 2000)
+
+// createCPUFigures reports the CPU time per create of the API server, etcd
+// and the webhooks, with 50 clients creating cpuCreates PlainGroups and
+// then as many InstanceGroups (one kind at a time, so that each process's
+// CPU time belongs to one kind), and the ratio of the total: with the API
+// server CPU-bound, the create latency ratio follows it. When profilePath
+// is not empty, an API server CPU profile of the InstanceGroup creates is
+// written there.
+func createCPUFigures(ctx context.Context, c client.Client, e *env.Environment, report func(string, float64, string), profilePath string) error {
+	const ns, clients = "bench-cpu", 50
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	pids := e.PIDs()
+	plain, err := cpuPerCreate(ctx, c, e.Config, pids, plainGroup, ns, "p", clients, cpuCreates, nil, 0)
+	if err != nil {
+		return err
+	}
+	var profile io.Writer
+	if profilePath != "" {
+		f, err := os.Create(profilePath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		profile = f
+	}
+	ours, err := cpuPerCreate(ctx, c, e.Config, pids, v1alpha1.GroupVersion.WithKind("InstanceGroup"), ns, "g", clients, cpuCreates, profile, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	report("create_cpu_ms_apiserver", ms(ours.apiserver), "ms")
+	report("create_cpu_ms_apiserver_plain", ms(plain.apiserver), "ms")
+	report("create_cpu_ms_etcd", ms(ours.etcd), "ms")
+	report("create_cpu_ms_etcd_plain", ms(plain.etcd), "ms")
+	// The clients' share of this process is the same for both kinds.
+	report("create_cpu_ms_webhooks", ms(ours.self-plain.self), "ms")
+	report("create_cpu_ratio", ours.total().Seconds()/plain.total().Seconds(), "ratio")
+	return nil
+}
+
+// benchLease is the leader election Lease of the manager of the API
+// server figures.
+const benchLease = "instance-manager-bench"
+
+// holdLease stores the manager's leader election Lease held by another
+// replica for an hour, so that the manager starting next does not lead.
+func holdLease(ctx context.Context, c client.Client) error {
+	now := metav1.NewMicroTime(time.Now())
+	return c.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: harness.ConfigNamespace, Name: benchLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &now, RenewTime: &now},
+	})
+}
+
+// releaseLease deletes the Lease holdLease stored and waits until the
+// manager holds it.
+func releaseLease(ctx context.Context, c client.Client) error {
+	key := client.ObjectKey{Namespace: harness.ConfigNamespace, Name: benchLease}
+	if err := c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l := &coordinationv1.Lease{}
+		if err := c.Get(ctx, key, l); err != nil {
+			return false, nil
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "another-replica", nil
+	})
+}
