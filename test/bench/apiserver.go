@@ -82,8 +82,16 @@ func benchAPIServer(report func(string, float64, string), apiserverProfile strin
 	}
 	defer func() { _ = mgr.Stop() }()
 	data := exampleBoundaries()
-	if err := harness.SetBoundaries(bg, admin, data); err != nil {
+	if err := harness.WriteBoundaries(bg, admin, data); err != nil {
 		return err
+	}
+	// A replica that does not lead announces nothing: wait until its
+	// webhooks admit a group (a server-side dry run).
+	if err := wait.PollUntilContextTimeout(bg, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		probe := shortGroup(v1alpha1.GroupVersion.WithKind("InstanceGroup"), metav1.NamespaceDefault, "probe", "")
+		return admin.Create(ctx, probe, client.DryRunAll) == nil, nil
+	}); err != nil {
+		return fmt.Errorf("the webhooks did not admit a group with the boundaries loaded: %w", err)
 	}
 
 	for _, c := range []int{50, 200} {
