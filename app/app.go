@@ -62,6 +62,15 @@ type Options struct {
 	WebhookHost            string
 	WebhookPort            int
 	WebhookCertDir         string
+	// WebhookHTTP2 serves the webhooks over HTTP/2 as well as HTTP/1.1.
+	// With HTTP/1.1 the API server opens a new TLS connection for each
+	// review beyond the ones it keeps idle (25 per webhook host), which
+	// under a burst of creates costs both sides a TLS handshake per review;
+	// with HTTP/2 every review shares one connection. Off by default: HTTP/2
+	// stream handling was the target of denial-of-service attacks (rapid
+	// reset, CVE-2023-44487), and the webhook Service is reachable from
+	// any pod unless a NetworkPolicy restricts it.
+	WebhookHTTP2 bool
 	// ControllerUsername is the user the API server sees for this process:
 	// only it may change the provenance annotations. Default: the pod's
 	// service account, system:serviceaccount:$POD_NAMESPACE:$SERVICE_ACCOUNT_NAME.
@@ -186,6 +195,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the admission webhook server listens on (default: every interface).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
+	fs.BoolVar(&o.WebhookHTTP2, "webhook-http2", false, "Serve the admission webhooks over HTTP/2 as well as HTTP/1.1: the API server then sends every review over one connection instead of opening a TLS connection per review in a burst (off by default: HTTP/2 rapid-reset attacks, CVE-2023-44487; enable where a NetworkPolicy lets only the API server reach the webhook port).")
 	fs.StringVar(&o.ControllerUsername, "controller-username", "", "Username of this controller as the API server authenticates it (default: from POD_NAMESPACE and SERVICE_ACCOUNT_NAME).")
 	fs.BoolVar(&o.CertRotation, "cert-rotation", false, "Create and rotate the webhook serving certificate in --webhook-secret-name and inject its CA into the webhook configurations (off: the certificate in --webhook-cert-dir is provided, e.g. by cert-manager).")
 	fs.StringVar(&o.WebhookServiceName, "webhook-service-name", "instance-manager-webhook", "Name of the webhook Service in $POD_NAMESPACE; the rotated certificate is for <name>.<namespace>.svc.")
@@ -280,7 +290,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(opts.InProcessRestarts)},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: opts.WebhookHost, Port: opts.WebhookPort, CertDir: opts.WebhookCertDir,
-			TLSOpts: []func(*tls.Config){http1Only},
+			TLSOpts: webhookTLSOpts(opts.WebhookHTTP2),
 		}),
 		Cache: cache.Options{
 			// No cached object needs its managedFields (a large part of
@@ -453,6 +463,15 @@ func MetricsOptions(addr string) metricsserver.Options {
 // http1Only turns HTTP/2 off on a TLS server: its stream handling has
 // been the target of denial-of-service attacks (HTTP/2 rapid reset).
 func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// webhookTLSOpts are the webhook server's TLS options: HTTP/1.1 only
+// unless http2.
+func webhookTLSOpts(http2 bool) []func(*tls.Config) {
+	if http2 {
+		return nil
+	}
+	return []func(*tls.Config){http1Only}
+}
 
 // orString returns s, or def when s is empty.
 func orString(s, def string) string {

@@ -214,6 +214,20 @@ func webhookService(t *testing.T, r rendering) *corev1.Service {
 // Service, Secret, webhook configurations, Lease and ports they name must be
 // the ones the chart creates. With the default release name, the chart's
 // names are also the flags' defaults.
+// webhook.http2 reaches the manager as --webhook-http2, and is off by
+// default.
+func TestWebhookHTTP2Value(t *testing.T) {
+	for _, want := range []bool{false, true} {
+		r := release{Namespace: "im-system"}
+		if want {
+			r.Values = map[string]any{"webhook": map[string]any{"http2": true}}
+		}
+		if got := managerFlags(t, render(t, r)).WebhookHTTP2; got != want {
+			t.Errorf("webhook.http2 %t: --webhook-http2 = %t", want, got)
+		}
+	}
+}
+
 func TestManagerFlags(t *testing.T) {
 	defaults := app.Options{}
 	defaults.BindFlags(flag.NewFlagSet("defaults", flag.PanicOnError))

@@ -75,51 +75,21 @@ func benchAPIServer(report func(string, float64, string), apiserverProfile strin
 	if err := holdLease(bg, admin); err != nil {
 		return err
 	}
-	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS,
-		LeaderElect: true, LeaderElectionNamespace: harness.ConfigNamespace, LeaderElectionID: benchLease})
+	data := exampleBoundaries()
+	if err := webhookCreates(bg, admin, e, data, report, false, apiserverProfile); err != nil {
+		return err
+	}
+	if err := webhookCreates(bg, admin, e, data, report, true, ""); err != nil {
+		return err
+	}
+
+	// A manager that leads (no leader election): the fan-out is the
+	// controller's.
+	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
 	defer func() { _ = mgr.Stop() }()
-	data := exampleBoundaries()
-	if err := harness.WriteBoundaries(bg, admin, data); err != nil {
-		return err
-	}
-	// A replica that does not lead announces nothing: wait until its
-	// webhooks admit a group (a server-side dry run).
-	if err := wait.PollUntilContextTimeout(bg, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		probe := shortGroup(v1alpha1.GroupVersion.WithKind("InstanceGroup"), metav1.NamespaceDefault, "probe", "")
-		return admin.Create(ctx, probe, client.DryRunAll) == nil, nil
-	}); err != nil {
-		return fmt.Errorf("the webhooks did not admit a group with the boundaries loaded: %w", err)
-	}
-
-	for _, c := range []int{50, 200} {
-		ns := fmt.Sprintf("bench-c%d", c)
-		if err := admin.Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
-		}
-		ours, plain, err := interleavedCreates(bg, admin, ns, c, 4*c)
-		if err != nil {
-			return err
-		}
-		report(fmt.Sprintf("create_latency_ratio_p99_c%d", c), ours.Seconds()/plain.Seconds(), "ratio")
-		report(fmt.Sprintf("create_latency_p99_ms_c%d", c), float64(ours.Microseconds())/1000, "ms")
-		report(fmt.Sprintf("create_latency_plain_p99_ms_c%d", c), float64(plain.Microseconds())/1000, "ms")
-	}
-	if err := createCPUFigures(bg, admin, e, report, apiserverProfile); err != nil {
-		return err
-	}
-
-	// The manager leads from here on: the fan-out is the controller's, on
-	// its own groups only (the ones above, never reconciled, have no
-	// finalizer yet and go at once).
-	if err := deleteGroups(bg, admin, "bench-c50", "bench-c200", "bench-cpu"); err != nil {
-		return err
-	}
-	if err := releaseLease(bg, admin); err != nil {
-		return err
-	}
 	fan, plain, err := fanOut(bg, admin, data, fanOutGroups)
 	if err != nil {
 		return err
@@ -127,6 +97,59 @@ func benchAPIServer(report func(string, float64, string), apiserverProfile strin
 	report(fmt.Sprintf("fanout_seconds_%d", fanOutGroups), fan.Seconds(), "s")
 	report("fanout_ratio", fan.Seconds()/plain.Seconds(), "ratio")
 	return nil
+}
+
+// webhookCreates starts a manager that does not lead (see benchAPIServer),
+// serving the webhooks over HTTP/1.1 only or, with http2, over HTTP/2 as
+// well (--webhook-http2; its figures are suffixed _http2), writes the
+// boundaries data, and reports the create latency ratios at 50 and 200
+// clients and the CPU per create (createCPUFigures; profile, when not
+// empty, is where its API server profile goes). It deletes the groups it
+// created and stops the manager before it returns.
+func webhookCreates(ctx context.Context, admin client.Client, e *env.Environment, data map[string]string, report func(string, float64, string), http2 bool, profile string) error {
+	suffix := ""
+	if http2 {
+		suffix = "_http2"
+	}
+	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS,
+		LeaderElect: true, LeaderElectionNamespace: harness.ConfigNamespace, LeaderElectionID: benchLease, WebhookHTTP2: http2})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	defer func() { _ = mgr.Stop() }()
+	if err := harness.WriteBoundaries(ctx, admin, data); err != nil {
+		return err
+	}
+	// A replica that does not lead announces nothing: wait until its
+	// webhooks admit a group (a server-side dry run).
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		probe := shortGroup(v1alpha1.GroupVersion.WithKind("InstanceGroup"), metav1.NamespaceDefault, "probe", "")
+		return admin.Create(ctx, probe, client.DryRunAll) == nil, nil
+	}); err != nil {
+		return fmt.Errorf("the webhooks did not admit a group with the boundaries loaded: %w", err)
+	}
+	var namespaces []string
+	for _, c := range []int{50, 200} {
+		ns := fmt.Sprintf("bench-c%d%s", c, strings.ReplaceAll(suffix, "_", "-"))
+		namespaces = append(namespaces, ns)
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+		ours, plain, err := interleavedCreates(ctx, admin, ns, c, 4*c)
+		if err != nil {
+			return err
+		}
+		report(fmt.Sprintf("create_latency_ratio_p99_c%d%s", c, suffix), ours.Seconds()/plain.Seconds(), "ratio")
+		report(fmt.Sprintf("create_latency_p99_ms_c%d%s", c, suffix), float64(ours.Microseconds())/1000, "ms")
+		report(fmt.Sprintf("create_latency_plain_p99_ms_c%d%s", c, suffix), float64(plain.Microseconds())/1000, "ms")
+	}
+	ns := "bench-cpu" + strings.ReplaceAll(suffix, "_", "-")
+	namespaces = append(namespaces, ns)
+	if err := createCPUFigures(ctx, admin, e, ns, suffix, report, profile); err != nil {
+		return err
+	}
+	// Never reconciled, the groups have no finalizer yet and go at once.
+	return deleteGroups(ctx, admin, namespaces...)
 }
 
 // deleteGroups deletes the InstanceGroups and PlainGroups of namespaces and

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +31,8 @@ const userHZ = 100
 // creating objects of one kind.
 type createCPU struct {
 	apiserver, etcd, self time.Duration
+	// took is how long the creates took (wall clock).
+	took time.Duration
 }
 
 func (c createCPU) total() time.Duration { return c.apiserver + c.etcd + c.self }
@@ -41,14 +42,15 @@ func (c createCPU) total() time.Duration { return c.apiserver + c.etcd + c.self 
 // system) of the apiserver and etcd processes (pids, from
 // /proc/<pid>/stat) and of this process (getrusage: the clients, and the
 // manager's webhooks when gvk is an InstanceGroup) over those n creates.
-// When profile is not nil, an apiserver CPU profile of the first
-// profileFor of the run is written to it (GET /debug/pprof/profile through
+// When profile is not nil, an apiserver CPU profile of profileFor from the
+// start of the run is written to it (GET /debug/pprof/profile through
 // admin; the apiserver needs --profiling).
 func cpuPerCreate(ctx context.Context, c client.Client, admin *rest.Config, pids map[string]int, gvk schema.GroupVersionKind, ns, prefix string, clients, n int, profile io.Writer, profileFor time.Duration) (createCPU, error) {
 	before, err := cpuOf(pids)
 	if err != nil {
 		return createCPU{}, err
 	}
+	began := time.Now()
 	profiled := make(chan error, 1)
 	if profile != nil {
 		go func() { profiled <- fetchAPIServerProfile(ctx, admin, profile, profileFor) }()
@@ -62,6 +64,7 @@ func cpuPerCreate(ctx context.Context, c client.Client, admin *rest.Config, pids
 		}
 		return nil
 	})
+	took := time.Since(began)
 	after, cerr := cpuOf(pids)
 	if perr := <-profiled; err == nil {
 		err = perr
@@ -77,6 +80,7 @@ func cpuPerCreate(ctx context.Context, c client.Client, admin *rest.Config, pids
 		apiserver: per(before.apiserver, after.apiserver),
 		etcd:      per(before.etcd, after.etcd),
 		self:      per(before.self, after.self),
+		took:      took,
 	}, nil
 }
 
@@ -152,44 +156,64 @@ func fetchAPIServerProfile(ctx context.Context, admin *rest.Config, w io.Writer,
 // cpuCreates is how many objects of each kind createCPUFigures creates.
 var cpuCreates = envInt("BENCH_CPU_CREATES", 2000)
 
-// createCPUFigures reports the CPU time per create of the API server, etcd
+// profileWindow is how long each API server CPU profile runs.
+const profileWindow = 20 * time.Second
+
+// createCPUFigures reports (names ending in suffix) the CPU time per create of the API server, etcd
 // and the webhooks, with 50 clients creating cpuCreates PlainGroups and
-// then as many InstanceGroups (one kind at a time, so that each process's
+// then as many InstanceGroups in ns (one kind at a time, so that each process's
 // CPU time belongs to one kind), and the ratio of the total: with the API
 // server CPU-bound, the create latency ratio follows it. When profilePath
 // is not empty, an API server CPU profile of the InstanceGroup creates is
-// written there.
-func createCPUFigures(ctx context.Context, c client.Client, e *env.Environment, report func(string, float64, string), profilePath string) error {
-	const ns, clients = "bench-cpu", 50
+// written there, and one of the PlainGroup creates to profilePath.plain.
+func createCPUFigures(ctx context.Context, c client.Client, e *env.Environment, ns, suffix string, report func(string, float64, string), profilePath string) error {
+	const clients = 50
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
 	pids := e.PIDs()
-	plain, err := cpuPerCreate(ctx, c, e.Config, pids, plainGroup, ns, "p", clients, cpuCreates, nil, 0)
+	// Each kind's profile covers all of its creates (they take a few
+	// seconds), so that the two profiles are of the same number of
+	// creates: go tool pprof -diff_base <path>.plain <path> shows what the
+	// webhooks cost the API server.
+	run := func(gvk schema.GroupVersionKind, prefix, path string) (createCPU, error) {
+		var profile io.Writer
+		if path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				return createCPU{}, err
+			}
+			defer f.Close()
+			profile = f
+		}
+		cpu, err := cpuPerCreate(ctx, c, e.Config, pids, gvk, ns, prefix, clients, cpuCreates, profile, profileWindow)
+		if err == nil && path != "" && cpu.took > profileWindow {
+			err = fmt.Errorf("%d %ss took %s, longer than the profile's %s: lower BENCH_CPU_CREATES", cpuCreates, gvk.Kind, cpu.took, profileWindow)
+		}
+		return cpu, err
+	}
+	plainPath := ""
+	if profilePath != "" {
+		plainPath = profilePath + ".plain"
+	}
+	plain, err := run(plainGroup, "p", plainPath)
 	if err != nil {
 		return err
 	}
-	var profile io.Writer
-	if profilePath != "" {
-		f, err := os.Create(profilePath)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		profile = f
-	}
-	ours, err := cpuPerCreate(ctx, c, e.Config, pids, v1alpha1.GroupVersion.WithKind("InstanceGroup"), ns, "g", clients, cpuCreates, profile, 5*time.Second)
+	ours, err := run(v1alpha1.GroupVersion.WithKind("InstanceGroup"), "g", profilePath)
 	if err != nil {
 		return err
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	report("create_cpu_ms_apiserver", ms(ours.apiserver), "ms")
-	report("create_cpu_ms_apiserver_plain", ms(plain.apiserver), "ms")
-	report("create_cpu_ms_etcd", ms(ours.etcd), "ms")
-	report("create_cpu_ms_etcd_plain", ms(plain.etcd), "ms")
+	report("create_cpu_ms_apiserver"+suffix, ms(ours.apiserver), "ms")
+	report("create_cpu_ms_apiserver_plain"+suffix, ms(plain.apiserver), "ms")
+	report("create_cpu_ms_etcd"+suffix, ms(ours.etcd), "ms")
+	report("create_cpu_ms_etcd_plain"+suffix, ms(plain.etcd), "ms")
 	// The clients' share of this process is the same for both kinds.
-	report("create_cpu_ms_webhooks", ms(ours.self-plain.self), "ms")
-	report("create_cpu_ratio", ours.total().Seconds()/plain.total().Seconds(), "ratio")
+	report("create_cpu_ms_webhooks"+suffix, ms(ours.self-plain.self), "ms")
+	report("create_cpu_ratio"+suffix, ours.total().Seconds()/plain.total().Seconds(), "ratio")
+	report("create_seconds_cpu_phase"+suffix, ours.took.Seconds(), "s")
+	report("create_seconds_cpu_phase_plain"+suffix, plain.took.Seconds(), "s")
 	return nil
 }
 
@@ -205,21 +229,5 @@ func holdLease(ctx context.Context, c client.Client) error {
 		ObjectMeta: metav1.ObjectMeta{Namespace: harness.ConfigNamespace, Name: benchLease},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
 			AcquireTime: &now, RenewTime: &now},
-	})
-}
-
-// releaseLease deletes the Lease holdLease stored and waits until the
-// manager holds it.
-func releaseLease(ctx context.Context, c client.Client) error {
-	key := client.ObjectKey{Namespace: harness.ConfigNamespace, Name: benchLease}
-	if err := c.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
-		return err
-	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		l := &coordinationv1.Lease{}
-		if err := c.Get(ctx, key, l); err != nil {
-			return false, nil
-		}
-		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "another-replica", nil
 	})
 }
