@@ -59,9 +59,13 @@ type Options struct {
 	LeaderElectionID       string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	WebhookHost            string
-	WebhookPort            int
-	WebhookCertDir         string
+	// PprofBindAddress serves Go's /debug/pprof profiles (CPU, heap,
+	// goroutines) on plain HTTP; "0" or empty (the default) disables it.
+	// Bind it to loopback and reach it with kubectl port-forward.
+	PprofBindAddress string
+	WebhookHost      string
+	WebhookPort      int
+	WebhookCertDir   string
 	// WebhookHTTP2 serves the webhooks over HTTP/2 as well as HTTP/1.1.
 	// With HTTP/1.1 the API server opens a new TLS connection for each
 	// review beyond the ones it keeps idle (25 per webhook host), which
@@ -192,6 +196,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SpotRecommender, "spot-recommendation-source", "minion-manager", "Event source (source.component or reportingController) whose SpotRecommendationGiven Events are honoured; empty ignores them.")
 	fs.BoolVar(&o.AllowNoBoundaries, "allow-no-boundaries", false, "Admit InstanceGroups as submitted while the boundary ConfigMap does not exist (open mode). Off: they are refused until the admin creates it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", "0", "Address of Go's /debug/pprof profiles (plain HTTP, unauthenticated: bind to loopback, e.g. 127.0.0.1:6060, and use kubectl port-forward); \"0\" disables them.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the admission webhook server listens on (default: every interface).")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
@@ -280,6 +285,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Scheme:                        Scheme(),
 		Metrics:                       MetricsOptions(opts.MetricsBindAddress),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       orString(opts.LeaderElectionNamespace, os.Getenv("POD_NAMESPACE")),

@@ -39,6 +39,7 @@ func main() {
 	clients := flag.Int("clients", 50, "concurrent admission clients")
 	only := flag.String("only", "admission,apiserver,aws,rss", "which groups of figures to measure (comma-separated: admission, apiserver, aws, rss)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	heapProfile := flag.String("manager-heapprofile", "", "write a heap profile of the manager at the end of the memory figure to this file (go tool pprof)")
 	apiserverProfile := flag.String("apiserver-cpuprofile", "", "write CPU profiles of the API server during InstanceGroup creates (50 clients) to this file, and during as many PlainGroup creates to this file.plain (go tool pprof -diff_base file.plain file)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -105,7 +106,7 @@ func main() {
 	}
 
 	if want["rss"] {
-		if err := benchRSS(report); err != nil {
+		if err := benchRSS(report, *heapProfile); err != nil {
 			if err == errNoEnvironment {
 				fmt.Println("BENCH skipped: the manager's memory needs the local environment (run make bench)")
 				res.Skipped = append(res.Skipped, "manager_rss_mib")

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +47,10 @@ var (
 // rssGroups Auto Scaling groups and rssNodes instances in moto (which would
 // not fit in make bench's time); the figure is the manager's caches and
 // per-group state.
-func benchRSS(report func(string, float64, string)) error {
+//
+// heapProfile, when not empty, is where a heap profile of the manager is
+// written then (from its --pprof-bind-address).
+func benchRSS(report func(string, float64, string), heapProfile string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	e, err := env.New(ctx, env.Options{AWS: true, CRDDirectoryPaths: []string{harness.CRDPath()}, WebhookInstallOptions: harness.WebhookOptions()})
@@ -73,11 +79,20 @@ func benchRSS(report func(string, float64, string)) error {
 		return fmt.Errorf("building the manager: %w", err)
 	}
 	wio := e.Envtest.WebhookInstallOptions
+	pprofAddr := "0"
+	if heapProfile != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		pprofAddr = l.Addr().String()
+		_ = l.Close()
+	}
 	cmd := exec.CommandContext(ctx, bin,
 		"--config-namespace="+harness.ConfigNamespace, "--controller-username=admin", "--installation-id=bench",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--cloud-checks=false",
 		"--webhook-host="+wio.LocalServingHost, "--webhook-port="+strconv.Itoa(wio.LocalServingPort), "--webhook-cert-dir="+wio.LocalServingCertDir,
-		"--zap-log-level=error")
+		"--zap-log-level=error", "--pprof-bind-address="+pprofAddr)
 	cmd.Dir = harness.RepoRoot()
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig, "AWS_ENDPOINT_URL="+e.AWSEndpoint, "AWS_REGION=us-west-2",
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_EC2_METADATA_DISABLED=true")
@@ -161,7 +176,35 @@ func benchRSS(report func(string, float64, string)) error {
 	// own pages (file-backed).
 	report(fmt.Sprintf("manager_rss_anon_mib_%d_groups_%d_nodes", rssGroups, rssNodes), status["RssAnon"]/1024, "MiB")
 	report(fmt.Sprintf("manager_rss_file_mib_%d_groups_%d_nodes", rssGroups, rssNodes), status["RssFile"]/1024, "MiB")
+	if heapProfile != "" {
+		return fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap", heapProfile)
+	}
 	return nil
+}
+
+// fetch writes the body of a GET of url to the file path.
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // parallel runs f(0..n-1) on workers goroutines and returns the first error.
