@@ -75,7 +75,7 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 	if r.Rolling != nil && r.Rolling.Drains != nil {
 		r.Rolling.Drains.Cancel(key)
 	}
-	r.NodeHealth.Forget(ig.Namespace, ig.Name)
+	r.NodeHealth.Forget(ig)
 	forgetGroup(ig.Namespace, ig.Name)
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))

@@ -46,37 +46,35 @@ type Repairer struct {
 	// announced: the condition alone cannot say, since the status carrying
 	// it may lose a write conflict or be read back from a cache that has not
 	// seen it yet, and the halt would be announced again.
-	announced map[types.NamespacedName]types.UID
+	announced map[types.UID]bool
 }
 
 // announce reports whether ig's halt is news, and remembers it.
 func (r *Repairer) announce(ig *v1alpha1.InstanceGroup, wasHalted bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	key := types.NamespacedName{Namespace: ig.Namespace, Name: ig.Name}
-	uid, seen := r.announced[key]
-	news := !wasHalted && (!seen || uid != ig.UID)
+	news := !wasHalted && !r.announced[ig.UID]
 	if r.announced == nil {
-		r.announced = map[types.NamespacedName]types.UID{}
+		r.announced = map[types.UID]bool{}
 	}
-	r.announced[key] = ig.UID
+	r.announced[ig.UID] = true
 	return news
 }
 
 // settle forgets ig's halt: the next one is news again.
-func (r *Repairer) settle(namespace, name string) {
+func (r *Repairer) settle(ig *v1alpha1.InstanceGroup) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.announced, types.NamespacedName{Namespace: namespace, Name: name})
+	delete(r.announced, ig.UID)
 }
 
 // Forget drops what is kept about a deleted group: its metrics and, on a
 // non-nil Repairer, its halt announcement.
-func (r *Repairer) Forget(namespace, name string) {
+func (r *Repairer) Forget(ig *v1alpha1.InstanceGroup) {
 	if r != nil {
-		r.settle(namespace, name)
+		r.settle(ig)
 	}
-	forgetMetrics(namespace, name)
+	forgetMetrics(ig.Namespace, ig.Name)
 }
 
 // Check judges the instances of ig (obs, with their Nodes by providerID),
@@ -102,7 +100,7 @@ func (r *Repairer) Check(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *p
 		wasHalted = c.Reason == ConditionReasonHalted
 	}
 	if !v.Halted {
-		r.settle(ig.Namespace, ig.Name)
+		r.settle(ig)
 	}
 	switch {
 	case len(v.Unhealthy) == 0 && !v.Halted:

@@ -10,11 +10,13 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -341,4 +343,19 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// benchLease is the leader election Lease of the manager of the API
+// server figures.
+const benchLease = "instance-manager-bench"
+
+// holdLease stores the manager's leader election Lease held by another
+// replica for an hour, so that the manager starting next does not lead.
+func holdLease(ctx context.Context, c client.Client) error {
+	now := metav1.NewMicroTime(time.Now())
+	return c.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: harness.ConfigNamespace, Name: benchLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &now, RenewTime: &now},
+	})
 }

@@ -4,23 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/test/env"
-	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
@@ -136,21 +132,10 @@ func fetchAPIServerProfile(ctx context.Context, admin *rest.Config, w io.Writer,
 		return err
 	}
 	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(admin.Host, "/"), int(d.Seconds()))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
+	if err := download(ctx, hc, url, w); err != nil {
 		return fmt.Errorf("apiserver CPU profile: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("apiserver CPU profile: %s: %s", resp.Status, body)
-	}
-	_, err = io.Copy(w, resp.Body)
-	return err
+	return nil
 }
 
 // cpuCreates is how many objects of each kind createCPUFigures creates.
@@ -215,19 +200,4 @@ func createCPUFigures(ctx context.Context, c client.Client, e *env.Environment, 
 	report("create_seconds_cpu_phase"+suffix, ours.took.Seconds(), "s")
 	report("create_seconds_cpu_phase_plain"+suffix, plain.took.Seconds(), "s")
 	return nil
-}
-
-// benchLease is the leader election Lease of the manager of the API
-// server figures.
-const benchLease = "instance-manager-bench"
-
-// holdLease stores the manager's leader election Lease held by another
-// replica for an hour, so that the manager starting next does not lead.
-func holdLease(ctx context.Context, c client.Client) error {
-	now := metav1.NewMicroTime(time.Now())
-	return c.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: harness.ConfigNamespace, Name: benchLease},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
-			AcquireTime: &now, RenewTime: &now},
-	})
 }

@@ -182,29 +182,38 @@ func benchRSS(report func(string, float64, string), heapProfile string) error {
 	return nil
 }
 
-// fetch writes the body of a GET of url to the file path.
+// fetch writes the body of a GET of url (see download) to the file path.
 func fetch(ctx context.Context, url, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := download(ctx, http.DefaultClient, url, f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// download copies the body of a GET of url through hc to w. Errors: the
+// request failing, or an answer other than 200 (its status and the start
+// of its body).
+func download(ctx context.Context, hc *http.Client, url string, w io.Writer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
 }
 
 // parallel runs f(0..n-1) on workers goroutines and returns the first error.

@@ -33,9 +33,7 @@ func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
 	requireEnv(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	data := cloud.boundaries(cloud.amis[0], 5)
-	data["sharedAnnotations"] = "- " + v1alpha1.AnnotationForceDelete + "\n"
-	setBoundaries(t, data)
+	setBoundaries(t, boundariesSharingForceDelete())
 	const ns, other = "e2e-blocked50", "e2e-blocked50-new"
 	namespace(t, ns)
 	namespace(t, other)

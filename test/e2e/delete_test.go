@@ -165,9 +165,7 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 	requireEnv(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	data := cloud.boundaries(cloud.amis[0], 5)
-	data["sharedAnnotations"] = "- " + v1alpha1.AnnotationForceDelete + "\n"
-	setBoundaries(t, data)
+	setBoundaries(t, boundariesSharingForceDelete())
 	namespace(t, "e2e-delete-blocked")
 	ig := shortGroup("e2e-delete-blocked", "pinned", 1, 1)
 	create(t, ig)
@@ -230,4 +228,13 @@ func tenantClient(t *testing.T, namespace string) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// boundariesSharingForceDelete is the test cloud's boundaries (first AMI,
+// 5 concurrent upgrades) with the force-delete annotation shared with
+// tenants, so that a tenant can force the delete of a blocked group.
+func boundariesSharingForceDelete() map[string]string {
+	data := cloud.boundaries(cloud.amis[0], 5)
+	data["sharedAnnotations"] = "- " + v1alpha1.AnnotationForceDelete + "\n"
+	return data
 }
