@@ -147,7 +147,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 15s; make test runs it).
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; done
 
 .PHONY: test-stress
-test-stress: tools ## Integration and end-to-end tiers STRESS_ROUNDS times (default 5) beside a second copy of them; prints N passed, M failed per package.
+test-stress: tools ## Integration and end-to-end tiers STRESS_ROUNDS times (default 5) beside a second copy of them, then the chaos suite STRESS_CHAOS_ROUNDS times beside a second copy of it (STRESS_CHAOS_LOAD=burn: CPU burners instead); prints N passed, M failed per package.
 	$(TEST_ENV) test/stress/stress.sh
 
 .PHONY: test-unit

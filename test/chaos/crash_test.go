@@ -28,7 +28,10 @@ const (
 	// crashGroupSize is each group's minSize (desired capacity); maxSize is
 	// one more, room for a surge instance.
 	crashGroupSize = 3
-	// minCrashKills is the fewest kills the run makes.
+	// minCrashKills is the fewest kills the run makes. It is reached by
+	// construction, whatever the seed and the machine's load: every phase
+	// kills at least once, and rotations are added until the count, with
+	// the delete phase's kill, reaches it.
 	minCrashKills = 20
 )
 
@@ -113,8 +116,9 @@ func nodeReady(n *corev1.Node) bool {
 
 // TestCrashes kills the manager (SIGKILL, its own process: the binary
 // built from main.go) at points chosen by the seed while groups are
-// created, rolled to a new image, rolled again with a surge, and deleted,
-// at least minCrashKills times, starting it again after each kill. After
+// created, rolled to a new image, rolled again with a surge, rolled again
+// until the kills reach minCrashKills, and deleted, starting it again
+// after each kill. After
 // every phase all groups converge; no group ever has more than
 // maxUnavailable (1) nodes down or cordoned; no instance is asked to be
 // terminated twice; nothing is duplicated; nothing is left.
@@ -166,11 +170,16 @@ func TestCrashes(t *testing.T) {
 	inventory := watchInventory(environment.AWS, iamOwners, 2*time.Second)
 	sampler := startDownSampler(1)
 
-	kills := 0
+	// kills counts every kill; killsInside those made while their phase
+	// had not converged yet (a figure: how many land inside depends on
+	// the load, not on the code).
+	kills, killsInside := 0, 0
 	var killLog []string
 	// phase runs action, then kills the manager after seeded delays in
 	// [minDelay, maxDelay) (counted from when it is ready again) until
-	// done holds or maxKills were made, then waits for done.
+	// done holds or maxKills were made, then waits for done. The first
+	// kill is made whether or not the phase has converged, so that every
+	// phase adds at least one kill to the count.
 	phase := func(name string, maxKills int, minDelay, maxDelay time.Duration, action func() error, done func() (bool, string)) {
 		t.Helper()
 		if err := action(); err != nil {
@@ -179,13 +188,20 @@ func TestCrashes(t *testing.T) {
 		for k := 0; k < maxKills; k++ {
 			delay := minDelay + time.Duration(rnd.Int63n(int64(maxDelay-minDelay)))
 			time.Sleep(delay)
-			if ok, _ := done(); ok && k > 0 {
+			converged, _ := done()
+			if converged && k > 0 {
 				break
 			}
 			pid := mgr.kill()
 			kills++
+			where := "inside"
+			if converged {
+				where = "after convergence"
+			} else {
+				killsInside++
+			}
 			killLog = append(killLog, fmt.Sprintf("%s+%s", name, delay.Round(10*time.Millisecond)))
-			t.Logf("kill %d: %s, %s after the manager was ready (pid %d)", kills, name, delay.Round(10*time.Millisecond), pid)
+			t.Logf("kill %d: %s, %s after the manager was ready (pid %d, %s)", kills, name, delay.Round(10*time.Millisecond), pid, where)
 			if err := mgr.start(ctx); err != nil {
 				t.Fatalf("restart after kill %d: %v", kills, err)
 			}
@@ -271,10 +287,14 @@ func TestCrashes(t *testing.T) {
 	}, groupsReady(cloud.amis[2]))
 
 	// More rotations while the kills are short of the minimum (the delete
-	// makes at least one more).
-	for extra := 0; kills < minCrashKills-1 && extra < 8; extra++ {
+	// phase makes at least one more). Each adds at least one kill, so the
+	// loop ends after at most minCrashKills rotations; it takes the most
+	// when phases converge between two kills, as they do under load.
+	rotations := 2
+	for extra := 0; kills < minCrashKills-1; extra++ {
+		rotations++
 		image := cloud.amis[extra%3]
-		phase(fmt.Sprintf("rotation-%d", extra+2), 7, 300*time.Millisecond, 3*time.Second, setImage(image), groupsReady(image))
+		phase(fmt.Sprintf("rotation-%d", rotations), 7, 300*time.Millisecond, 3*time.Second, setImage(image), groupsReady(image))
 	}
 	sampler.watch(false, "")
 
@@ -314,6 +334,8 @@ func TestCrashes(t *testing.T) {
 	t.Logf("node samples during rotations: %d, most nodes of one group down at once: %d", samples, maxDown)
 	fmt.Printf("crash kill points (seed %d): %s\n", seed, strings.Join(killLog, ", "))
 	figure(t, "crash_kills", kills)
+	figure(t, "crash_kills_before_convergence", killsInside)
+	figure(t, "crash_rotations", rotations)
 	figure(t, "max_unavailable_exceeded", len(violations))
 	figure(t, "max_nodes_down_in_a_group", maxDown)
 	figure(t, "instance_terminations", attempts)

@@ -115,8 +115,13 @@ func TestLoad(t *testing.T) {
 	// The tenants create their groups at once, each at a steady pace over
 	// loadCreateWindow (staggered), so that the admin's two ConfigMap
 	// changes, after a third and after two thirds of the creates, land
-	// while groups are still being created.
-	var created, retries atomic.Int64
+	// while groups are still being created. That holds by construction,
+	// however fast or slow the machine: the last create to start waits
+	// until the second change is written.
+	var created, begun, retries atomic.Int64
+	secondWritten := make(chan struct{})
+	var releaseLast sync.Once
+	defer releaseLast.Do(func() { close(secondWritten) })
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	createStart := time.Now()
@@ -132,6 +137,9 @@ func TestLoad(t *testing.T) {
 				}
 				ig := shortGroup(namespaces[i], name, "t3.medium")
 				ig.Spec.EKS.MinSize, ig.Spec.EKS.MaxSize = 0, 1
+				if begun.Add(1) == int64(n) {
+					<-secondWritten
+				}
 				if err := createRetrying(ctx, tenants[i], ig, &retries); err != nil {
 					errs <- err
 					return
@@ -154,6 +162,9 @@ func TestLoad(t *testing.T) {
 		after := created.Load()
 		if after < int64(n) {
 			duringCreates++
+		}
+		if change == 2 {
+			releaseLast.Do(func() { close(secondWritten) })
 		}
 		t.Logf("ConfigMap change %d written between create %d and %d of %d", change, before, after, n)
 	}

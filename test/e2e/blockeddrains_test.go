@@ -27,7 +27,9 @@ const blockedGroups = 50
 // eviction covers a pod on each of their nodes: 50 drains stay blocked
 // (retried, not forced). A new group in another namespace then becomes
 // Ready in about the time a group took before the drains (drains run in
-// the background, not in reconcile workers). All of it against moto, the
+// the background, not in reconcile workers; the time it took is printed
+// beside the time before, and checked against the time it would take if
+// the drains held the workers). All of it against moto, the
 // bridge's nodes and the real scheduler.
 func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
 	requireEnv(t)
@@ -110,10 +112,16 @@ func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
 	waitReady(t, after, 3*time.Minute)
 	took := time.Since(start)
 	t.Logf("a group became Ready in %s before the %d blocked drains and in %s beside them", baseline.Round(100*time.Millisecond), blockedGroups, took.Round(100*time.Millisecond))
-	// "Its normal time": the same order as before, with room for the
-	// machine being busier (the drains' evictions share the API server).
-	g.Expect(took).To(BeNumerically("<=", max(3*baseline, baseline+30*time.Second)),
-		"a create beside %d blocked drains took %s, against %s before them", blockedGroups, took, baseline)
+	// The two durations are figures: how they compare depends on what
+	// else the machine is doing. What is checked is the behaviour: had the
+	// drains held reconcile workers, each blocked drain would hold one for
+	// the drain timeout, again and again, and the create would queue
+	// behind a round of them (50 drains / 4 workers x 15 s = 3 minutes);
+	// it must come well inside that, in half of it.
+	heldWorkers := time.Duration((blockedGroups+suiteWorkers-1)/suiteWorkers) * suiteDrainTimeout
+	g.Expect(took).To(BeNumerically("<", heldWorkers/2),
+		"a create beside %d blocked drains took %s (%s before them): as long as if the drains held the %d reconcile workers for their %s timeout",
+		blockedGroups, took, baseline, suiteWorkers, suiteDrainTimeout)
 	g.Expect(availableReplicas(d)).To(BeEquivalentTo(blockedGroups), "no pod was evicted past its budget")
 
 	// Done: force the deletes, so nothing is left.

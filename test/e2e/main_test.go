@@ -30,12 +30,19 @@ var (
 	manager     *harness.Manager
 )
 
+// The suite manager's reconcile workers and drain timeout, which tests
+// reason about.
+const (
+	suiteWorkers      = 4
+	suiteDrainTimeout = 15 * time.Second
+)
+
 // managerOptions are the settings the suite runs the manager with: short
 // intervals so rotations progress in seconds.
 func managerOptions() app.Options {
 	return app.Options{
-		AWS: &environment.AWS, MaxConcurrentUpgrades: 5, Workers: 4,
-		DrainTimeout: 15 * time.Second, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
+		AWS: &environment.AWS, MaxConcurrentUpgrades: 5, Workers: suiteWorkers,
+		DrainTimeout: suiteDrainTimeout, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
 		// Ownership: references are cloud-checked at admission; the sweep
 		// runs every few seconds with a short grace so its test is fast.
 		CloudChecks: true, GCPeriod: 3 * time.Second, GCGrace: 5 * time.Second,
