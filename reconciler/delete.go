@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,8 +78,26 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 	}
 	r.NodeHealth.Forget(ig)
 	forgetGroup(ig.Namespace, ig.Name)
+	return r.releaseFinalizer(ctx, ig)
+}
+
+// releaseFinalizer removes Finalizer from the stored group with a JSON
+// merge patch of metadata.finalizers alone, guarded by the resourceVersion
+// read (a conflict requeues at once). A full Update would send the spec as
+// this controller's Go types serialise it, which is not always the stored
+// spec byte for byte (fields written as zero values or empty lists by a
+// tenant or an older version of the CRD are dropped by omitempty), and the
+// validating webhook refuses any spec change on a group being deleted: the
+// finalizer would never go and the group, and its namespace, would stay
+// Terminating for good.
+func (r *InstanceGroupReconciler) releaseFinalizer(ctx context.Context, ig *v1alpha1.InstanceGroup) (ctrl.Result, error) {
+	patch := client.MergeFromWithOptions(ig.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(ig, Finalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, ig))
+	err := r.Client.Patch(ctx, ig, patch)
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
 // forceDelete reports whether the group asks to be deleted without a drain.
