@@ -109,13 +109,15 @@ measure() {
 			pid[$p]=$!
 		done
 		for p in "$@"; do
-			local log="$dir/logs/measured-$r-$(basename "$p").log"
+			local log="$dir/logs/measured-$r-$(basename "$p").log" seed
 			if wait "${pid[$p]}"; then
 				passed[$p]=$((passed[$p] + 1))
-				echo ">> round $r/$n $p: ok $(grep -m1 -o 'chaos seed [0-9]*' "$log" || true)"
+				seed=$(grep -m1 -o 'chaos seed [0-9]*' "$log" || true)
+				echo ">> round $r/$n $p: ok${seed:+ ($seed)}"
 			else
 				failed[$p]=$((failed[$p] + 1))
-				echo ">> round $r/$n $p: FAILED (log: $log) $(grep -m1 -o 'chaos seed [0-9]*' "$log" || true)"
+				seed=$(grep -m1 -o 'chaos seed [0-9]*' "$log" || true)
+				echo ">> round $r/$n $p: FAILED${seed:+ ($seed)} (log: $log)"
 				grep -E -- '^\s*--- FAIL' "$log" | sed 's/^/   /' || true
 			fi
 		done
