@@ -31,6 +31,7 @@ func TestMoto(t *testing.T) {
 		{"ScalingGroupCachePagination", testScalingGroupCachePaginationAgainstMoto},
 		{"OperationSupport", testMotoOperationSupport},
 		{"Behaviour", testMotoBehaviour},
+		{"AutoScalingContract", func(t *testing.T, cfg awssdk.Config) { testAutoScalingContract(t, cfg, e) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := e.ResetAWS(t.Context()); err != nil {
