@@ -133,6 +133,8 @@ def _stamp():
 
 def record(group, description, cause, **kwargs):
     act = ScalingActivity(group, description, cause, **kwargs)
+    _seq[0] += 1
+    act._im_seq = _seq[0]  # newest first, within one second too
     if on("activities"):
         if not hasattr(group, "_im_activities"):
             group._im_activities = []
@@ -141,6 +143,8 @@ def record(group, description, cause, **kwargs):
 
 
 # --- helpers ----------------------------------------------------------------
+
+_seq = [0]  # orders launches and activities
 
 
 def _states(group):
@@ -154,6 +158,10 @@ def counted(group):
 def group_zones(group):
     """The group's zones, each with the subnet launches use there (None
     without VPCZoneIdentifier), in alphabetical order of zone."""
+    key = (group.vpc_zone_identifier, tuple(group.availability_zones))
+    cached = getattr(group, "_im_zones", None)
+    if cached and cached[0] == key:
+        return cached[1]  # every pass asks; subnets do not move between zones
     zones = {}
     if group.vpc_zone_identifier:
         for subnet_id in group.vpc_zone_identifier.split(","):
@@ -162,7 +170,8 @@ def group_zones(group):
     else:
         for az in group.availability_zones:
             zones.setdefault(az, None)
-    return dict(sorted(zones.items()))
+    group._im_zones = (key, dict(sorted(zones.items())))
+    return group._im_zones[1]
 
 
 def hooks(group, transition):
@@ -216,12 +225,10 @@ def short_zones(group, instance_type):
 
 # --- launching --------------------------------------------------------------
 
-_seq = [0]
 
-
-def _pick_zone(group, zones, avoid):
-    """The zone with the fewest counted instances (termination behaviour),
-    else moto's first subnet."""
+def _pick_zone(group, zones, avoid, members=None):
+    """The zone with the fewest of members (default: the counted instances)
+    (termination behaviour), else moto's first subnet."""
     usable = [az for az in zones if az not in avoid]
     if not usable:
         return None
@@ -232,9 +239,9 @@ def _pick_zone(group, zones, avoid):
             first = group.ec2_backend.get_subnet(sid).availability_zone
         return first if first in usable else None
     load = {az: 0 for az in zones}
-    for s in counted(group):
-        if s.availability_zone in load:
-            load[s.availability_zone] += 1
+    for az in (s.availability_zone for s in counted(group)) if members is None else members:
+        if az in load:
+            load[az] += 1
     return min(usable, key=lambda az: (load[az], az))
 
 
@@ -417,16 +424,22 @@ def pick_for_scale_in(group, n):
                 load[s.availability_zone] = load.get(s.availability_zone, 0) + 1
         zones = {s.availability_zone for s in pool}
         az = min(zones, key=lambda z: (-load[z], z))
-        in_az = [s for s in pool if s.availability_zone == az]
-        current = group.ec2_launch_template.id if group.ec2_launch_template else group.launch_configuration_name
-        now = utcnow()
-
-        def rank(s):
-            template, version = getattr(s.instance, "_im_template", (current, 0))
-            return (template == current, version, -_billing(s, now), getattr(s.instance, "_im_seq", 0))
-
-        chosen.append(min(in_az, key=rank))
+        chosen.append(policy_victim(group, [s for s in pool if s.availability_zone == az]))
     return chosen
+
+
+def policy_victim(group, candidates):
+    """The default policy's choice within one zone: another launch template
+    first, then the oldest version, then the closest to the next billing
+    hour, then the earliest launched."""
+    current = group.ec2_launch_template.id if group.ec2_launch_template else group.launch_configuration_name
+    now = utcnow()
+
+    def rank(s):
+        template, version = getattr(s.instance, "_im_template", (current, 0))
+        return (template == current, version, -_billing(s, now), getattr(s.instance, "_im_seq", 0))
+
+    return min(candidates, key=rank, default=None)
 
 
 # --- converging -------------------------------------------------------------
@@ -520,15 +533,20 @@ def refill_warm(group):
     if warm is None:
         warm = group._im_warm = []
     want = warm_target(group)
-    zones = group_zones(group) if want > len(warm) else {}
+    if want <= len(warm):
+        while len(warm) > want:
+            group.ec2_backend.terminate_instances([warm.pop().id])
+        return
+    zones = group_zones(group)
+    short = short_zones(group, group.instance_type) if on("activities") else set()
     tags = group.get_propagated_tags()
     while len(warm) < want:
-        az = _pick_zone(group, zones, set())
+        az = _pick_zone(group, zones, set(zones) if short is None else short, [i.placement.zone for i in warm])
+        if az is None:
+            return  # short of capacity: the pool stays short, refilled at a later pass
         inst = run_one(group, az, zones[az], tags)
         inst.stop()
         warm.append(inst)
-    while len(warm) > want:
-        group.ec2_backend.terminate_instances([warm.pop().id])
 
 
 class WarmInstance:
@@ -590,8 +608,7 @@ def rebalance(group):
         victim = outside[0]
     else:
         victim_az = min(zones, key=lambda z: (-load[z], z))
-        victim = min((s for s in insvc if s.availability_zone == victim_az and not s.protected_from_scale_in),
-                     key=lambda s: getattr(s.instance, "_im_seq", 0), default=None)
+        victim = policy_victim(group, [s for s in insvc if s.availability_zone == victim_az and not s.protected_from_scale_in])
     if victim is not None:
         begin_termination(group, victim, f"At {_stamp()} an instance was taken out of service in response to an Availability Zone rebalancing, "
                           f"shrinking the capacity from {before + 1} to {before}.")
@@ -678,7 +695,7 @@ def _describe_scaling_activities(self):
         acts.extend(getattr(group, "_im_activities", []))
     if ids:
         acts = [a for a in acts if a.activity_id in ids]
-    acts.sort(key=lambda a: a.start_time, reverse=True)
+    acts.sort(key=lambda a: a._im_seq, reverse=True)
     start = int(self._get_param("NextToken") or 0)
     size = int(self._get_param("MaxRecords") or 100)
     page = acts[start:start + size]
