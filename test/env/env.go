@@ -78,7 +78,7 @@ type Options struct {
 	AWS bool
 	// MotoAutoScaling chooses the Auto Scaling behaviours moto gets from
 	// test/env (see MotoAutoScalingEnv); empty takes the test process's
-	// IM_MOTO_AUTOSCALING, else all of them.
+	// IM_MOTO_AUTOSCALING, else DefaultMotoAutoScaling.
 	MotoAutoScaling string
 	// Bridge turns running instances of moto's Auto Scaling groups into Nodes
 	// and removes them when the instances go. Implies Kwok, AWS and

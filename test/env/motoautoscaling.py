@@ -6,8 +6,9 @@ its Auto Scaling groups behave as the Amazon EC2 Auto Scaling User Guide
 describes; providers/aws/moto_autoscaling_contract_test.go checks each
 behaviour against the document it names.
 
-Behaviours (IM_MOTO_AUTOSCALING: "all" (default), "none" (plain moto), or a
-comma list of names, "-name" removing one from "all", e.g. "all,-rebalance"):
+Behaviours (IM_MOTO_AUTOSCALING: "all" (the default here; test/env passes
+its own, env.DefaultMotoAutoScaling), "none" (plain moto), or a comma list
+of names, "-name" removing one from "all", e.g. "all,-rebalance"):
 - termination: launches spread over the group's Availability Zones (the zone
   with the fewest instances first); scale in (desired capacity lowered)
   terminates by the default termination policy: the zone with the most
