@@ -70,6 +70,7 @@ from moto.autoscaling.models import (
     Activity,
     AutoScalingBackend,
     FakeAutoScalingGroup,
+    InstanceState,
     autoscaling_backends,
 )
 from moto.autoscaling.responses import AutoScalingResponse
@@ -148,12 +149,8 @@ def record(group, description, cause, **kwargs):
 _seq = [0]  # orders launches and activities
 
 
-def _states(group):
-    return group.instance_states
-
-
 def counted(group):
-    return [s for s in _states(group) if s.lifecycle_state in COUNTED]
+    return [s for s in group.instance_states if s.lifecycle_state in COUNTED]
 
 
 def group_zones(group):
@@ -234,10 +231,9 @@ def _pick_zone(group, zones, avoid, members=None):
     if not usable:
         return None
     if not on("termination"):
-        first = next(iter(zones)) if not group.vpc_zone_identifier else None
-        if group.vpc_zone_identifier:
-            sid = group.vpc_zone_identifier.split(",")[0].strip()
-            first = group.ec2_backend.get_subnet(sid).availability_zone
+        first = next(iter(zones))
+        if group.vpc_zone_identifier:  # moto's choice: the first subnet listed
+            first = group.ec2_backend.get_subnet(group.vpc_zone_identifier.split(",")[0].strip()).availability_zone
         return first if first in usable else None
     load = {az: 0 for az in zones}
     for az in (s.availability_zone for s in counted(group)) if members is None else members:
@@ -278,8 +274,6 @@ def launch(group, count, cause_why, in_pass=False):
     Passes retry a failed launch after RETRY_SECONDS."""
     if count <= 0 or in_pass and time.monotonic() < getattr(group, "_im_retry_at", 0.0):
         return
-    from moto.autoscaling.models import InstanceState
-
     zones = group_zones(group)
     tags = group.get_propagated_tags()
     for _ in range(count):
@@ -598,8 +592,6 @@ def rebalance(group):
     why = "an instance was started in response to an imbalance of instances between Availability Zones"
     before = len(counted(group))
     instance = run_one(group, az, zones[az], group.get_propagated_tags())
-    from moto.autoscaling.models import InstanceState
-
     st = InstanceState(instance, protected_from_scale_in=group.new_instances_protected_from_scale_in)
     group.instance_states.append(st)
     act = record(group, f"Launching a new EC2 instance: {instance.id}", f"At {_stamp()} {why}.")
