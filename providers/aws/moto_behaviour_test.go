@@ -117,19 +117,6 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		g.Expect(describeGroup(t, "over-max").Instances).To(HaveLen(6))
 	})
 
-	t.Run("launch lifecycle hook does not hold instances", func(t *testing.T) {
-		g := NewWithT(t)
-		f.createGroup(t, c, "hooked", "1", 0, nil)
-		_, err := c.AutoScaling.PutLifecycleHook(t.Context(), &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: awssdk.String("hooked"), LifecycleHookName: awssdk.String("launch"),
-			LifecycleTransition: awssdk.String("autoscaling:EC2_INSTANCE_LAUNCHING"), HeartbeatTimeout: awssdk.Int32(300), DefaultResult: awssdk.String("ABANDON")})
-		g.Expect(err).NotTo(HaveOccurred())
-		_, err = c.AutoScaling.SetDesiredCapacity(t.Context(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: awssdk.String("hooked"), DesiredCapacity: awssdk.Int32(1)})
-		g.Expect(err).NotTo(HaveOccurred())
-		grp := describeGroup(t, "hooked")
-		g.Expect(grp.Instances).To(HaveLen(1))
-		g.Expect(grp.Instances[0].LifecycleState).To(Equal(astypes.LifecycleStateInService)) // AWS: Pending:Wait
-	})
-
 	t.Run("suspended Launch still launches", func(t *testing.T) {
 		g := NewWithT(t)
 		f.createGroup(t, c, "suspended", "1", 0, nil)
@@ -140,18 +127,6 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		grp := describeGroup(t, "suspended")
 		g.Expect(grp.SuspendedProcesses).To(HaveLen(1))
 		g.Expect(grp.Instances).To(HaveLen(2)) // AWS: none until Launch resumes
-	})
-
-	t.Run("warm pool is recorded but holds no instances", func(t *testing.T) {
-		g := NewWithT(t)
-		f.createGroup(t, c, "warm", "1", 1, nil)
-		_, err := c.AutoScaling.PutWarmPool(t.Context(), &autoscaling.PutWarmPoolInput{AutoScalingGroupName: awssdk.String("warm"), MinSize: awssdk.Int32(2), PoolState: astypes.WarmPoolStateStopped})
-		g.Expect(err).NotTo(HaveOccurred())
-		out, err := c.AutoScaling.DescribeWarmPool(t.Context(), &autoscaling.DescribeWarmPoolInput{AutoScalingGroupName: awssdk.String("warm")})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(*out.WarmPoolConfiguration.MinSize).To(Equal(int32(2)))
-		g.Expect(out.Instances).To(BeEmpty()) // AWS: 2 Warmed:Stopped instances
-		g.Expect(describeGroup(t, "warm").WarmPoolConfiguration).NotTo(BeNil())
 	})
 
 	t.Run("duplicate CreateAutoScalingGroup answers AlreadyExists (test/env/motoserver.py)", func(t *testing.T) {
@@ -209,16 +184,14 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		g.Expect(out.AutoScalingGroups).To(BeEmpty(), "gone at once (AWS: Status \"Delete in progress\" first)")
 	})
 
-	t.Run("instances: first subnet, region-less private DNS, no instance profile", func(t *testing.T) {
+	t.Run("instances: region-less private DNS, no instance profile", func(t *testing.T) {
 		g := NewWithT(t)
 		_, err := c.EC2.CreateLaunchTemplateVersion(t.Context(), &ec2.CreateLaunchTemplateVersionInput{LaunchTemplateName: awssdk.String(f.template), SourceVersion: awssdk.String("1"),
 			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: awssdk.String("no-such-profile")}}})
 		g.Expect(err).NotTo(HaveOccurred()) // AWS validates the profile at launch
 		f.createGroup(t, c, "spread", "$Latest", 3, nil)
-		firstSubnet := strings.Split(f.subnets, ",")[0]
 		for _, id := range ids(describeGroup(t, "spread")) {
 			i := instance(t, id)
-			g.Expect(*i.SubnetId).To(Equal(firstSubnet))                                       // AWS: balanced across the subnets' zones
 			g.Expect(*i.PrivateDnsName).To(MatchRegexp(`^ip-\d+-\d+-\d+-\d+\.ec2\.internal$`)) // AWS in us-west-2: ip-….us-west-2.compute.internal
 			g.Expect(i.IamInstanceProfile).To(BeNil())
 			g.Expect(i.Tags).To(ContainElement(ec2types.Tag{Key: awssdk.String("aws:autoscaling:groupName"), Value: awssdk.String("spread")}))

@@ -1,8 +1,10 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,9 +22,11 @@ import (
 
 // TestMoto runs the tests that need AWS against the local environment's
 // moto (skipped without IM_ENV_BIN_DIR). One moto serves every subtest; each
-// starts from a reset moto.
+// starts from a reset moto. Every Auto Scaling behaviour of test/env is on
+// unless IM_MOTO_AUTOSCALING says otherwise (=none: moto alone, which the
+// AutoScalingContract subtests fail against).
 func TestMoto(t *testing.T) {
-	e := env.Start(t, env.Options{AWS: true})
+	e := env.Start(t, env.Options{AWS: true, MotoAutoScaling: cmp.Or(os.Getenv(env.MotoAutoScalingEnv), "all")})
 	for _, tc := range []struct {
 		name string
 		run  func(*testing.T, awssdk.Config)
@@ -31,6 +35,7 @@ func TestMoto(t *testing.T) {
 		{"ScalingGroupCachePagination", testScalingGroupCachePaginationAgainstMoto},
 		{"OperationSupport", testMotoOperationSupport},
 		{"Behaviour", testMotoBehaviour},
+		{"AutoScalingContract", func(t *testing.T, cfg awssdk.Config) { testAutoScalingContract(t, cfg, e) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := e.ResetAWS(t.Context()); err != nil {

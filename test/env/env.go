@@ -76,6 +76,10 @@ type Options struct {
 	Kwok bool
 	// AWS runs moto; Environment.AWS points at it.
 	AWS bool
+	// MotoAutoScaling chooses the Auto Scaling behaviours moto gets from
+	// test/env (see MotoAutoScalingEnv); empty takes the test process's
+	// IM_MOTO_AUTOSCALING, else DefaultMotoAutoScaling.
+	MotoAutoScaling string
 	// Bridge turns running instances of moto's Auto Scaling groups into Nodes
 	// and removes them when the instances go. Implies Kwok, AWS and
 	// ControllerManager (see Kwok).
@@ -375,7 +379,7 @@ func (e *Environment) start(ctx context.Context, bins tools) error {
 			return
 		}
 		began := time.Now()
-		p, url, err := startMoto(motoCtx, bins.moto, logDir)
+		p, url, err := startMoto(motoCtx, bins.moto, logDir, opts.MotoAutoScaling)
 		if err != nil {
 			motoErr = err
 			return

@@ -1,8 +1,12 @@
 package env
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +19,31 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
+// moto_server with the fixes and the Auto Scaling behaviours test/env adds
+// (motoserver.py loads motoautoscaling.py from its own directory).
+var (
+	//go:embed motoserver.py
+	motoServerPy []byte
+	//go:embed motoautoscaling.py
+	motoAutoScalingPy []byte
+)
+
+// MotoAutoScalingEnv chooses which Auto Scaling behaviours motoautoscaling.py
+// adds to moto: "all", "none" (moto's own), or a comma list of termination,
+// hooks, rebalance, activities, warmpool, where "-name" takes one away from
+// "all" ("all,-rebalance"). Set in the test process's environment it
+// applies to every environment that does not set Options.MotoAutoScaling.
+const MotoAutoScalingEnv = "IM_MOTO_AUTOSCALING"
+
+// DefaultMotoAutoScaling is what an environment gets when neither
+// Options.MotoAutoScaling nor IM_MOTO_AUTOSCALING chooses. Rebalancing is
+// off: with it, test/e2e TestMaxSurgeLaunchesBeforeDraining fails because
+// the product gives surge back with a decrement in whichever zone the
+// drained instance was, and Auto Scaling's rebalancing then terminates an
+// undrained node (review 2026-11-26 H3, issue 24 item 3). Turn it on by
+// default once the product suspends AZRebalance during rotations.
+const DefaultMotoAutoScaling = "all,-rebalance"
+
 // The AWS identity of the environment: moto accepts any credentials; these
 // are the ones moto's documentation uses.
 const (
@@ -24,12 +53,9 @@ const (
 )
 
 // startMoto starts moto's server on a free loopback port and waits until it
-// answers. It returns the endpoint URL.
-//
-//go:embed motoserver.py
-var motoServerPy []byte
-
-func startMoto(ctx context.Context, bin, logDir string) (*process, string, error) {
+// answers. It returns the endpoint URL. autoScaling is Options.MotoAutoScaling.
+func startMoto(ctx context.Context, bin, logDir, autoScaling string) (*process, string, error) {
+	autoScaling = cmp.Or(autoScaling, os.Getenv(MotoAutoScalingEnv), DefaultMotoAutoScaling)
 	type result struct {
 		p   *process
 		url string
@@ -44,10 +70,13 @@ func startMoto(ctx context.Context, bin, logDir string) (*process, string, error
 		// for where moto differs from AWS (motoserver.py).
 		python := filepath.Join(filepath.Dir(bin), "python")
 		script := filepath.Join(logDir, "motoserver.py")
-		if err := os.WriteFile(script, motoServerPy, 0o644); err != nil {
-			return result{}, err
+		for name, data := range map[string][]byte{"motoserver.py": motoServerPy, "motoautoscaling.py": motoAutoScalingPy} {
+			if err := os.WriteFile(filepath.Join(logDir, name), data, 0o644); err != nil {
+				return result{}, err
+			}
 		}
 		p, err := startProcess("moto", python, []string{script, "-H", "127.0.0.1", "-p", fmt.Sprint(port)}, logDir,
+			MotoAutoScalingEnv+"="+autoScaling,
 			// moto reads these for the account and default region it reports.
 			"AWS_DEFAULT_REGION="+AWSRegion, "AWS_REGION="+AWSRegion,
 			"AWS_ACCESS_KEY_ID="+AWSAccessKeyID, "AWS_SECRET_ACCESS_KEY="+AWSSecretAccessKey,
@@ -97,6 +126,37 @@ func resetMoto(ctx context.Context, endpoint string) error {
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return fmt.Errorf("reset moto at %s: %s: %s", endpoint, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// SetInsufficientCapacity makes moto's Auto Scaling groups fail every launch
+// of these instance types as AWS does when EC2 has no capacity for them
+// (InsufficientInstanceCapacity): a Failed scaling activity, no instance,
+// the group below its desired capacity and retrying. "type/zone" (e.g.
+// "m5.large/us-west-2a") fails only that zone's launches. No types ends it;
+// ResetAWS ends it too. Needs the activities behaviour (MotoAutoScalingEnv).
+func (e *Environment) SetInsufficientCapacity(ctx context.Context, instanceTypes ...string) error {
+	if e.AWSEndpoint == "" {
+		return errors.New("SetInsufficientCapacity: the environment runs without AWS")
+	}
+	body, err := json.Marshal(map[string][]string{"instanceTypes": append([]string{}, instanceTypes...)})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.AWSEndpoint+"/im-emulator/insufficient-capacity", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("SetInsufficientCapacity: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("SetInsufficientCapacity: %s: %s (is the activities behaviour of %s off?)", resp.Status, strings.TrimSpace(string(msg)), MotoAutoScalingEnv)
 	}
 	return nil
 }

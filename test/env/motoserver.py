@@ -23,8 +23,14 @@ Fixes:
   provisioner keeps node group tags in step in place); they are found here
   by ARN, and UntagResource removes every key of its query string (moto
   reads the first only).
+
+Auto Scaling's own behaviour (termination policy, lifecycle hooks,
+rebalancing, scaling activities, warm pools) is motoautoscaling.py's,
+installed here; IM_MOTO_AUTOSCALING chooses which behaviours are on.
 """
 import sys
+
+import motoautoscaling
 
 from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend
@@ -155,6 +161,9 @@ def _untag_every_key(self):
 
 
 EKSResponse.untag_resource = _untag_every_key
+
+# After the fixes above: its terminate replaces the one defined here.
+motoautoscaling.install()
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"
