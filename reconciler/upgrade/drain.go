@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
-	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,22 +38,29 @@ const (
 type DrainResult int
 
 const (
-	// Draining: evictions are under way or were refused for now (429).
+	// Draining: evictions are under way, refused for now (429), or
+	// evicted pods are still terminating within their grace period.
 	Draining DrainResult = iota
-	// Drained: no pod that needs evicting is left on the node.
+	// Drained: no pod that needs evicting is left on the node: every
+	// non-DaemonSet, non-mirror pod was evicted and is gone, or has
+	// finished (see Drainer.Drain for pods of unreachable nodes).
 	Drained
-	// Blocked: the node has been draining longer than the drain timeout.
+	// Blocked: past the drain timeout, an eviction is still refused, or an
+	// evicted pod outlived its grace period plus TerminationMargin.
 	Blocked
 )
 
-// Drainer cordons nodes and evicts their pods through the Eviction API with
-// the Kubernetes drain helper (k8s.io/kubectl/pkg/drain), so
-// PodDisruptionBudgets are honoured; DaemonSet pods are skipped, pods with
-// emptyDir data are evicted. It never deletes pods directly.
+// Drainer cordons nodes and evicts their pods through the Eviction API
+// (policy/v1 Eviction, the pods' own grace periods), listing them with the
+// Kubernetes drain helper (k8s.io/kubectl/pkg/drain), so
+// PodDisruptionBudgets are honoured; DaemonSet and mirror pods are
+// skipped, pods with emptyDir data are evicted, finished pods are left
+// alone. It never deletes pods directly.
 type Drainer struct {
 	Kube   kubernetes.Interface
 	Client client.Client
-	// Timeout is how long a node may drain before it is reported Blocked.
+	// Timeout is how long a node may drain before refused evictions
+	// (and pods stuck terminating) report it Blocked.
 	Timeout time.Duration
 	// Step bounds how long one call to Drain may wait for evictions, so a
 	// reconcile is never held for the whole drain.
@@ -67,6 +71,10 @@ type Drainer struct {
 	// evicted) and gets a line per eviction ("evicting pod <ns>/<name>
 	// (server dry run)"): the manager's --dry-run.
 	DryRun io.Writer
+
+	// retry is the time between two rounds of evictions and reads within
+	// a step (default evictRetry; tests).
+	retry time.Duration
 }
 
 // Start cordons node and marks the drain start (and, with surge, that its
@@ -93,46 +101,6 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) erro
 		return fmt.Errorf("cordoning node %s: %w", node.Name, err)
 	}
 	return nil
-}
-
-// Drain evicts the pods of a node that Start cordoned, waiting at most Step.
-// It returns Drained when nothing is left to evict, Blocked once the node
-// has been draining longer than Timeout, else Draining. The error names the
-// node and the pods that could not be listed or evicted.
-func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, string, error) {
-	stepCtx, cancel := context.WithTimeout(ctx, d.Step)
-	defer cancel()
-	helper := &drain.Helper{
-		Ctx: stepCtx, Client: d.Kube,
-		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Force: true,
-		GracePeriodSeconds: -1, Timeout: d.Step, EvictErrorRetryDelay: time.Second,
-		Out: io.Discard, ErrOut: io.Discard,
-	}
-	if d.DryRun != nil {
-		helper.DryRunStrategy, helper.Out = cmdutil.DryRunServer, d.DryRun
-	}
-	list, errs := helper.GetPodsForDeletion(node.Name)
-	if len(errs) > 0 {
-		return Draining, "", fmt.Errorf("listing pods to evict from node %s: %v", node.Name, errs)
-	}
-	pods := list.Pods()
-	if len(pods) == 0 {
-		return Drained, "", nil
-	}
-	err := helper.DeleteOrEvictPods(pods)
-	if err == nil {
-		return Drained, "", nil
-	}
-	started, perr := time.Parse(time.RFC3339, node.Annotations[AnnotationDrainStarted])
-	if perr == nil && d.Now().Sub(started) > d.Timeout {
-		names := make([]string, 0, len(pods))
-		for _, p := range pods {
-			names = append(names, p.Namespace+"/"+p.Name)
-		}
-		return Blocked, fmt.Sprintf("node %s could not be drained within %s (pods %s): %v",
-			node.Name, d.Timeout, strings.Join(names, ", "), err), nil
-	}
-	return Draining, err.Error(), nil
 }
 
 // Skip uncordons a blocked node and leaves it alone for one drain timeout,

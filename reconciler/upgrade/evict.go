@@ -1,0 +1,280 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
+	"k8s.io/kubectl/pkg/drain"
+)
+
+// Bounds of the wait for pods that are already terminating: a graceful
+// termination is waited for, never reported Blocked, and a kubelet that is
+// gone does not hold a drain.
+const (
+	// TerminationMargin is how long past the end of its grace period (its
+	// metadata.deletionTimestamp) a pod terminating on a Ready node is
+	// still waited for before it counts toward Blocked: the kubelet's kill
+	// and the pod's deletion. A pod within its grace period, however much
+	// longer than the drain timeout its terminationGracePeriodSeconds is,
+	// never makes a node Blocked.
+	TerminationMargin = time.Minute
+	// UnreachablePodWait is how long a pod already terminating on a node
+	// whose Ready condition is False or Unknown is waited for, counted from
+	// its deletion request; past it the drain no longer waits for it: no
+	// kubelet will finish it, and its controller has replaced it already
+	// (a terminating pod is not available). Cluster API's
+	// SkipWaitForDeleteTimeoutSeconds for unreachable nodes and
+	// lifecycle-manager's drain-timeout-unknown (30s) do the same.
+	UnreachablePodWait = 30 * time.Second
+	// evictRetry is the time between two rounds of a drain step: refused
+	// evictions are tried again, evicted pods read again.
+	evictRetry = time.Second
+)
+
+// evicting is one pod a drain step evicts and waits for.
+type evicting struct {
+	pod corev1.Pod
+	// refusal is why its last eviction was refused ("" once evicted).
+	refusal string
+	gone    bool
+}
+
+// Drain evicts the pods of a node that Start cordoned, for at most Step
+// (a policy/v1 Eviction per pod, with the pod's own grace period; refused
+// evictions are tried again every second within the step), and reports:
+//
+//   - Drained when no pod is left to evict: each was evicted and is gone
+//     (deleted, or its name taken by a pod of another UID), or has
+//     finished (phase Succeeded or Failed), or is a DaemonSet or mirror
+//     pod. A pod already terminating on a node that is not Ready is not
+//     waited for past UnreachablePodWait from its deletion request. The
+//     node's pods are listed again before Drained, so a pod that arrived
+//     meanwhile (one tolerating the cordon's taint) is evicted too.
+//   - Blocked once the node has been draining (AnnotationDrainStarted)
+//     longer than Timeout while an eviction is refused (429: a
+//     PodDisruptionBudget allows no disruption; or any other Eviction API
+//     error, such as a pod under two budgets) or an evicted pod is still
+//     there TerminationMargin past its grace period. The message names
+//     the node and those pods. Pods terminating within their grace period
+//     never count.
+//   - Draining otherwise, with what it waits for.
+//
+// Errors name the node: its pods could not be listed or read.
+func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, string, error) {
+	stepCtx, cancel := context.WithTimeout(ctx, d.Step)
+	defer cancel()
+	helper := d.helper(stepCtx, node)
+	pods, err := remaining(helper, node)
+	if err != nil {
+		return Draining, "", err
+	}
+	if len(pods) == 0 {
+		return Drained, "", nil
+	}
+	if d.DryRun != nil {
+		// Evictions with dryRun=All: the helper prints one line per pod
+		// and nothing leaves, so there is nothing to wait for.
+		if err := helper.DeleteOrEvictPods(pods); err != nil {
+			return Draining, err.Error(), nil
+		}
+		return Drained, "", nil
+	}
+	batch := make([]*evicting, len(pods))
+	for i := range pods {
+		batch[i] = &evicting{pod: pods[i]}
+	}
+	for {
+		left, err := d.round(stepCtx, helper, node, batch)
+		switch {
+		case err != nil && stepCtx.Err() == nil:
+			return Draining, "", err
+		case err != nil: // the step's time is up
+			return d.verdict(node, batch)
+		case left == 0:
+			return relist(stepCtx, helper, node)
+		case !d.sleep(stepCtx):
+			return d.verdict(node, batch)
+		}
+	}
+}
+
+// relist ends a step whose pods are all gone: Drained, unless pods
+// arrived on the node meanwhile (they are evicted by the next step).
+func relist(ctx context.Context, h *drain.Helper, node *corev1.Node) (DrainResult, string, error) {
+	pods, err := remaining(h, node)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return Draining, "", nil
+	case err != nil:
+		return Draining, "", err
+	case len(pods) > 0:
+		return Draining, fmt.Sprintf("pods arrived on cordoned node %s while it drained: %s", node.Name, podNames(pods)), nil
+	}
+	return Drained, "", nil
+}
+
+// Remaining returns the pods a drain of node would still evict (as Drain
+// lists them: not DaemonSet or mirror pods, not finished, not abandoned
+// on an unreachable node), read from the API server: none means every
+// pod of the node was evicted and is gone, or has finished. Errors name
+// the node.
+func (d *Drainer) Remaining(ctx context.Context, node *corev1.Node) ([]corev1.Pod, error) {
+	return remaining(d.helper(ctx, node), node)
+}
+
+// helper is the Kubernetes drain helper for one step on node: evictions
+// with the pods' own grace periods, DaemonSet pods skipped, pods with
+// emptyDir data and pods without a controller evicted, and settled pods
+// (finished, or abandoned on an unreachable node) left alone.
+func (d *Drainer) helper(ctx context.Context, node *corev1.Node) *drain.Helper {
+	h := &drain.Helper{
+		Ctx: ctx, Client: d.Kube,
+		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Force: true,
+		GracePeriodSeconds: -1, Timeout: d.Step, EvictErrorRetryDelay: d.retryEvery(),
+		Out: io.Discard, ErrOut: io.Discard,
+		AdditionalFilters: []drain.PodFilter{func(pod corev1.Pod) drain.PodDeleteStatus {
+			if settled(node, &pod, d.Now()) {
+				return drain.MakePodDeleteStatusSkip()
+			}
+			return drain.MakePodDeleteStatusOkay()
+		}},
+	}
+	if d.DryRun != nil {
+		h.DryRunStrategy, h.Out = cmdutil.DryRunServer, d.DryRun
+	}
+	return h
+}
+
+func remaining(h *drain.Helper, node *corev1.Node) ([]corev1.Pod, error) {
+	list, errs := h.GetPodsForDeletion(node.Name)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("listing pods to evict from node %s: %v", node.Name, errs)
+	}
+	return list.Pods(), nil
+}
+
+// round tries the eviction of each pod not yet evicted and reads each one
+// evicted or terminating; it returns how many are not gone. An error of
+// the step's context ending is returned as is.
+func (d *Drainer) round(ctx context.Context, h *drain.Helper, node *corev1.Node, batch []*evicting) (int, error) {
+	left := 0
+	for _, e := range batch {
+		if e.gone {
+			continue
+		}
+		if e.pod.DeletionTimestamp == nil {
+			err := h.EvictPod(e.pod, policyv1.SchemeGroupVersion)
+			switch {
+			case ctx.Err() != nil:
+				return left, ctx.Err()
+			case err == nil:
+				e.refusal = ""
+			case apierrors.IsNotFound(err):
+				e.gone = true
+				continue
+			case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+				// Its namespace is being deleted, which deletes it.
+				e.refusal = ""
+			default:
+				e.refusal = err.Error()
+				left++
+				continue
+			}
+		}
+		p, err := d.Kube.CoreV1().Pods(e.pod.Namespace).Get(ctx, e.pod.Name, metav1.GetOptions{})
+		switch {
+		case ctx.Err() != nil:
+			return left, ctx.Err()
+		case apierrors.IsNotFound(err) || err == nil && p.UID != e.pod.UID:
+			e.gone = true
+			continue
+		case err != nil:
+			return left, fmt.Errorf("reading pod %s/%s evicted from node %s: %w", e.pod.Namespace, e.pod.Name, node.Name, err)
+		}
+		e.pod = *p
+		if settled(node, p, d.Now()) {
+			e.gone = true
+			continue
+		}
+		left++
+	}
+	return left, nil
+}
+
+// verdict is the outcome of a step that ends with pods left (see Drain).
+func (d *Drainer) verdict(node *corev1.Node, batch []*evicting) (DrainResult, string, error) {
+	now := d.Now()
+	var blocking, waiting []string
+	for _, e := range batch {
+		name := e.pod.Namespace + "/" + e.pod.Name
+		switch p := &e.pod; {
+		case e.gone:
+		case e.refusal != "":
+			blocking = append(blocking, fmt.Sprintf("%s: eviction refused: %s", name, e.refusal))
+		case p.DeletionTimestamp == nil:
+			waiting = append(waiting, name+": its namespace is being deleted")
+		case NodeReady(node) && now.After(p.DeletionTimestamp.Add(TerminationMargin)):
+			blocking = append(blocking, fmt.Sprintf("%s: still terminating %s after its grace period ended (%s)",
+				name, now.Sub(p.DeletionTimestamp.Time).Round(time.Second), p.DeletionTimestamp.UTC().Format(time.RFC3339)))
+		default:
+			waiting = append(waiting, fmt.Sprintf("%s: terminating, its grace period ends %s", name, p.DeletionTimestamp.UTC().Format(time.RFC3339)))
+		}
+	}
+	started, err := time.Parse(time.RFC3339, node.Annotations[AnnotationDrainStarted])
+	if err == nil && now.Sub(started) > d.Timeout && len(blocking) > 0 {
+		return Blocked, fmt.Sprintf("node %s could not be drained within %s: %s", node.Name, d.Timeout, strings.Join(blocking, "; ")), nil
+	}
+	return Draining, strings.Join(append(blocking, waiting...), "; "), nil
+}
+
+// settled reports whether pod needs no eviction nor wait: it has finished,
+// or it has been terminating on a node that is not Ready for longer than
+// UnreachablePodWait since its deletion was requested.
+func settled(node *corev1.Node, pod *corev1.Pod, now time.Time) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	if pod.DeletionTimestamp == nil || NodeReady(node) {
+		return false
+	}
+	requested := pod.DeletionTimestamp.Time
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		requested = requested.Add(-time.Duration(*g) * time.Second)
+	}
+	return now.Sub(requested) > UnreachablePodWait
+}
+
+// sleep waits one retry interval; false when ctx ends first.
+func (d *Drainer) sleep(ctx context.Context) bool {
+	t := time.NewTimer(d.retryEvery())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (d *Drainer) retryEvery() time.Duration {
+	if d.retry > 0 {
+		return d.retry
+	}
+	return evictRetry
+}
+
+func podNames(pods []corev1.Pod) string {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	return strings.Join(names, ", ")
+}
