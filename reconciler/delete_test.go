@@ -12,11 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +21,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
 )
 
 // oneNodeProvisioner observes every group as one InService instance,
@@ -50,53 +47,9 @@ func (p *oneNodeProvisioner) Delete(_ context.Context, ig *v1alpha1.InstanceGrou
 	return true, nil
 }
 
-// budgetRefusesEvery makes kube answer every eviction as a
-// PodDisruptionBudget that allows none does (429), and list pods by
-// spec.nodeName as the API server does. It returns the nodes whose pods
-// evictions were tried for.
-func budgetRefusesEvery(kube *kubefake.Clientset) func() map[string]bool {
-	var mu sync.Mutex
-	tried := map[string]bool{}
-	pods := corev1.SchemeGroupVersion.WithResource("pods")
-	kube.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
-		{Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1"}}}}
-	kube.PrependReactor("list", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		la := a.(clienttesting.ListAction)
-		objs, err := kube.Tracker().List(pods, corev1.SchemeGroupVersion.WithKind("Pod"), la.GetNamespace())
-		if err != nil {
-			return true, nil, err
-		}
-		out := &corev1.PodList{}
-		for _, p := range objs.(*corev1.PodList).Items {
-			if sel := la.GetListRestrictions().Fields; sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
-				out.Items = append(out.Items, p)
-			}
-		}
-		return true, out, nil
-	})
-	kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		name := a.(clienttesting.CreateAction).GetObject().(metav1.Object).GetName()
-		obj, err := kube.Tracker().Get(pods, a.GetNamespace(), name)
-		if err == nil {
-			mu.Lock()
-			tried[obj.(*corev1.Pod).Spec.NodeName] = true
-			mu.Unlock()
-		}
-		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
-	})
-	return func() map[string]bool {
-		mu.Lock()
-		defer mu.Unlock()
-		out := map[string]bool{}
-		for k, v := range tried {
-			out[k] = v
-		}
-		return out
-	}
-}
+// refuseEvery answers every eviction as a PodDisruptionBudget that allows
+// none does (429).
+func refuseEvery(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Refuse }
 
 func readyNode(name, providerID string, labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: providerID},
@@ -117,7 +70,7 @@ func readyNode(name, providerID string, labels map[string]string) *corev1.Node {
 func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 	const blocked, maxDrains = 50, 5
 	var objs []client.Object
-	kube := kubefake.NewSimpleClientset()
+	srv := fakeeviction.New(time.Now, refuseEvery)
 	for i := range blocked {
 		name := fmt.Sprintf("blocked-%02d", i)
 		now := metav1.Now()
@@ -126,7 +79,7 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 			Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
 		}, readyNode("node-"+name, "aws:///us-west-2a/i-"+name, map[string]string{
 			v1alpha1.LabelInstanceGroup: name, v1alpha1.LabelInstanceGroupNamespace: "team-blocked"}))
-		if err := kube.Tracker().Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app-" + name},
+		if err := srv.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app-" + name},
 			Spec: corev1.PodSpec{NodeName: "node-" + name}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}); err != nil {
 			t.Fatal(err)
 		}
@@ -136,10 +89,10 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
 	}
 	objs = append(objs, fresh, readyNode("node-fresh", "aws:///us-west-2a/i-fresh", nil))
-	tried := budgetRefusesEvery(kube)
+	tried := srv.Nodes
 	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 
-	drainer := &upgrade.Drainer{Kube: kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: time.Now}
+	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: time.Now}
 	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -221,9 +174,8 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 // retried: the cloud resources stay. The force-delete annotation then
 // deletes them without a drain.
 func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
-	kube := kubefake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
+	srv := fakeeviction.New(time.Now, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
 		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-	budgetRefusesEvery(kube)
 	now := metav1.Now()
 	ig := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
@@ -236,7 +188,7 @@ func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
 	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
 	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	// Inline drains (no runner): each reconcile runs one drain step.
-	drainer := &upgrade.Drainer{Kube: kube, Client: c, Timeout: time.Minute, Step: 50 * time.Millisecond, Now: time.Now}
+	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 50 * time.Millisecond, Now: time.Now}
 	recorder := events.NewFakeRecorder(100)
 	prov := &listingProvisioner{}
 	r := &InstanceGroupReconciler{

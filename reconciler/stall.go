@@ -98,11 +98,13 @@ func stalledMessage(at time.Time, timeout time.Duration) string {
 		timeout, at.UTC().Format(time.RFC3339), at.Add(timeout).UTC().Format(time.RFC3339))
 }
 
-// releaseDrains uncordons (Drainer.Skip: for one drain timeout the node is
-// not picked again) the nodes of ig's drifted instances that are not
-// terminating and carry the drain annotations: ig holds no upgrade slot,
-// so no drain of it is in progress and none may leave a node cordoned. It
-// returns the node names.
+// releaseDrains stops the drains (upgrade.Drains.Stop: a running step is
+// interrupted) and then uncordons (Drainer.Skip: for one drain timeout the
+// node is not picked again) the nodes of ig's drifted instances that are
+// not terminating and carry the drain annotations: ig holds no upgrade
+// slot, so no drain of it may go on, evicting pods from a node that is
+// schedulable again, and none may leave a node cordoned. It returns the
+// node names.
 func (r *InstanceGroupReconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node) ([]string, error) {
 	if r.Rolling == nil || r.Rolling.Drainer == nil {
@@ -116,6 +118,10 @@ func (r *InstanceGroupReconciler) releaseDrains(ctx context.Context, ig *v1alpha
 		}
 		if _, ok := node.Annotations[upgrade.AnnotationDrainStarted]; !ok {
 			continue
+		}
+		if r.Rolling.Drains != nil {
+			// Before the uncordon: no eviction may follow it.
+			r.Rolling.Drains.Stop(node.Name)
 		}
 		if err := r.Rolling.Drainer.Skip(ctx, node); err != nil {
 			return names, err

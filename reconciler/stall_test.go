@@ -21,6 +21,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
 )
 
 // stuckProvisioner reports every group with three drifted in-service
@@ -224,5 +225,73 @@ func TestFailingGroupReleasesItsSlotAfterTheStallTimeout(t *testing.T) {
 	}
 	if !found {
 		t.Error("no Warning UpgradeStalled Event naming the failure")
+	}
+}
+
+// A stalled rotation stops the drain of every node it uncordons before the
+// uncordon: no eviction follows it (review M2: the drain runner went on
+// evicting from a schedulable node for as long as the group waited).
+func TestStallStopsTheDrainsOfTheNodesItUncordons(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "stuck", UID: "uid-stuck", Generation: 1, Finalizers: []string{Finalizer}},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	objs := []client.Object{ig}
+	for _, id := range []string{"stuck-a", "stuck-b", "stuck-c"} {
+		objs = append(objs, readyNode(id, "aws:///us-west-2a/"+id, nil))
+	}
+	c := crfake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	// The pod on the first batch's node: its budget refuses every eviction.
+	srv := fakeeviction.New(clock, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"},
+		Spec: corev1.PodSpec{NodeName: "stuck-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	// Steps as long as the test: only a stop ends the running one.
+	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
+	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
+	runCtx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { _ = drains.Start(runCtx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	recorder := events.NewFakeRecorder(100)
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
+		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
+		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
+			StallTimeout: 30 * time.Minute},
+		StallTimeout: 30 * time.Minute, Now: clock,
+		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	key := client.ObjectKeyFromObject(ig)
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reconcile() // takes the slot, cordons stuck-a, hands its drain to the runner
+	waitUntil(t, func() bool { return srv.Evictions("apps/web-1") >= 2 }, "the refused eviction to be tried again")
+	if got := drains.Draining(key); len(got) != 1 || got[0] != "stuck-a" {
+		t.Fatalf("draining %v before the stall, want [stuck-a]", got)
+	}
+
+	now = now.Add(31 * time.Minute)
+	reconcile() // no progress for the stall timeout: slot released, stuck-a uncordoned
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "stuck-a"}, node); err != nil {
+		t.Fatal(err)
+	}
+	if node.Spec.Unschedulable {
+		t.Fatal("stuck-a is still cordoned after the stall")
+	}
+	if got := drains.Draining(key); len(got) != 0 {
+		t.Errorf("after the stall uncordoned stuck-a, its drain still runs: draining %v", got)
+	}
+	before := srv.Evictions("apps/web-1")
+	time.Sleep(1100 * time.Millisecond) // a running drain tries a refused eviction again every second
+	if after := srv.Evictions("apps/web-1"); after != before {
+		t.Errorf("%d eviction(s) of apps/web-1 from the uncordoned node after the stall", after-before)
 	}
 }

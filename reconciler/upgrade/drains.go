@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -25,7 +26,10 @@ import (
 // their slots. At most Max steps run at once cluster-wide and PerGroup
 // per InstanceGroup. A drain that ends (drained, blocked past
 // Drainer.Timeout, or failed) is sent on Finished, so its group is
-// reconciled without waiting for its next poll.
+// reconciled without waiting for its next poll. A drain ends without an
+// outcome when Stop, Retain or Cancel drops it, or when its node no longer
+// carries AnnotationDrainStarted (uncordoned by Drainer.Skip): nothing
+// evicts from a node given back.
 //
 // Drains is a manager.Runnable (leader only): Start runs the dispatcher.
 // Poll may be called before Start; the drains wait in the queue. Safe for
@@ -171,6 +175,22 @@ func (d *Drains) Retain(group types.NamespacedName, nodes []string) {
 	d.gauges()
 }
 
+// Stop stops and forgets the drains of the named nodes, whichever group
+// started them: the nodes were uncordoned (a stalled rotation gives its
+// nodes back), so nothing may evict from them any more; a running step is
+// interrupted.
+func (d *Drains) Stop(nodes ...string) {
+	d.init()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, name := range nodes {
+		if job := d.jobs[name]; job != nil {
+			d.drop(job)
+		}
+	}
+	d.gauges()
+}
+
 // Draining returns the nodes whose drains group has queued or running.
 func (d *Drains) Draining(group types.NamespacedName) []string {
 	d.init()
@@ -287,6 +307,15 @@ func (d *Drains) step(job *drainJob) {
 		d.signal()
 		return
 	}
+	if errors.Is(err, errNotDraining) {
+		// Uncordoned meanwhile: the drain ends without an outcome; a
+		// caller that cordons the node again starts a new one.
+		delete(d.jobs, job.node)
+		d.gauges()
+		d.mu.Unlock()
+		d.signal()
+		return
+	}
 	job.msg = msg
 	if err == nil && res == Draining {
 		job.state = jobQueued
@@ -312,8 +341,14 @@ func (d *Drains) step(job *drainJob) {
 	}
 }
 
+// errNotDraining ends a drain whose node no longer carries
+// AnnotationDrainStarted: it was uncordoned (Drainer.Skip) and nothing
+// may evict from it.
+var errNotDraining = errors.New("node no longer marked for a drain")
+
 // drainOnce reads the node (a node gone has nothing left to evict) and
-// runs one drain step on it.
+// runs one drain step on it, unless the node is no longer marked for a
+// drain (errNotDraining).
 func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, string, error) {
 	node := &corev1.Node{}
 	if err := d.Drainer.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
@@ -324,6 +359,9 @@ func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, strin
 			return Draining, "", nil
 		}
 		return Draining, "", fmt.Errorf("reading node %s to drain it: %w", name, err)
+	}
+	if !draining(node) {
+		return Draining, "", errNotDraining
 	}
 	return d.Drainer.Drain(ctx, node)
 }

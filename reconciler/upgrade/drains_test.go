@@ -15,6 +15,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
 )
 
 // steps is a scripted drain step: each node's steps block until released
@@ -372,5 +374,49 @@ func TestRollingUpdateDrainsInTheBackground(t *testing.T) {
 	}
 	if got := d.Draining(types.NamespacedName{Namespace: "team-a", Name: "web"}); len(got) != 0 {
 		t.Errorf("drains left: %v", got)
+	}
+}
+
+// Stop ends the drains of the named nodes, whichever group started them,
+// interrupting a running step; the other drains go on.
+func TestDrainsStop(t *testing.T) {
+	s := newSteps(func(string, int) DrainResult { return Draining })
+	d := &Drains{Max: 5, Interval: time.Millisecond, stepFn: s.run}
+	startDrains(t, d)
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	s.group["a1"], s.group["a2"], s.group["b1"] = "a", "a", "b"
+	d.Poll(context.Background(), a, nodeNamed("a1"))
+	d.Poll(context.Background(), a, nodeNamed("a2"))
+	d.Poll(context.Background(), b, nodeNamed("b1"))
+	waitFor(t, func() bool { return s.callsOf("a1") == 1 && s.callsOf("b1") == 1 })
+	d.Stop("a1", "b1", "never-drained")
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.canceled["a1"] == 1 && s.canceled["b1"] == 1 })
+	if got := d.Draining(a); len(got) != 1 || got[0] != "a2" {
+		t.Errorf("group a draining %v after Stop(a1), want [a2]", got)
+	}
+	if got := d.Draining(b); len(got) != 0 {
+		t.Errorf("group b draining %v after Stop(b1), want none", got)
+	}
+}
+
+// A drain whose node lost its drain annotation (uncordoned by Skip) ends
+// at its next step without evicting anything.
+func TestDrainsEndWhenTheNodeIsNoLongerDraining(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"}, Spec: corev1.PodSpec{NodeName: "n1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete }, pod)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nodeNamed("n1")).Build()
+	d := &Drains{Max: 1, Interval: time.Millisecond,
+		Drainer: &Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}}
+	startDrains(t, d)
+	g := types.NamespacedName{Namespace: "ns", Name: "a"}
+	d.Poll(context.Background(), g, nodeNamed("n1"))
+	waitFor(t, func() bool { return len(d.Draining(g)) == 0 })
+	if n := srv.Evictions("apps/web-1"); n != 0 {
+		t.Errorf("%d eviction(s) from a node not marked for a drain", n)
 	}
 }
