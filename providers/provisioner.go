@@ -59,6 +59,17 @@ type InstanceLister interface {
 	Instances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
 }
 
+// Freezer is implemented by provisioners whose groups grow on their own
+// (eks: Auto Scaling, the cluster-autoscaler), so that a group being
+// deleted stops launching instances before its nodes are drained.
+type Freezer interface {
+	// Freeze stops the group from launching instances (eks: Launch and
+	// AZRebalance suspended, MaxSize lowered to what the group holds; see
+	// aws.Freeze) without terminating any. Idempotent; nothing is done to
+	// a group that does not exist or is not ig's.
+	Freeze(ctx context.Context, ig *v1alpha1.InstanceGroup) error
+}
+
 // ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
 // because the desired capacity is at the group's minimum size.
 var ErrDesiredAtMinSize = errors.New("the desired capacity is at the group's minimum size, it cannot be decremented")

@@ -26,10 +26,13 @@ const (
 	reasonDeletingCloud = "DeletingCloudResources"
 )
 
-// delete removes a deleted group: it cordons and drains the group's nodes
-// through the Eviction API (PodDisruptionBudgets respected, DaemonSet pods
-// skipped; in the background, see upgrade.Drains), then has the
-// provisioner delete the cloud resources, then removes the finalizer. A
+// delete removes a deleted group: it freezes the group (a
+// providers.Freezer stops it launching instances), cordons and drains the
+// group's nodes through the Eviction API (PodDisruptionBudgets respected,
+// DaemonSet pods skipped; in the background, see upgrade.Drains), reads
+// every node's pods again once all drains ended (none may be left but
+// DaemonSet, mirror and finished pods), then has the provisioner delete
+// the cloud resources, then removes the finalizer. A
 // drain blocked past the drain timeout is reported (Warning Event
 // DrainBlocked, condition Deleting reason DrainBlocked naming the nodes
 // and pods) and retried, never forced; the annotation
@@ -126,6 +129,14 @@ func (r *InstanceGroupReconciler) drainForDelete(ctx context.Context, ig *v1alph
 	if r.Rolling == nil || r.Rolling.Drainer == nil {
 		return true, nil // no drainer configured (tests of other paths)
 	}
+	if f, ok := prov.(providers.Freezer); ok {
+		// Before any eviction: the evicted pods go Pending, and a group
+		// that can still grow (the cluster-autoscaler) would take them on
+		// new, uncordoned nodes of its own.
+		if err := f.Freeze(ctx, ig); err != nil {
+			return false, fmt.Errorf("freezing group %s/%s before its drain: %w", ig.Namespace, ig.Name, err)
+		}
+	}
 	nodes, err := r.deleteNodes(ctx, ig, prov)
 	if err != nil {
 		return false, err
@@ -161,12 +172,46 @@ func (r *InstanceGroupReconciler) drainForDelete(ctx context.Context, ig *v1alph
 		}
 		setCondition(ig, v1alpha1.ConditionDeleting, true, ReasonDrainBlocked, msg)
 		return false, nil
-	case len(draining) > 0:
-		setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining,
-			fmt.Sprintf("draining %d of %d node(s) before deleting the cloud resources: %s", len(draining), len(nodes), strings.Join(draining, ", ")))
-		return false, nil
+	case len(draining) == 0:
+		// Every drain ended Drained, some maybe a while ago: read each
+		// node's pods again before anything is terminated.
+		if draining, err = r.undrained(ctx, ig, nodes); err != nil || len(draining) == 0 {
+			return err == nil, err
+		}
 	}
-	return true, nil
+	setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining,
+		fmt.Sprintf("draining %d of %d node(s) before deleting the cloud resources: %s", len(draining), len(nodes), strings.Join(draining, ", ")))
+	return false, nil
+}
+
+// undrained reads the pods of nodes, whose drains all ended Drained, from
+// the API server (Drainer.Remaining): a pod that landed on one after its
+// drain ended (a pod tolerating the cordon, bound by a scheduler that had
+// not seen it yet, or placed by name) would die with the instance. Such a
+// node's drain starts again; it returns those nodes, each with its pods.
+func (r *InstanceGroupReconciler) undrained(ctx context.Context, ig *v1alpha1.InstanceGroup, nodes []*corev1.Node) ([]string, error) {
+	var out []string
+	for _, node := range nodes {
+		pods, err := r.Rolling.Drainer.Remaining(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(pods))
+		for _, p := range pods {
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+		out = append(out, fmt.Sprintf("%s (pods back on it after its drain: %s)", node.Name, strings.Join(names, ", ")))
+		if r.Rolling.Drains != nil {
+			r.Rolling.Drains.Stop(node.Name) // its outcome, Drained, is stale
+		}
+		if _, _, err := r.Rolling.Drain(ctx, ig, node); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // deleteNodes returns the group's Nodes, sorted by name: those carrying

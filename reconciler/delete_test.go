@@ -284,3 +284,110 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// freezingProvisioner lists one instance, i-a, records when it was frozen
+// (how many evictions had been asked for by then) and, at each Delete,
+// the pods still bound to node-a.
+type freezingProvisioner struct {
+	srv             *fakeeviction.Server
+	freezes         int
+	evictionsBefore int // at the first Freeze
+	deletes         int
+	podsAtDelete    []string
+}
+
+func (p *freezingProvisioner) Apply(context.Context, *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+	return nil, fmt.Errorf("not expected")
+}
+
+func (p *freezingProvisioner) Freeze(context.Context, *v1alpha1.InstanceGroup) error {
+	if p.freezes == 0 {
+		p.evictionsBefore = len(p.srv.Nodes())
+	}
+	p.freezes++
+	return nil
+}
+
+func (p *freezingProvisioner) Delete(ctx context.Context, _ *v1alpha1.InstanceGroup) (bool, error) {
+	p.deletes++
+	pods, err := p.srv.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-a"})
+	if err != nil {
+		return false, err
+	}
+	for _, pod := range pods.Items {
+		p.podsAtDelete = append(p.podsAtDelete, pod.Namespace+"/"+pod.Name)
+	}
+	return true, nil
+}
+
+func (p *freezingProvisioner) Instances(context.Context, *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	return []providers.Instance{{ID: "i-a", ProviderID: "aws:///us-west-2a/i-a", LifecycleState: "InService"}}, nil
+}
+
+// A deleted group is frozen before any eviction, and its cloud resources
+// are deleted only once every node's pods are gone, read again after the
+// drains ended: a pod bound to a drained node afterwards (one tolerating
+// the cordon) is evicted first, not killed with the instance (the user
+// report of issue 24: two pods still bound to a node that had gone).
+func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
+	ctx := context.Background()
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, UID: types.UID("uid-" + name)},
+			Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete }, pod("web-1"))
+	now := metav1.Now()
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, readyNode("node-a", "aws:///us-west-2a/i-a", nil)).
+		WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}
+	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
+	runCtx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { _ = drains.Start(runCtx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	recorder := events.NewFakeRecorder(100)
+	prov := &freezingProvisioner{srv: srv}
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
+		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
+		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+		backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	key := client.ObjectKeyFromObject(ig)
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reconcile() // freeze, cordon, drain in the background
+	if prov.freezes == 0 || prov.evictionsBefore != 0 {
+		t.Fatalf("frozen %d time(s), after %d eviction(s): want frozen before any eviction", prov.freezes, prov.evictionsBefore)
+	}
+	waitUntil(t, func() bool { return len(drains.Draining(key)) == 0 }, "the drain of node-a to end")
+	// A replacement lands on the drained node (it tolerates the cordon).
+	if err := srv.Add(pod("web-2")); err != nil {
+		t.Fatal(err)
+	}
+	reconcile()
+	if prov.deletes != 0 {
+		t.Fatalf("cloud resources deleted with pods %v still on node-a", prov.podsAtDelete)
+	}
+	cur := &v1alpha1.InstanceGroup{}
+	if err := c.Get(ctx, key, cur); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting); cond == nil || !strings.Contains(cond.Message, "node-a (pods back on it after its drain: apps/web-2)") {
+		t.Errorf("Deleting condition %+v does not name the pod back on node-a", cond)
+	}
+	waitUntil(t, func() bool { return srv.Evictions("apps/web-2") == 1 && len(drains.Draining(key)) == 0 }, "web-2 to be evicted")
+	reconcile()
+	if prov.deletes != 1 || len(prov.podsAtDelete) != 0 {
+		t.Errorf("%d Delete call(s), pods on node-a at Delete %v; want 1 call and no pod", prov.deletes, prov.podsAtDelete)
+	}
+}
