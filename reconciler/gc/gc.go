@@ -291,6 +291,12 @@ func clusterOf(tags map[string]string) string {
 func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (bool, error) {
 	switch f.kind {
 	case resourceASG:
+		// Frozen before its nodes drain, as a deleted group's is: an
+		// orphan that can still grow (the cluster-autoscaler scaling it
+		// out for the evicted pods) would take them on new nodes.
+		if _, err := awsp.Freeze(ctx, c.AWS.AutoScaling, f.name, func(astypes.AutoScalingGroup) bool { return true }); err != nil {
+			return false, err
+		}
 		drained, err := c.drain(ctx, f)
 		if err != nil || !drained {
 			return false, err

@@ -2,6 +2,8 @@ package gc
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +31,13 @@ type fakeAWS struct {
 	awsp.EC2API
 	awsp.IAMAPI
 	groups, templates map[string]map[string]string
-	deleted           []string
+	deleted           []string // "asg <name>", "lt <name>", and "freeze <name>" for a SuspendProcesses
 	listings          int
+}
+
+func (f *fakeAWS) SuspendProcesses(_ context.Context, in *autoscaling.SuspendProcessesInput, _ ...func(*autoscaling.Options)) (*autoscaling.SuspendProcessesOutput, error) {
+	f.deleted = append(f.deleted, "freeze "+*in.AutoScalingGroupName)
+	return &autoscaling.SuspendProcessesOutput{}, nil
 }
 
 func (f *fakeAWS) DescribeAutoScalingGroups(_ context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
@@ -121,6 +128,17 @@ func TestSweep(t *testing.T) {
 					t.Fatalf("no orphans found among %v", f.groups)
 				}
 			}
+			// Each group is frozen before it is deleted.
+			var deleted []string
+			for _, d := range f.deleted {
+				if name, ok := strings.CutPrefix(d, "asg "); ok && !slices.Contains(f.deleted[:slices.Index(f.deleted, d)], "freeze "+name) {
+					t.Errorf("group %s deleted without being frozen first: %v", name, f.deleted)
+				}
+				if !strings.HasPrefix(d, "freeze ") {
+					deleted = append(deleted, d)
+				}
+			}
+			f.deleted = deleted
 			if len(f.deleted) != len(c.want) {
 				t.Fatalf("deleted %v, want %v", f.deleted, c.want)
 			}
