@@ -94,10 +94,8 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 
 	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: time.Now}
 	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: 1}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { _ = drains.Start(ctx); close(stopped) }()
-	t.Cleanup(func() { cancel(); <-stopped })
+	runDrains(t, drains)
+	ctx := context.Background()
 	recorder := events.NewFakeRecorder(1000)
 	prov := &oneNodeProvisioner{}
 	r := &InstanceGroupReconciler{
@@ -274,6 +272,14 @@ func drainEvents(r *events.FakeRecorder, reason string) int {
 	}
 }
 
+// runDrains runs the drain runner until the test ends.
+func runDrains(t *testing.T, d *upgrade.Drains) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = d.Start(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+}
+
 func waitUntil(t *testing.T, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -345,10 +351,7 @@ func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
 		WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}
 	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
-	runCtx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { _ = drains.Start(runCtx); close(stopped) }()
-	t.Cleanup(func() { cancel(); <-stopped })
+	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
 	prov := &freezingProvisioner{srv: srv}
 	r := &InstanceGroupReconciler{

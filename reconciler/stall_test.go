@@ -250,10 +250,7 @@ func TestStallStopsTheDrainsOfTheNodesItUncordons(t *testing.T) {
 	// Steps as long as the test: only a stop ends the running one.
 	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
 	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
-	runCtx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { _ = drains.Start(runCtx); close(stopped) }()
-	t.Cleanup(func() { cancel(); <-stopped })
+	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
