@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -361,7 +362,20 @@ func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, strin
 		return Draining, "", fmt.Errorf("reading node %s to drain it: %w", name, err)
 	}
 	if !draining(node) {
-		return Draining, "", errNotDraining
+		// The cache may not have seen the cordon that queued this drain
+		// yet: the API server says.
+		live, err := d.Drainer.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return Drained, "", nil
+		case err != nil && ctx.Err() != nil:
+			return Draining, "", nil
+		case err != nil:
+			return Draining, "", fmt.Errorf("reading node %s to drain it: %w", name, err)
+		case !draining(live):
+			return Draining, "", errNotDraining
+		}
+		node = live
 	}
 	return d.Drainer.Drain(ctx, node)
 }

@@ -408,7 +408,7 @@ func TestDrainsEndWhenTheNodeIsNoLongerDraining(t *testing.T) {
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"}, Spec: corev1.PodSpec{NodeName: "n1"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete }, pod)
+	srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete }, pod, nodeNamed("n1"))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nodeNamed("n1")).Build()
 	d := &Drains{Max: 1, Interval: time.Millisecond,
 		Drainer: &Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}}
