@@ -26,8 +26,9 @@ import (
 
 // teamApp runs replicas pods on the nodes of namespace's groups (their
 // team label) behind a PodDisruptionBudget of minAvailable, and waits
-// until every replica is available. Both are removed when the test ends.
-func teamApp(t *testing.T, namespace string, replicas int32, minAvailable intstr.IntOrString) *appsv1.Deployment {
+// until every replica is available; tweaks change its pod spec. Both are
+// removed when the test ends.
+func teamApp(t *testing.T, namespace string, replicas int32, minAvailable intstr.IntOrString, tweaks ...func(*corev1.PodSpec)) *appsv1.Deployment {
 	t.Helper()
 	g := NewWithT(t)
 	labels := map[string]string{"app": "team-app"}
@@ -39,13 +40,16 @@ func teamApp(t *testing.T, namespace string, replicas int32, minAvailable intstr
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
-					// No toleration of every taint: that one would let the
-					// replacements back onto cordoned nodes.
+					// No toleration of every taint unless a tweak adds it:
+					// that one lets the replacements back onto cordoned nodes.
 					NodeSelector: map[string]string{"team": namespace},
 					Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
 				},
 			},
 		},
+	}
+	for _, tweak := range tweaks {
+		tweak(&d.Spec.Template.Spec)
 	}
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "team-app"},
