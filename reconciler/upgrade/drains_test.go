@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
@@ -294,11 +295,7 @@ func TestDrainsBlockedDrainDoesNotStarveOthers(t *testing.T) {
 // A node deleted while draining has nothing left to evict: the real step
 // reports it Drained.
 func TestDrainsNodeGone(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	d := &Drains{Max: 1, Drainer: &Drainer{Kube: kubefake.NewSimpleClientset(), Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
+	d := &Drains{Max: 1, Drainer: &Drainer{Kube: kubefake.NewSimpleClientset(), Client: nodeClient(t),
 		Timeout: time.Minute, Step: time.Second, Now: time.Now}}
 	startDrains(t, d)
 	g := types.NamespacedName{Namespace: "ns", Name: "a"}
@@ -402,16 +399,11 @@ func TestDrainsStop(t *testing.T) {
 // A drain whose node lost its drain annotation (uncordoned by Skip) ends
 // at its next step without evicting anything.
 func TestDrainsEndWhenTheNodeIsNoLongerDraining(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"}, Spec: corev1.PodSpec{NodeName: "n1"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete }, pod, nodeNamed("n1"))
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nodeNamed("n1")).Build()
 	d := &Drains{Max: 1, Interval: time.Millisecond,
-		Drainer: &Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}}
+		Drainer: &Drainer{Kube: srv.Kube, Client: nodeClient(t, nodeNamed("n1")), Timeout: time.Minute, Step: time.Second, Now: time.Now}}
 	startDrains(t, d)
 	g := types.NamespacedName{Namespace: "ns", Name: "a"}
 	d.Poll(context.Background(), g, nodeNamed("n1"))
@@ -419,4 +411,18 @@ func TestDrainsEndWhenTheNodeIsNoLongerDraining(t *testing.T) {
 	if n := srv.Evictions("apps/web-1"); n != 0 {
 		t.Errorf("%d eviction(s) from a node not marked for a drain", n)
 	}
+}
+
+// nodeClient is a fake controller-runtime client holding nodes.
+func nodeClient(t *testing.T, nodes ...*corev1.Node) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(scheme)
+	for _, n := range nodes {
+		b = b.WithObjects(n)
+	}
+	return b.Build()
 }
