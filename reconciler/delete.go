@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -179,9 +180,29 @@ func (r *InstanceGroupReconciler) drainForDelete(ctx context.Context, ig *v1alph
 			return err == nil, err
 		}
 	}
+	if stillBlocked(prev, draining) {
+		// The drain runner hands a Blocked outcome out once and retries
+		// the node: while that retry runs, the node is as blocked as it
+		// was, so the condition keeps saying so (and the next Blocked
+		// outcome is not announced again).
+		return false, nil
+	}
 	setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining,
 		fmt.Sprintf("draining %d of %d node(s) before deleting the cloud resources: %s", len(draining), len(nodes), strings.Join(draining, ", ")))
 	return false, nil
+}
+
+// stillBlocked reports whether prev, the group's Deleting condition, is
+// DrainBlocked for one of the nodes still draining (its message names
+// each blocked node as upgrade.Drainer words it: "node <name> could not
+// be drained").
+func stillBlocked(prev *metav1.Condition, draining []string) bool {
+	if prev == nil || prev.Reason != ReasonDrainBlocked {
+		return false
+	}
+	return slices.ContainsFunc(draining, func(node string) bool {
+		return strings.Contains(prev.Message, "node "+node+" could not be drained")
+	})
 }
 
 // undrained reads the pods of nodes, whose drains all ended Drained, from

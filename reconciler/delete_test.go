@@ -394,3 +394,71 @@ func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
 		t.Errorf("%d Delete call(s), pods on node-a at Delete %v; want 1 call and no pod", prov.deletes, prov.podsAtDelete)
 	}
 }
+
+// A blocked delete drain that the drain runner retries stays reported as
+// blocked: the runner hands out a Blocked outcome once and starts the
+// node's drain again at the next look, and the Deleting condition once
+// went back to Draining for that retry (read there under load by the e2e
+// test) and announced the next Blocked outcome in a new Event.
+func TestDeleteDrainBlockedStaysReportedWhileRetried(t *testing.T) {
+	srv := fakeeviction.New(time.Now, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
+		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	now := metav1.Now()
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
+	node.Spec.Unschedulable = true
+	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 20 * time.Millisecond, Now: time.Now}
+	drains := &upgrade.Drains{Drainer: drainer, Max: 5, PerGroup: 1}
+	runDrains(t, drains)
+	recorder := events.NewFakeRecorder(100)
+	prov := &listingProvisioner{}
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
+		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
+		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+		backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
+	reason := func() string {
+		cur := &v1alpha1.InstanceGroup{}
+		if err := c.Get(context.Background(), req.NamespacedName, cur); err != nil {
+			t.Fatal(err)
+		}
+		if cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting); cond != nil {
+			return cond.Reason
+		}
+		return ""
+	}
+	var seen []string
+	blockedSince := -1
+	for i := 0; i < 100 && (blockedSince < 0 || i < blockedSince+40); i++ {
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		got := reason()
+		if len(seen) == 0 || seen[len(seen)-1] != got {
+			seen = append(seen, got)
+		}
+		if got == ReasonDrainBlocked && blockedSince < 0 {
+			blockedSince = i
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if blockedSince < 0 {
+		t.Fatalf("the drain never showed as blocked: Deleting reasons %v", seen)
+	}
+	if last := seen[len(seen)-1]; len(seen) > 2 || last != ReasonDrainBlocked {
+		t.Errorf("Deleting reasons over 40 passes of a retried blocked drain: %v, want [Draining DrainBlocked]", seen)
+	}
+	if got := drainEvents(recorder, ReasonDrainBlocked); got != 1 {
+		t.Errorf("%d DrainBlocked Events for one blocked drain retried over 40 passes, want 1", got)
+	}
+	if prov.deletes != 0 {
+		t.Fatal("cloud resources deleted while the drain is blocked")
+	}
+}
