@@ -172,19 +172,7 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 // retried: the cloud resources stay. The force-delete annotation then
 // deletes them without a drain.
 func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
-	srv := fakeeviction.New(time.Now, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
-		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-	now := metav1.Now()
-	ig := &v1alpha1.InstanceGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
-		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
-	}
-	// Found by its provider id (no labels): the provisioner's instance.
-	// Cordoned for its drain an hour ago, past the drain timeout.
-	node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
-	node.Spec.Unschedulable = true
-	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
-	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	c, srv, req := blockedDelete(t)
 	// Inline drains (no runner): each reconcile runs one drain step.
 	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 50 * time.Millisecond, Now: time.Now}
 	recorder := events.NewFakeRecorder(100)
@@ -195,7 +183,6 @@ func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
 		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
 		backoff: newFailureBackoff(time.Second, time.Minute),
 	}
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
 	for range 3 {
 		if _, err := r.Reconcile(context.Background(), req); err != nil {
 			t.Fatal(err)
@@ -238,6 +225,27 @@ func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
 	if got := drainEvents(recorder, ReasonForceDelete); got != 1 {
 		t.Errorf("%d ForceDelete Events, want 1", got)
 	}
+}
+
+// blockedDelete is a group team/a being deleted whose one node, node-a
+// (found by its provider id, no labels: the provisioner's instance), was
+// cordoned for its drain an hour ago, past any drain timeout, and carries
+// a pod whose every eviction is refused. It returns the client holding
+// them, the eviction server and the group's request.
+func blockedDelete(t *testing.T) (client.Client, *fakeeviction.Server, ctrl.Request) {
+	t.Helper()
+	srv := fakeeviction.New(time.Now, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
+		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	now := metav1.Now()
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
+	node.Spec.Unschedulable = true
+	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	return c, srv, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
 }
 
 // listingProvisioner lists one instance, i-a, and counts Deletes.
@@ -401,17 +409,7 @@ func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
 // went back to Draining for that retry (read there under load by the e2e
 // test) and announced the next Blocked outcome in a new Event.
 func TestDeleteDrainBlockedStaysReportedWhileRetried(t *testing.T) {
-	srv := fakeeviction.New(time.Now, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "app"},
-		Spec: corev1.PodSpec{NodeName: "node-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-	now := metav1.Now()
-	ig := &v1alpha1.InstanceGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer}, DeletionTimestamp: &now},
-		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
-	}
-	node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
-	node.Spec.Unschedulable = true
-	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
-	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	c, srv, req := blockedDelete(t)
 	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 20 * time.Millisecond, Now: time.Now}
 	drains := &upgrade.Drains{Drainer: drainer, Max: 5, PerGroup: 1}
 	runDrains(t, drains)
@@ -423,7 +421,6 @@ func TestDeleteDrainBlockedStaysReportedWhileRetried(t *testing.T) {
 		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
 		backoff: newFailureBackoff(time.Second, time.Minute),
 	}
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
 	reason := func() string {
 		cur := &v1alpha1.InstanceGroup{}
 		if err := c.Get(context.Background(), req.NamespacedName, cur); err != nil {
