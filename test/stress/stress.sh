@@ -149,7 +149,9 @@ fi
 load_runs=$(find "$dir/logs" -name 'load-*' | wc -l)
 load_failed=$(grep -L -E '^(ok|PASS)$' "$dir/logs"/load-*.log 2>/dev/null | wc -l || true)
 {
-	echo "test-stress: in $(($(date +%s) - start))s; stage 1 ($rounds round(s)) with a second copy of its suites beside it, stage 2 (chaos, $chaos_rounds round(s)) with $chaos_beside beside it"
+	stage1="stage 1 skipped (STRESS_PACKAGES empty)"
+	[ "${#pkgs[@]}" -gt 0 ] && stage1="stage 1 ($rounds round(s)) with a second copy of its suites beside it"
+	echo "test-stress: in $(($(date +%s) - start))s; $stage1, stage 2 (chaos, $chaos_rounds round(s)) with $chaos_beside beside it"
 	for p in "${all[@]}"; do
 		echo "$p: ${passed[$p]} passed, ${failed[$p]} failed"
 	done
