@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/drain"
 )
@@ -99,17 +102,29 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 		case err != nil: // the step's time is up
 			return d.verdict(node, batch)
 		case left == 0:
-			return relist(stepCtx, helper, node)
+			return relist(stepCtx, helper, node, batch)
 		case !d.sleep(stepCtx):
 			return d.verdict(node, batch)
 		}
 	}
 }
 
-// relist ends a step whose pods are all gone: Drained, unless pods
-// arrived on the node meanwhile (they are evicted by the next step).
-func relist(ctx context.Context, h *drain.Helper, node *corev1.Node) (DrainResult, string, error) {
+// relist ends a step whose pods (batch) are all gone: Drained, unless
+// pods arrived on the node meanwhile (they are evicted by the next step).
+// An arrival that tolerates the cordon's taint
+// (node.kubernetes.io/unschedulable:NoSchedule, e.g. a toleration of every
+// taint) does not hold the drain: the scheduler may put its replacement
+// back on this node each time it is evicted (the node is the emptiest), so
+// evicting it again could never end a rotation; it goes with the node, as
+// with kubectl drain. A delete reads the node's pods again before the
+// instance goes (Remaining), whatever they tolerate.
+func relist(ctx context.Context, h *drain.Helper, node *corev1.Node, batch []*evicting) (DrainResult, string, error) {
 	pods, err := remaining(h, node)
+	evicted := map[types.UID]bool{}
+	for _, e := range batch {
+		evicted[e.pod.UID] = true
+	}
+	pods = slices.DeleteFunc(pods, func(p corev1.Pod) bool { return !evicted[p.UID] && toleratesCordon(&p) })
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return Draining, "", nil
@@ -277,4 +292,14 @@ func podNames(pods []corev1.Pod) string {
 		names = append(names, p.Namespace+"/"+p.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// cordonTaint is the taint a cordoned node carries (the node lifecycle
+// controller adds it for spec.unschedulable).
+var cordonTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+
+// toleratesCordon reports whether pod may be scheduled onto a cordoned
+// node.
+func toleratesCordon(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(logr.Discard(), &cordonTaint, false) })
 }

@@ -73,6 +73,7 @@ func TestDrainJudgesEachPod(t *testing.T) {
 		outcome     fakeeviction.Outcome
 		objects     []runtime.Object
 		arrives     bool // an evicted pod's replacement lands on the node again
+		tolerant    bool // ... and tolerates every taint, the cordon's included
 		want        DrainResult
 		wantMsg     []string
 		wantEvicted map[string]int // eviction requests by pod
@@ -109,6 +110,9 @@ func TestDrainJudgesEachPod(t *testing.T) {
 		{name: "a pod that lands on the node during the step keeps it draining", drainingFor: time.Minute, outcome: fakeeviction.Delete,
 			objects: []runtime.Object{appPod("web-1", 30)}, arrives: true, want: Draining,
 			wantMsg: []string{"pods arrived on cordoned node n1 while it drained: apps/web-1-again"}},
+		{name: "a pod tolerating the cordon that lands again does not hold the drain", drainingFor: time.Minute, outcome: fakeeviction.Delete,
+			objects: []runtime.Object{appPod("web-1", 30)}, arrives: true, tolerant: true, want: Drained,
+			wantEvicted: map[string]int{"apps/web-1": 1, "apps/web-1-again": 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,6 +122,9 @@ func TestDrainJudgesEachPod(t *testing.T) {
 				srv.AfterEviction = func(p *corev1.Pod) {
 					if !strings.HasSuffix(p.Name, "-again") {
 						again := appPod(p.Name+"-again", 30)
+						if tc.tolerant {
+							again.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+						}
 						if err := srv.Add(again); err != nil {
 							t.Error(err)
 						}
