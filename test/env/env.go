@@ -386,7 +386,7 @@ func (e *Environment) start(ctx context.Context, bins tools) error {
 		}
 		e.addProc(p, began)
 		e.AWSEndpoint = url
-		e.AWS = newAWSConfig(url)
+		e.AWS = newAWSConfig(url, e.log.WithName("aws"))
 	}()
 	defer func() {
 		cancelMoto()

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/go-logr/logr"
 )
 
 // moto_server with the fixes and the Auto Scaling behaviours test/env adds
@@ -102,8 +104,10 @@ func startMoto(ctx context.Context, bin, logDir, autoScaling string) (*process, 
 // AWSRegion, static dummy credentials, BaseEndpoint = endpoint. It does not
 // read the host's AWS environment or shared config files, so a developer's
 // real credentials can never be used by a test.
-func newAWSConfig(endpoint string) aws.Config {
+// Failed round trips and server errors are logged to log (loggingTransport).
+func newAWSConfig(endpoint string, log logr.Logger) aws.Config {
 	return aws.Config{
+		HTTPClient:   &http.Client{Transport: loggingTransport{next: awshttp.NewBuildableClient().GetTransport(), log: log}},
 		Region:       AWSRegion,
 		Credentials:  aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(AWSAccessKeyID, AWSSecretAccessKey, "")),
 		BaseEndpoint: aws.String(endpoint),
