@@ -12,6 +12,7 @@
 package env
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -464,6 +465,15 @@ func (e *Environment) start(ctx context.Context, bins tools) error {
 	}
 	// envtest installs CRDs and webhook configurations into the running
 	// apiserver; it starts no process of its own.
+	if wio := &opts.WebhookInstallOptions; wio.LocalServingPort == 0 && len(wio.MutatingWebhooks)+len(wio.ValidatingWebhooks) > 0 {
+		// A webhook server is started (and restarted) on this port for
+		// the whole test; see listenPort.
+		port, err := listenPort()
+		if err != nil {
+			return err
+		}
+		wio.LocalServingHost, wio.LocalServingPort = cmp.Or(wio.LocalServingHost, "127.0.0.1"), port
+	}
 	e.Envtest = &envtest.Environment{
 		UseExistingCluster:    ptr.To(true),
 		Config:                rest.CopyConfig(admin),

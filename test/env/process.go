@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -172,6 +173,40 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	return ports[0], nil
+}
+
+// listenPort returns a TCP port on 127.0.0.1, free a moment ago, for a
+// server that a test stops and starts again on the same port (the
+// webhook server of a restarted manager). Ports from freePorts are in the
+// kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range,
+// 32768-60999 by default), which the kernel also hands to outgoing
+// connections: between a stop and the restart, any client of any process
+// on the machine can take the port ("bind: address already in use").
+// listenPort picks below that range instead, where only another
+// listenPort can collide, and checks that the port is free.
+func listenPort() (int, error) {
+	low := 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	const from = 10000 // above the well-known and registered ports most services use
+	if low <= from+1000 {
+		return freePort() // an unusual range: take what the kernel gives
+	}
+	for range 100 {
+		port := from + rand.IntN(low-from)
+		l, err := net.Listen("tcp", hostPort(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free TCP port on 127.0.0.1 between %d and %d after 100 tries", from, low)
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
