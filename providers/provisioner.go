@@ -142,7 +142,10 @@ type Instance struct {
 	// PrivateDNSName is the instance's private DNS name from EC2, the name
 	// its Node registers with; "" when unknown.
 	PrivateDNSName string
-	// LaunchTime is when EC2 launched the instance; zero when unknown.
+	// LaunchTime is when EC2 last started the instance (EC2 LaunchTime):
+	// for an instance of a warm pool, when Auto Scaling started it to put
+	// it in service, not when it was launched into the pool. Node health's
+	// startup timeout runs from it; zero when unknown.
 	LaunchTime time.Time
 	// Weight is the capacity units the instance counts for toward Min,
 	// Max and Desired: its weight in a weighted mixed instances policy,

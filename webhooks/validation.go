@@ -91,6 +91,9 @@ func ValidateInstanceGroup(ig *v1alpha1.InstanceGroup) (field.ErrorList, []strin
 	if (provisioner == v1alpha1.ProvisionerEKS || provisioner == v1alpha1.ProvisionerEKSCF) && ig.Spec.EKS != nil && ig.Spec.EKS.Configuration != nil {
 		errs = append(errs, validateEKSLimits(ig, spec.Child("eks", "configuration"))...)
 	}
+	if ig.Spec.EKS != nil && ig.Spec.EKS.WarmPool != nil && ig.Annotations[v1alpha1.AnnotationOSFamily] == v1alpha1.OSFamilyWindows {
+		errs = append(errs, field.Forbidden(spec.Child("eks", "warmPool"), eks.WarmPoolWindowsRefusal))
+	}
 	return errs, warnings
 }
 

@@ -30,6 +30,9 @@ type launchedVersions struct {
 	byID     map[string]string
 	dns      map[string]string
 	launched map[string]time.Time
+	// inService holds the instances whose launch time was read while they
+	// were InService (startedInService).
+	inService map[string]bool
 }
 
 // launchTimes returns the EC2 launch time of each instance id looked up so
@@ -77,12 +80,26 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 	if len(missing) == 0 {
 		return out, nil
 	}
-	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: missing})
+	found, err := l.describe(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for id, v := range found {
+		out[id] = v
+	}
+	return out, nil
+}
+
+// describe reads ids from EC2 (DescribeInstances) and stores their launch
+// versions, DNS names and launch times. It returns the launch versions
+// found (ids without the tag are absent).
+func (l *launchedVersions) describe(ctx context.Context, ids []string) (map[string]string, error) {
+	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	found, dns, launched := map[string]string{}, map[string]string{}, map[string]time.Time{}
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("ec2 DescribeInstances %v: %w", missing, err)
+			return nil, fmt.Errorf("ec2 DescribeInstances %v: %w", ids, err)
 		}
 		for _, r := range page.Reservations {
 			for _, in := range r.Instances {
@@ -101,6 +118,7 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 		}
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.byID == nil {
 		l.byID, l.dns, l.launched = map[string]string{}, map[string]string{}, map[string]time.Time{}
 	}
@@ -109,13 +127,44 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 	}
 	for id, v := range found {
 		l.byID[id] = v
-		out[id] = v
 	}
 	for id, n := range dns {
 		l.dns[id] = n
 	}
+	return found, nil
+}
+
+// startedInService re-reads, once per instance, the launch time of each
+// of ids that is InService: EC2's LaunchTime is the instance's last start,
+// and Auto Scaling starts a stopped warm-pool instance when it puts it in
+// service, after lookup may have read (and kept) the time it was launched
+// into the pool (warmPools.hold). Node health's startup timeout runs from
+// this time. Only groups with a warm pool need it; errors come from
+// DescribeInstances.
+func (l *launchedVersions) startedInService(ctx context.Context, ids []string) error {
+	l.mu.Lock()
+	var stale []string
+	for _, id := range ids {
+		if !l.inService[id] {
+			stale = append(stale, id)
+		}
+	}
 	l.mu.Unlock()
-	return out, nil
+	if len(stale) == 0 {
+		return nil
+	}
+	if _, err := l.describe(ctx, stale); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inService == nil {
+		l.inService = map[string]bool{}
+	}
+	for _, id := range stale {
+		l.inService[id] = true
+	}
+	return nil
 }
 
 // forget drops instances that are gone.
@@ -127,6 +176,7 @@ func (l *launchedVersions) forget(keep map[string]bool) {
 			delete(l.byID, id)
 			delete(l.dns, id)
 			delete(l.launched, id)
+			delete(l.inService, id)
 		}
 	}
 }

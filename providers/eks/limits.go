@@ -43,7 +43,7 @@ func groupBootstrap(ig *v1alpha1.InstanceGroup, cluster ClusterInfo) bootstrap {
 		maxPods = c.BootstrapOptions.MaxPods
 	}
 	return bootstrap{cluster: cluster, osFamily: osFamily(ig), labels: labels, taints: c.Taints, maxPods: maxPods,
-		extraArgs: c.BootstrapArguments, stages: c.UserData, volumes: c.Volumes}
+		extraArgs: c.BootstrapArguments, stages: c.UserData, volumes: c.Volumes, waitInService: ig.Spec.EKS.WarmPool != nil}
 }
 
 // UserDataSize is the size in bytes of the user data Apply gives ig's

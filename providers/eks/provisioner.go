@@ -340,6 +340,17 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err != nil {
 		return nil, err
 	}
+	if ig.Spec.EKS.WarmPool != nil {
+		var inService []string
+		for _, in := range current.Instances {
+			if in.LifecycleState == astypes.LifecycleStateInService {
+				inService = append(inService, awssdk.ToString(in.InstanceId))
+			}
+		}
+		if err := p.launched.startedInService(ctx, inService); err != nil {
+			return nil, err
+		}
+	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
 	weights := weightsOf(instanceTypes)
 	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)

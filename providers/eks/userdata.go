@@ -36,6 +36,9 @@ type bootstrap struct {
 	extraArgs string // spec...bootstrapArguments
 	stages    []v1alpha1.UserDataStage
 	volumes   []v1alpha1.NodeVolume
+	// waitInService makes the node join only once Auto Scaling puts its
+	// instance in service (the group has a warm pool; see warmjoin.go).
+	waitInService bool
 }
 
 // UserData renders the launch template user data (plain text, not yet
@@ -111,6 +114,9 @@ func (b bootstrap) Validate() error {
 			}
 		}
 	}
+	if b.waitInService && b.osFamily == v1alpha1.OSFamilyWindows {
+		return fmt.Errorf("spec.eks.warmPool: %s", WarmPoolWindowsRefusal)
+	}
 	return nil
 }
 
@@ -161,20 +167,22 @@ func (b bootstrap) mounts() string {
 func (b bootstrap) al2() string {
 	rest, extra := splitExtraArgs(b.extraArgs)
 	kubelet := strings.Join(append(b.kubeletFlags(), extra...), " ")
-	var sb strings.Builder
-	sb.WriteString("#!/bin/bash\nset -o xtrace\n")
-	sb.WriteString(b.mounts())
-	sb.WriteString(b.script("PreBootstrap"))
-	fmt.Fprintf(&sb, "/etc/eks/bootstrap.sh %s --kubelet-extra-args %s", nodeargs.ShellQuote(b.cluster.Name), nodeargs.ShellQuote(kubelet))
+	var join strings.Builder
+	join.WriteString(b.mounts())
+	join.WriteString(b.script("PreBootstrap"))
+	fmt.Fprintf(&join, "/etc/eks/bootstrap.sh %s --kubelet-extra-args %s", nodeargs.ShellQuote(b.cluster.Name), nodeargs.ShellQuote(kubelet))
 	if b.cluster.Endpoint != "" && b.cluster.CertificateAuthority != "" {
-		fmt.Fprintf(&sb, " --apiserver-endpoint %s --b64-cluster-ca %s", nodeargs.ShellQuote(b.cluster.Endpoint), nodeargs.ShellQuote(b.cluster.CertificateAuthority))
+		fmt.Fprintf(&join, " --apiserver-endpoint %s --b64-cluster-ca %s", nodeargs.ShellQuote(b.cluster.Endpoint), nodeargs.ShellQuote(b.cluster.CertificateAuthority))
 	}
 	for _, f := range rest {
-		sb.WriteString(" " + nodeargs.ShellQuote(f))
+		join.WriteString(" " + nodeargs.ShellQuote(f))
 	}
-	sb.WriteString("\n")
-	sb.WriteString(b.script("PostBootstrap"))
-	return sb.String()
+	join.WriteString("\n")
+	join.WriteString(b.script("PostBootstrap"))
+	if b.waitInService {
+		return "#!/bin/bash\nset -o xtrace\n" + warmJoin(join.String())
+	}
+	return "#!/bin/bash\nset -o xtrace\n" + join.String()
 }
 
 const mimeBoundary = "//instance-manager//"
@@ -184,7 +192,13 @@ func (b bootstrap) al2023() string {
 	flags := append(b.kubeletFlags(), extra...)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"%s\"\n\n", mimeBoundary)
-	if pre := b.mounts() + b.script("PreBootstrap"); pre != "" {
+	pre, post := b.mounts()+b.script("PreBootstrap"), b.script("PostBootstrap")
+	if b.waitInService {
+		// nodeadm-run.service starts the kubelet after cloud-final, which
+		// runs this part: holding it until InService holds the join.
+		pre, post = warmJoin(pre+post), ""
+	}
+	if pre != "" {
 		fmt.Fprintf(&sb, "--%s\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\n%s\n", mimeBoundary, pre)
 	}
 	fmt.Fprintf(&sb, "--%s\nContent-Type: application/node.eks.aws\n\n", mimeBoundary)
@@ -199,7 +213,7 @@ func (b bootstrap) al2023() string {
 	for _, f := range flags {
 		fmt.Fprintf(&sb, "    - %q\n", f)
 	}
-	if post := b.script("PostBootstrap"); post != "" {
+	if post != "" {
 		fmt.Fprintf(&sb, "\n--%s\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\n%s", mimeBoundary, post)
 	}
 	fmt.Fprintf(&sb, "\n--%s--\n", mimeBoundary)
@@ -212,6 +226,11 @@ func (b bootstrap) bottlerocket() string {
 	fmt.Fprintf(&sb, "cluster-name = %q\napi-server = %q\ncluster-certificate = %q\n", b.cluster.Name, b.cluster.Endpoint, b.cluster.CertificateAuthority)
 	if b.maxPods > 0 {
 		fmt.Fprintf(&sb, "max-pods = %d\n", b.maxPods)
+	}
+	if b.waitInService {
+		// Bottlerocket's own warm-pool wait: the kubelet starts once the
+		// instance's target lifecycle state is InService.
+		sb.WriteString("\n[settings.autoscaling]\nshould-wait = true\n")
 	}
 	sb.WriteString("\n[settings.kubernetes.node-labels]\n")
 	keys := make([]string, 0, len(b.labels))

@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
@@ -91,5 +94,47 @@ func TestWarmPoolOfAnOlderVersionIsReplacedBeforeTheRotation(t *testing.T) {
 	f = &fakeWarmPool{}
 	if hold, _, _ := w.hold(ctx, f, ig, group, 4, noTags); hold != "" || f.describes != 0 {
 		t.Errorf("without a warm pool: hold %q, %d describes", hold, f.describes)
+	}
+}
+
+// fakeStarts answers DescribeInstances with each instance's current EC2
+// LaunchTime (its last start) and counts the calls.
+type fakeStarts struct {
+	awsp.EC2API
+	started map[string]time.Time
+	calls   int
+}
+
+func (f *fakeStarts) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.calls++
+	var r ec2types.Reservation
+	for _, id := range in.InstanceIds {
+		r.Instances = append(r.Instances, ec2types.Instance{InstanceId: awssdk.String(id), LaunchTime: awssdk.Time(f.started[id])})
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{r}}, nil
+}
+
+// An instance read while it sat stopped in the warm pool is read again
+// once it is InService: Auto Scaling started it then, and node health's
+// startup timeout must run from that start, not from the launch into the
+// pool days before. Each instance is read again once.
+func TestLaunchTimeOfAWarmInstanceIsItsStartInService(t *testing.T) {
+	warmed, started := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	api := &fakeStarts{started: map[string]time.Time{"i-warm": warmed}}
+	l := &launchedVersions{api: api}
+	if _, err := l.lookup(t.Context(), []string{"i-warm"}); err != nil { // warmPools.hold, while warm
+		t.Fatal(err)
+	}
+	api.started["i-warm"] = started // Auto Scaling puts it in service
+	for range 2 {
+		if err := l.startedInService(t.Context(), []string{"i-warm"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := l.launchTimes([]string{"i-warm"})["i-warm"]; !got.Equal(started) {
+		t.Fatalf("launch time %s, want the start into service %s", got, started)
+	}
+	if api.calls != 2 {
+		t.Fatalf("%d DescribeInstances calls, want 2 (the lookup, then one read once InService)", api.calls)
 	}
 }
