@@ -120,8 +120,10 @@ TEST_ENV := IM_ENV_BIN_DIR=$(BIN) IM_ENV_VENV=$(VENV) IM_IMAGE_LAYOUT=$(IMAGE_LA
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
 
 .PHONY: test
-test: tools image vet ## Run every test tier: unit, integration and end-to-end.
-	$(call timed,all tests,$(TEST_ENV) go test $(GO_TEST_FLAGS) ./...)
+test: tools image vet ## Run every test tier: unit, integration and end-to-end; prints the end-to-end drain audit.
+	@mkdir -p $(LOCAL) && rm -f $(LOCAL)/e2e-audit
+	$(call timed,all tests,$(TEST_ENV) IM_E2E_AUDIT=$(LOCAL)/e2e-audit go test $(GO_TEST_FLAGS) ./...)
+	@echo ">> end-to-end drain audit: $$(cat $(LOCAL)/e2e-audit 2>/dev/null || echo 'not run')"
 	$(call timed,fuzz targets,$(MAKE) --no-print-directory fuzz)
 	$(call timed,chaos tests,$(MAKE) --no-print-directory chaos)
 

@@ -74,6 +74,10 @@ type Bridge struct {
 	firstSeen      map[string]time.Time
 	problems       map[string]string // instance id -> last problem logged
 	kubeletVersion string
+
+	auditMu  sync.Mutex // guards losses and forgiven (audit.go)
+	losses   []Loss
+	forgiven map[string]bool
 }
 
 // SetJoinDelay changes BridgeOptions.JoinDelay from the next sync on.
@@ -221,6 +225,10 @@ func (b *Bridge) sync(ctx context.Context) (readErr, problems error) {
 			if state != string(ec2types.InstanceStateNameShuttingDown) && state != string(ec2types.InstanceStateNameTerminated) {
 				continue
 			}
+		}
+		if err := b.audit(ctx, node, id); err != nil {
+			problem(id, node.Annotations[BridgeGroupAnnotation], err)
+			continue
 		}
 		if err := b.kube.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			problem(id, node.Annotations[BridgeGroupAnnotation], fmt.Errorf("delete Node %s of instance %s (%s): %w", node.Name, id, state, err))
