@@ -90,14 +90,23 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if harness.AuditTotal(environment.Bridge, os.Stdout, os.Stderr, "") != 0 && code == 0 {
+		fmt.Fprintln(os.Stderr, "FAIL: instances went with undrained pods (AUDIT lines above)")
+		code = 1
+	}
+	return code
 }
 
+// requireEnv skips t without the local environment and IM_CHAOS, and
+// audits it: t fails if an instance went with undrained pods while it ran
+// (harness.Audit), crashes, faults and leader changes included.
 func requireEnv(t *testing.T) {
 	t.Helper()
 	if environment == nil {
 		t.Skip("needs the local environment and " + EnableEnv + "=1: run make chaos")
 	}
+	harness.Audit(t, environment.Bridge)
 }
 
 // figure prints one measured figure in the form the README quotes.

@@ -50,6 +50,10 @@ func managerOptions() app.Options {
 	}
 }
 
+// auditFileEnv names the file the suite writes its drain audit figure to
+// (make test prints it).
+const auditFileEnv = "IM_E2E_AUDIT"
+
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
@@ -91,7 +95,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	_ = manager.Stop()
-	if audit() != 0 && code == 0 {
+	if harness.AuditTotal(environment.Bridge, os.Stdout, os.Stderr, os.Getenv(auditFileEnv)) != 0 && code == 0 {
 		fmt.Fprintln(os.Stderr, "FAIL: instances went with undrained pods (AUDIT lines above)")
 		code = 1
 	}
@@ -103,47 +107,12 @@ func startManager() (*harness.Manager, error) {
 }
 
 // requireEnv skips t without the local environment, and audits it: t
-// fails if an instance went with undrained pods while it ran (see audit).
+// fails if an instance went with undrained pods while it ran
+// (harness.Audit).
 func requireEnv(t *testing.T) {
 	t.Helper()
 	if environment == nil {
 		t.Skip("needs the local environment: run make test")
 	}
-	before := len(environment.Bridge.Losses())
-	t.Cleanup(func() {
-		// One more sync, so an instance that went in the test's last
-		// second is audited now rather than in the next test.
-		_ = environment.Bridge.Sync(context.Background())
-		losses := environment.Bridge.Losses()
-		for _, l := range losses[min(before, len(losses)):] {
-			t.Errorf("AUDIT: %s", l)
-		}
-	})
-}
-
-// audit prints the suite's audit total as a figure (make test shows it)
-// with every loss, and fails the run when there is one: losses a test's
-// own check missed (an instance that went after it ended) land here.
-func audit() int {
-	if environment == nil || environment.Bridge == nil {
-		return 0
-	}
-	_ = environment.Bridge.Sync(context.Background())
-	losses := environment.Bridge.Losses()
-	pods := 0
-	for _, l := range losses {
-		pods += len(l.Pods)
-		fmt.Fprintln(os.Stderr, "AUDIT:", l)
-	}
-	line := fmt.Sprintf("FIGURE undrained_pods %d (%d instance(s) went undrained)", pods, len(losses))
-	fmt.Println(line)
-	if path := os.Getenv("IM_E2E_AUDIT"); path != "" {
-		// go test shows a passing package's output to nobody: make test
-		// prints this file.
-		_ = os.WriteFile(path, []byte(line+"\n"), 0o644)
-	}
-	if pods > 0 {
-		return 1
-	}
-	return 0
+	harness.Audit(t, environment.Bridge)
 }
