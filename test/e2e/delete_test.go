@@ -182,10 +182,17 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Type).To(Equal(corev1.EventTypeWarning))
 	g.Expect(event.Note).To(ContainSubstring("e2e-delete-blocked/team-app-"))
-	cur := get(t, ig)
-	c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting)
-	g.Expect(c).NotTo(BeNil())
-	g.Expect(c.Reason).To(Equal(reconciler.ReasonDrainBlocked))
+	// The Event is recorded before the status that says the same is
+	// written: the condition is waited for, not read once.
+	var cur *v1alpha1.InstanceGroup
+	var c *metav1.Condition
+	g.Eventually(func() string {
+		cur = get(t, ig)
+		if c = meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting); c == nil {
+			return "no Deleting condition"
+		}
+		return c.Reason
+	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal(reconciler.ReasonDrainBlocked))
 	node := groupNodes(t, ig)[0]
 	g.Expect(c.Message).To(And(ContainSubstring("node "+node.Name), ContainSubstring("e2e-delete-blocked/team-app-"), ContainSubstring(v1alpha1.AnnotationForceDelete)))
 	g.Expect(cur.Status.CurrentState).To(Equal(v1alpha1.StateDeleting))
