@@ -88,6 +88,25 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
 // fails on a placeholder the test (and README) does not know.
 func loadPolicy(t *testing.T) []statement {
 	t.Helper()
+	var doc struct {
+		Version   string
+		Statement []statement
+	}
+	dec := json.NewDecoder(strings.NewReader(renderedPolicy(t)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("controller-policy.json: %v", err)
+	}
+	if doc.Version != "2012-10-17" {
+		t.Errorf("Version = %q, want 2012-10-17", doc.Version)
+	}
+	return doc.Statement
+}
+
+// renderedPolicy is controller-policy.json with its placeholders filled
+// with the sample values.
+func renderedPolicy(t *testing.T) string {
+	t.Helper()
 	raw, err := os.ReadFile("controller-policy.json")
 	if err != nil {
 		t.Fatal(err)
@@ -97,22 +116,9 @@ func loadPolicy(t *testing.T) []statement {
 			t.Errorf("controller-policy.json uses ${%s}, which is neither documented nor known to this test", m[1])
 		}
 	}
-	rendered := placeholder.ReplaceAllStringFunc(string(raw), func(s string) string {
+	return placeholder.ReplaceAllStringFunc(string(raw), func(s string) string {
 		return placeholders[placeholder.FindStringSubmatch(s)[1]]
 	})
-	var doc struct {
-		Version   string
-		Statement []statement
-	}
-	dec := json.NewDecoder(strings.NewReader(rendered))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatalf("controller-policy.json: %v", err)
-	}
-	if doc.Version != "2012-10-17" {
-		t.Errorf("Version = %q, want 2012-10-17", doc.Version)
-	}
-	return doc.Statement
 }
 
 // clientActions returns "<prefix>:<Method>" for every method of the
