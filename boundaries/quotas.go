@@ -3,6 +3,7 @@ package boundaries
 import (
 	"fmt"
 	"maps"
+	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -166,7 +167,7 @@ func (q *Quotas) checkAggregate(ig *v1alpha1.InstanceGroup, others []*v1alpha1.I
 		}
 		for _, o := range others {
 			n, _ := q.vcpus(o) // an unknown type among existing groups counts as 0
-			total += n
+			total = addSaturating(total, n)
 		}
 		if total > *qt.MaxTotalVCPU {
 			out = append(out, fmt.Sprintf("%d vCPUs at maxSize in %s would be above %s.maxTotalVCPU (%d)", total, where, at, *qt.MaxTotalVCPU))
@@ -281,7 +282,29 @@ func (q *Quotas) vcpus(ig *v1alpha1.InstanceGroup) (int64, string) {
 		}
 		most = max(most, n)
 	}
-	return s.maxSize * most, ""
+	return mulSaturating(s.maxSize, most), ""
+}
+
+// mulSaturating is a*b for non-negative a and b, or math.MaxInt64 when it
+// would overflow: a quota compares against it, and a wrapped (negative)
+// product would pass every quota and lower every later sum.
+func mulSaturating(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return max(a, 0) * max(b, 0)
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// addSaturating is a+b for non-negative a and b, or math.MaxInt64 when it
+// would overflow.
+func addSaturating(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 var sizeMultiple = regexp.MustCompile(`^([0-9]+)xlarge$`)

@@ -257,3 +257,20 @@ vcpus: {m5.metal: 96}
 		t.Errorf("nil quotas: %v", got)
 	}
 }
+
+// A maxSize whose vCPUs overflow int64 (2^61+512 x 4 wraps negative) is
+// counted as the most there can be, not as a negative that passes every
+// vCPU budget and lowers every later sum (review 2026-11-26 N6).
+func TestQuotasVCPUsSaturate(t *testing.T) {
+	q := mustParse(t, map[string]string{"quotas": "namespaces: {v: {maxGroups: 10}}\ntotal: {maxTotalVCPU: 64}"}).Quotas
+	huge := ig("v", "huge", "m5.xlarge", 1<<61+512)
+	got := q.Check(&huge, nil)
+	if len(got) != 1 || !strings.Contains(got[0], "9223372036854775807 vCPUs at maxSize in the cluster would be above quotas.total.maxTotalVCPU (64)") {
+		t.Fatalf("Check = %q", got)
+	}
+	// Beside it, an existing group of that size keeps the sum saturated.
+	small := ig("v", "small", "m5.xlarge", 1)
+	if got := q.Check(&small, []v1alpha1.InstanceGroup{huge}); len(got) != 1 {
+		t.Fatalf("Check beside an overflowing group = %q, want it refused", got)
+	}
+}

@@ -8,6 +8,10 @@ package providers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -179,6 +183,19 @@ type SpecError struct {
 }
 
 func (e *SpecError) Error() string { return e.Field + ": " + e.Detail }
+
+// CheckInt32 returns a *SpecError for the first of fields (path -> value)
+// outside AWS's int32 range [0, 2147483647], in path order, else nil. The
+// CRD refuses such values since it says so (maximum 2147483647); a group
+// stored before is refused here rather than truncated on the way to AWS.
+func CheckInt32(fields map[string]int64) error {
+	for _, path := range slices.Sorted(maps.Keys(fields)) {
+		if v := fields[path]; v < 0 || v > math.MaxInt32 {
+			return &SpecError{Field: path, Detail: fmt.Sprintf("%d is out of range (0 to %d)", v, math.MaxInt32)}
+		}
+	}
+	return nil
+}
 
 // IsSpecError reports whether err is or wraps a *SpecError.
 func IsSpecError(err error) bool {

@@ -13,11 +13,13 @@ import (
 type EKSSpec struct {
 	// MinSize is the group's minimum number of instances.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MinSize int64 `json:"minSize,omitempty"`
 
 	// MaxSize is the group's maximum number of instances.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MaxSize int64 `json:"maxSize,omitempty"`
 
@@ -72,11 +74,13 @@ type NodeHealthSpec struct {
 type WarmPoolSpec struct {
 	// MinSize is the minimum number of warm instances.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MinSize int64 `json:"minSize,omitempty"`
 	// MaxSize is the maximum of instances in the group plus the warm pool;
 	// -1 means the group's maxSize.
 	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MaxSize int64 `json:"maxSize,omitempty"`
 }
@@ -111,6 +115,7 @@ type EKSConfiguration struct {
 
 	// VolSize is the root volume size in GiB when volumes is empty. Default 32.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	VolSize int64 `json:"volSize,omitempty"`
 
@@ -207,14 +212,17 @@ type NodeVolume struct {
 	Type string `json:"type,omitempty"`
 	// Size is the volume size in GiB; not with snapshotId.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	Size int64 `json:"size,omitempty"`
 	// Iops is the provisioned IOPS (io1, io2, gp3).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	Iops int64 `json:"iops,omitempty"`
 	// Throughput is the provisioned throughput in MiB/s (gp3).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	Throughput int64 `json:"throughput,omitempty"`
 	// SnapshotID creates the volume from a snapshot; not with size.
@@ -250,6 +258,7 @@ type NodeVolumeMountOptions struct {
 type BootstrapOptions struct {
 	// MaxPods is the kubelet's max-pods; 0 keeps the AMI's default.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MaxPods int64 `json:"maxPods,omitempty"`
 	// ContainerRuntime is the runtime for amazonlinux2 (containerd).
@@ -280,10 +289,12 @@ type MixedInstancesPolicySpec struct {
 	Strategy string `json:"strategy,omitempty"`
 	// SpotPools is how many spot pools LowestPrice spreads over. Default 2.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	SpotPools *int64 `json:"spotPools,omitempty"`
 	// BaseCapacity is the on-demand capacity always present. Default 0.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	BaseCapacity *int64 `json:"baseCapacity,omitempty"`
 	// SpotRatio is the percentage of capacity above BaseCapacity that runs

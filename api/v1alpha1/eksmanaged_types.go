@@ -7,10 +7,12 @@ import corev1 "k8s.io/api/core/v1"
 type EKSManagedSpec struct {
 	// MinSize is the node group's minimum size.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MinSize int64 `json:"minSize,omitempty"`
 	// MaxSize is the node group's maximum size.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	MaxSize int64 `json:"maxSize,omitempty"`
 	// Configuration of the node group.
@@ -32,6 +34,7 @@ type EKSManagedConfiguration struct {
 	InstanceTypes []string `json:"instanceTypes,omitempty"`
 	// VolSize is the node disk size in GiB.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	VolSize int64 `json:"volSize,omitempty"`
 	// Labels are Kubernetes labels applied to the nodes.

@@ -263,6 +263,16 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.latestImageID != "" {
 		image = tmpl.latestImageID // a newly published AMI is not drift while locked
 	}
+	sizes := map[string]int64{"spec.eks.minSize": spec.MinSize, "spec.eks.maxSize": spec.MaxSize}
+	if wp := spec.WarmPool; wp != nil {
+		sizes["spec.eks.warmPool.minSize"] = wp.MinSize
+		if wp.MaxSize != -1 {
+			sizes["spec.eks.warmPool.maxSize"] = wp.MaxSize
+		}
+	}
+	if err := providers.CheckInt32(sizes); err != nil {
+		return nil, err
+	}
 	b := groupBootstrap(ig, cluster)
 	if err := b.Validate(); err != nil {
 		return nil, err

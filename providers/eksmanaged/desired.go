@@ -52,6 +52,10 @@ type refs struct {
 func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	m := ig.Spec.EKSManaged
 	c := m.Configuration
+	if err := providers.CheckInt32(map[string]int64{"spec.eks-managed.minSize": m.MinSize, "spec.eks-managed.maxSize": m.MaxSize,
+		"spec.eks-managed.configuration.volSize": c.VolSize}); err != nil {
+		return nodegroup{}, err
+	}
 	ng := nodegroup{
 		cluster: c.ClusterName, name: nodegroupName(ig), roleARN: r.roleARN,
 		subnets: sorted(r.subnets), amiType: c.AmiType, diskSize: int32(c.VolSize),

@@ -287,3 +287,23 @@ func TestSpecEditsOnADeletingGroupAreRefused(t *testing.T) {
 	})
 	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 }
+
+// Attack 09 of the 2026-11-26 security review (N6): under a namespace
+// entry without maxSize, only a vCPU budget bounds a tenant; a maxSize of
+// 2^61+512 used to overflow the vCPU sum to a negative (admitted, and
+// every later group of every namespace passed the total) and reach AWS
+// truncated to 512. The API server refuses it now (the CRD's maximum),
+// naming the field and the range.
+func TestSizeBeyondInt32IsRefused(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-overflow")
+	data := exampleConfigMapData(t)
+	data["quotas"] = "namespaces:\n  " + ns + ": {maxGroups: 10}\ntotal: {maxTotalVCPU: 64}\n"
+	g, ctx, tn := underBoundaries(t, data, "overflow-tenant", ns)
+
+	huge := shortIG(ns, "huge")
+	huge.Spec.EKS.MaxSize = 1<<61 + 512
+	err := tn.client.Create(ctx, huge)
+	g.Expect(err).To(MatchError(And(ContainSubstring("spec.eks.maxSize"), ContainSubstring("2147483647"))))
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "fits"))).To(Succeed(), "the cluster's vCPU sum was not poisoned")
+}
