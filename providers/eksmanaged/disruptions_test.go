@@ -60,8 +60,10 @@ func TestApplyAsksForASlotAndADrainBeforeItDisrupts(t *testing.T) {
 		wantCalls func(next string) []string
 		wantObs   func(t *testing.T, obs *providers.Observation, next string)
 	}{{
-		name:      "shape change without a slot: nothing is created, the group waits on its node group",
-		setup:     func(_ *testing.T, _ *env, ig *v1alpha1.InstanceGroup) string { return withInstanceType(ig, "m5.xlarge") },
+		name: "shape change without a slot: nothing is created, the group waits on its node group",
+		setup: func(_ *testing.T, _ *env, ig *v1alpha1.InstanceGroup) string {
+			return withInstanceType(ig, "m5.xlarge")
+		},
 		d:         fakeDisruptions{admit: false},
 		wantCalls: func(string) []string { return nil },
 		wantObs: func(t *testing.T, obs *providers.Observation, next string) {
@@ -71,8 +73,10 @@ func TestApplyAsksForASlotAndADrainBeforeItDisrupts(t *testing.T) {
 			}
 		},
 	}, {
-		name:      "shape change with a slot: the replacement is created",
-		setup:     func(_ *testing.T, _ *env, ig *v1alpha1.InstanceGroup) string { return withInstanceType(ig, "m5.xlarge") },
+		name: "shape change with a slot: the replacement is created",
+		setup: func(_ *testing.T, _ *env, ig *v1alpha1.InstanceGroup) string {
+			return withInstanceType(ig, "m5.xlarge")
+		},
 		d:         fakeDisruptions{admit: true},
 		wantCalls: func(next string) []string { return []string{"CreateNodegroup " + next} },
 		wantObs: func(t *testing.T, obs *providers.Observation, next string) {
