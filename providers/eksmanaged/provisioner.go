@@ -10,9 +10,11 @@
 // Fields EKS fixes at creation (node role, subnets, instance types, AMI
 // type, disk size, remote access, capacity type: the shape) are changed
 // blue/green: a new node group named after the shape's hash is created,
-// and once it is ACTIVE with its nodes Ready, the group's other node
-// groups are deleted (EKS drains their nodes, respecting
-// PodDisruptionBudgets). The node groups are found from EKS on each step
+// and once it is ACTIVE with its nodes Ready and the controller has
+// drained the group's other node groups' nodes (providers.Disruptions:
+// Eviction API, PodDisruptionBudgets, maxUnavailable at once), those are
+// deleted. A replacement and a version update start only with an upgrade
+// slot (providers.Disruptions.Admit). The node groups are found from EKS on each step
 // (their names and ownership tags), so a restart continues where it
 // stopped. A field the spec leaves empty is EKS's choice and is not
 // compared. An empty version or releaseVersion is EKS's choice at
@@ -523,7 +525,9 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 
 // Delete deletes every managed node group tagged for the group (EKS
 // ListNodegroups, DescribeNodegroup of the names that can be the group's,
-// DeleteNodegroup: EKS drains the nodes, respecting PodDisruptionBudgets)
+// DeleteNodegroup; the reconciler has drained the group's nodes before,
+// see reconciler/delete.go: EKS's own drain force-terminates after 5
+// minutes)
 // and returns false until none is left, a replacement and the node group
 // it replaces alike (an error names a node group that failed to delete,
 // which is tried again); then it deletes the node role the group created,
