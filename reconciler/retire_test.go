@@ -140,3 +140,60 @@ func TestRetireNodesPacedByMaxUnavailable(t *testing.T) {
 }
 
 func ptrIntStr(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+// A Fargate profile's retirement evicts its pods: a pod on a Node (its
+// Fargate Node) leaves by that Node's drain, a pod bound to no node by a
+// direct eviction; pods of other profiles are not touched; done only when
+// none is left.
+func TestEvictPodsOfAProfile(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refuse    bool
+		wantDone  []bool // after each pass
+		wantOther int    // evictions of the other profile's pod
+	}{
+		{name: "evictions allowed", wantDone: []bool{false, true}},
+		{name: "a budget refuses every eviction", refuse: true, wantDone: []bool{false, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outcome := func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete }
+			if tc.refuse {
+				outcome = refuseEvery
+			}
+			srv := fakeeviction.New(time.Now, outcome)
+			pod := func(name, profile, node string) *corev1.Pod {
+				return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "jobs", Name: name, Labels: map[string]string{"eks.amazonaws.com/fargate-profile": profile}},
+					Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+			}
+			for _, p := range []*corev1.Pod{pod("a", "old", "fargate-a"), pod("b", "old", "fargate-b"), pod("pending", "old", ""), pod("c", "new", "fargate-c")} {
+				if err := srv.Add(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(
+				readyNode("fargate-a", "", nil), readyNode("fargate-b", "", nil), readyNode("fargate-c", "", nil)).Build()
+			drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: 50 * time.Millisecond, Now: time.Now}
+			r := &InstanceGroupReconciler{Client: c, Rolling: &upgrade.RollingUpdate{Drainer: drainer, Client: c}}
+			ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "jobs", Name: "batch"}}
+			d := groupDisruptions{r: r, ig: ig}
+			for pass, want := range tc.wantDone {
+				res, err := d.EvictPods(context.Background(), "eks.amazonaws.com/fargate-profile", "old")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Done != want {
+					t.Errorf("pass %d: %+v, want done %v", pass, res, want)
+				}
+			}
+			if n := srv.Evictions("jobs/c"); n != 0 {
+				t.Errorf("the new profile's pod was evicted %d time(s)", n)
+			}
+			if srv.Evictions("jobs/pending") == 0 {
+				t.Error("the pod bound to no node was not evicted")
+			}
+			if tc.refuse && srv.Evictions("jobs/b") != 0 {
+				t.Error("a second Fargate node was drained while the first is blocked (maxUnavailable 1)")
+			}
+		})
+	}
+}
