@@ -123,6 +123,14 @@ type Observation struct {
 	Retiring []string
 	// Message carries cloud-reported problems (health issues), if any.
 	Message string
+	// WaitingForSlot is true when the spec needs a replacement or a
+	// version update (eks-managed, eks-fargate) that has not started for
+	// lack of an upgrade slot (Disruptions.Admit said no); Message says
+	// what it will do.
+	WaitingForSlot bool
+	// Blocked, when set, names what a retirement could not drain or
+	// evict within the drain timeout (see Retirement.Blocked).
+	Blocked string
 	// Hold, when set, says why a rotation must not start another batch
 	// yet (eks: the warm pool is being replaced so no instance of an older
 	// launch template version joins from it).

@@ -180,7 +180,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, err
 		}
 	}
-	obs, err := prov.Apply(ctx, ig)
+	// eks-managed and eks-fargate ask for an upgrade slot and drains
+	// through it before they disrupt pods (see managedProgress).
+	obs, err := prov.Apply(providers.WithDisruptions(ctx, groupDisruptions{r: r, ig: ig}), ig)
 	if err != nil {
 		reason := "CloudError"
 		switch {
@@ -244,7 +246,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	releaseSlot := false // freed by report once the status is stored
 	switch {
 	case obs.Managed:
-		progress.Done, progress.Message = !obs.Updating, obs.Message // what the cloud is doing (a node group replacement's step)
+		progress, releaseSlot = r.managedProgress(ig, obs, progress)
 	case hasDrift(obs):
 		now := r.now()
 		if at, ok := r.stalledAt(ig, now); ok {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
 // activeProvisioner reports an active managed group.
@@ -53,6 +54,7 @@ func TestStatusConflictRequeuesAtOnce(t *testing.T) {
 		}).Build()
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: activeProvisioner{}},
+		Slots:    &upgrade.Slots{Max: func() int { return 1 }},
 		Recorder: events.NewFakeRecorder(100), PollInterval: time.Second, ResyncInterval: 5 * time.Minute,
 		backoff: newFailureBackoff(time.Second, 5*time.Minute),
 	}

@@ -177,9 +177,10 @@ type InstanceGroupStatus struct {
 
 	// RetiringScalingGroupNames are the group's older EKS managed node
 	// groups (eks-managed) that ActiveScalingGroupName replaces after a
-	// change EKS cannot make in place: they are deleted (EKS drains their
-	// nodes) once ActiveScalingGroupName is ACTIVE with Ready nodes. Empty
-	// when no replacement is in progress.
+	// change EKS cannot make in place: once ActiveScalingGroupName is
+	// ACTIVE with Ready nodes the controller drains their nodes (Eviction
+	// API, PodDisruptionBudgets, maxUnavailable at once) and then deletes
+	// them. Empty when no replacement is in progress.
 	// +optional
 	RetiringScalingGroupNames []string `json:"retiringScalingGroupNames,omitempty"`
 

@@ -4,10 +4,14 @@
 //
 // A Fargate profile cannot be changed. Its name ends in a hash of the
 // fields that shape it (pod execution role, subnets, selectors), so a
-// changed spec names a new profile: Apply creates it, waits until it is
-// ACTIVE, and only then deletes the group's older profiles (those tagged
-// for the group), so the selected pods always have a profile. Tags are
-// applied at creation only.
+// changed spec names a new profile: with an upgrade slot
+// (providers.Disruptions.Admit), Apply creates it, waits until it is
+// ACTIVE, has the controller evict the older profiles' pods through the
+// Eviction API (providers.Disruptions.EvictPods, label
+// eks.amazonaws.com/fargate-profile; DeleteFargateProfile would delete
+// them outright), and only once they have none deletes the group's older
+// profiles (those tagged for the group), so the selected pods always have
+// a profile. Tags are applied at creation only.
 package eksfargate
 
 import (
@@ -123,8 +127,10 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 }
 
 // Apply ensures the Fargate profile of the current spec exists (EKS
-// CreateFargateProfile) and, once it is ACTIVE, deletes the group's other
-// profiles (DeleteFargateProfile). It resolves subnets (EC2
+// CreateFargateProfile) and, once it is ACTIVE and the group's other
+// profiles have no pod left (evictFirst), deletes them
+// (DeleteFargateProfile). While the group has other profiles nothing is
+// done without an upgrade slot (admit). It resolves subnets (EC2
 // DescribeSubnets) and the pod execution role (IAM GetRole, or the owned
 // role's calls, see eks.EnsureOwnedRole), both kept in Reads, and reads
 // only the group's own profiles: the cluster's profile names
@@ -182,6 +188,12 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	}
 	cur, old := split(owned, name)
 	obs := &providers.Observation{GroupName: name, RoleARN: roleARN, Managed: true}
+	if len(old) > 0 {
+		// A replacement starts, or goes on, only with an upgrade slot.
+		if wait, err := admit(ctx, name, roleARN, old); wait != nil || err != nil {
+			return wait, err
+		}
+	}
 	if cur == nil {
 		cur, err = p.create(ctx, ig, name, s, subnets)
 		if err != nil {
@@ -204,11 +216,19 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		if len(old) > 0 {
 			obs.Updating = true
 			notes = append(notes, fmt.Sprintf("replacing Fargate profile(s) %s with %s", strings.Join(names(old), ", "), name))
-			more, err := deleteProfiles(ctx, p.aws.EKS, f.ClusterName, old)
+			evicted, blocked, err := evictFirst(ctx, old)
 			if err != nil {
 				return nil, err
 			}
-			notes = append(notes, more...)
+			obs.Blocked = blocked
+			if len(evicted) == 0 {
+				more, err := deleteProfiles(ctx, p.aws.EKS, f.ClusterName, old)
+				if err != nil {
+					return nil, err
+				}
+				notes = append(notes, more...)
+			}
+			notes = append(notes, evicted...)
 		}
 	case ekstypes.FargateProfileStatusCreating:
 		obs.Updating = true

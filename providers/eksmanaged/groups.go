@@ -74,8 +74,9 @@ func ownedNodegroups(ctx context.Context, api awsp.EKSAPI, cluster string, names
 }
 
 // deleteNodegroups asks EKS to delete each node group not already
-// DELETING (EKS DeleteNodegroup; EKS drains its nodes, respecting
-// PodDisruptionBudgets, before it terminates them). One already gone, or
+// DELETING (EKS DeleteNodegroup: EKS tries to drain the nodes and
+// force-terminates those not drained within 5 minutes, so callers drain
+// them first). One already gone, or
 // that EKS cannot delete now (ResourceInUseException: an update in
 // progress), is left for the next call. It returns a note for each node
 // group whose earlier deletion failed (DELETE_FAILED, with its health

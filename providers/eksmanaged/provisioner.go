@@ -10,9 +10,11 @@
 // Fields EKS fixes at creation (node role, subnets, instance types, AMI
 // type, disk size, remote access, capacity type: the shape) are changed
 // blue/green: a new node group named after the shape's hash is created,
-// and once it is ACTIVE with its nodes Ready, the group's other node
-// groups are deleted (EKS drains their nodes, respecting
-// PodDisruptionBudgets). The node groups are found from EKS on each step
+// and once it is ACTIVE with its nodes Ready and the controller has
+// drained the group's other node groups' nodes (providers.Disruptions:
+// Eviction API, PodDisruptionBudgets, maxUnavailable at once), those are
+// deleted. A replacement and a version update start only with an upgrade
+// slot (providers.Disruptions.Admit). The node groups are found from EKS on each step
 // (their names and ownership tags), so a restart continues where it
 // stopped. A field the spec leaves empty is EKS's choice and is not
 // compared. An empty version or releaseVersion is EKS's choice at
@@ -201,6 +203,11 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, wa
 			return obs, nil
 		}
 	}
+	if len(found.groups) > 0 {
+		if wait, err := p.admit(ctx, ig, want, retiring); wait != nil || err != nil {
+			return wait, err
+		}
+	}
 	in := want.createInput()
 	for _, ng := range retiring {
 		if s := ng.ScalingConfig; s != nil && ng.Status != ekstypes.NodegroupStatusDeleting {
@@ -242,15 +249,26 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 			done = append(done, fmt.Sprintf("updated EKS node group %s: %s", want.name, what))
 		}
 	}
-	sent := ""
+	if len(retiring) > 0 {
+		// A replacement under way goes on only with the slot it took
+		// (held across restarts: a Lease).
+		if wait, err := p.admit(ctx, ig, want, retiring); wait != nil || err != nil {
+			return wait, err
+		}
+	}
+	sent, waiting := "", ""
 	if target.Status == ekstypes.NodegroupStatusActive || target.Status == ekstypes.NodegroupStatusDegraded {
 		var err error
-		if sent, err = p.update(ctx, target, want); err != nil {
+		if sent, waiting, err = p.update(ctx, target, want); err != nil {
 			return nil, err
 		}
 	}
 	obs := observe(target, sent)
 	obs.Retiring = groupNames(retiring)
+	if waiting != "" {
+		obs.WaitingForSlot = true
+		done = append(done, fmt.Sprintf("update EKS node group %s: %s", want.name, waiting))
+	}
 	if len(retiring) == 0 {
 		if target.Status == ekstypes.NodegroupStatusActive && sent == "" {
 			p.reads.Store(readsID(ig), stageSteady, want.shape().hash(), want.name)
@@ -259,29 +277,35 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 		return obs, nil
 	}
 	obs.Updating = true
-	step, err := p.retire(ctx, want, target, retiring, sent)
+	step, blocked, err := p.retire(ctx, want, target, retiring, sent)
 	if err != nil {
 		return nil, err
 	}
+	obs.Blocked = blocked
 	obs.Message = strings.Join(append(append([]string{replacing(ig, want, retiring, step)}, done...), nonEmpty(obs.Message)...), "; ")
 	return obs, nil
 }
 
 // retire deletes the retiring node groups once target is ACTIVE, needs
-// no update (sent empty) and, when Nodes are read, every Node of it is
-// counted Ready up to its desired size; it says which step the
-// replacement is at.
-func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup, sent string) (string, error) {
+// no update (sent empty), when Nodes are read every Node of it is counted
+// Ready up to its desired size, and the controller has drained the
+// retiring node groups' Nodes (providers.Disruptions.DrainNodes of label
+// LabelNodegroup, paced by maxUnavailable; not asked for a node group
+// already DELETING). EKS's own drain on DeleteNodegroup is not relied on:
+// it force-terminates nodes it could not drain within 5 minutes,
+// PodDisruptionBudgets or not. It says which step the replacement is at
+// and what drain is blocked, if any.
+func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup, sent string) (step, blocked string, err error) {
 	switch {
 	case target.Status != ekstypes.NodegroupStatusActive:
-		return fmt.Sprintf("waiting for %s to be ACTIVE (it is %s)", want.name, target.Status), nil
+		return fmt.Sprintf("waiting for %s to be ACTIVE (it is %s)", want.name, target.Status), "", nil
 	case sent != "":
-		return fmt.Sprintf("waiting for the update of %s", want.name), nil
+		return fmt.Sprintf("waiting for the update of %s", want.name), "", nil
 	}
 	if p.nodes != nil {
 		total, ready, err := nodeCount(ctx, p.nodes, want.name)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		desired := 0
 		if s := target.ScalingConfig; s != nil {
@@ -291,14 +315,67 @@ func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstyp
 		// joined, so none were asked for (or they are not Nodes of this
 		// cluster's API, as on an emulator).
 		if total > 0 && ready < desired {
-			return fmt.Sprintf("waiting for the nodes of %s to be Ready (%d of %d desired Ready)", want.name, ready, desired), nil
+			return fmt.Sprintf("waiting for the nodes of %s to be Ready (%d of %d desired Ready)", want.name, ready, desired), "", nil
+		}
+	}
+	if d := providers.DisruptionsFrom(ctx); d != nil {
+		var waits, blocks []string
+		for _, ng := range retiring {
+			if ng.Status == ekstypes.NodegroupStatusDeleting {
+				continue
+			}
+			name := awssdk.ToString(ng.NodegroupName)
+			r, err := d.DrainNodes(ctx, LabelNodegroup, name)
+			if err != nil {
+				return "", "", fmt.Errorf("draining the nodes of EKS node group %s before deleting it: %w", name, err)
+			}
+			if !r.Done {
+				waits = append(waits, r.Message)
+				blocks = append(blocks, nonEmpty(r.Blocked)...)
+			}
+		}
+		if len(waits) > 0 {
+			return fmt.Sprintf("%s is ACTIVE; draining %s before deleting: %s", want.name, strings.Join(groupNames(retiring), ", "), strings.Join(waits, "; ")),
+				strings.Join(blocks, "; "), nil
 		}
 	}
 	notes, err := deleteNodegroups(ctx, p.aws.EKS, want.cluster, retiring)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return strings.Join(append([]string{fmt.Sprintf("%s is ACTIVE; deleting %s (EKS drains their nodes)", want.name, strings.Join(groupNames(retiring), ", "))}, notes...), "; "), nil
+	return strings.Join(append([]string{fmt.Sprintf("%s is ACTIVE; deleting %s (their nodes are drained)", want.name, strings.Join(groupNames(retiring), ", "))}, notes...), "; "), "", nil
+}
+
+// admit asks the controller for an upgrade slot (providers.Disruptions
+// .Admit) before a replacement starts or goes on. Nil when admitted (or
+// no Disruptions is given); else the observation of the group waiting:
+// the node group serving now (the first of retiring not DELETING), Active
+// as it is, WaitingForSlot, nothing retiring yet unless a replacement had
+// started, and the message says what waits.
+func (p *Provisioner) admit(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
+	d := providers.DisruptionsFrom(ctx)
+	if d == nil {
+		return nil, nil
+	}
+	ok, err := d.Admit(ctx)
+	if err != nil || ok {
+		return nil, err
+	}
+	var serving *ekstypes.Nodegroup
+	for _, ng := range retiring {
+		if ng.Status != ekstypes.NodegroupStatusDeleting {
+			serving = ng
+			break
+		}
+	}
+	obs := &providers.Observation{GroupName: want.name, Managed: true, Lifecycle: lifecycle(ekstypes.CapacityTypes(want.capacityType))}
+	if serving != nil {
+		obs = observe(serving, "")
+		obs.Updating = false
+	}
+	obs.WaitingForSlot = true
+	obs.Message = replacing(ig, want, retiring, "waiting for an upgrade slot")
+	return obs, nil
 }
 
 // replacing describes a replacement: the retiring node groups, the new
@@ -337,26 +414,38 @@ func lifecycle(c ekstypes.CapacityTypes) string {
 // update sends at most one update: the configuration's, else the
 // version's. It returns what it changed ("" for nothing). An update EKS
 // refuses because another is in progress (ResourceInUseException) counts
-// as sent: the group is updating.
-func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want nodegroup) (string, error) {
+// as sent: the group is updating. A version update replaces every node
+// (EKS surges, then drains the old ones), so it is sent only with an
+// upgrade slot (providers.Disruptions.Admit); without one nothing is sent
+// and waiting says what waits.
+func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want nodegroup) (sent, waiting string, err error) {
 	if in, what := configUpdate(have, want); in != nil {
 		if _, err := p.aws.EKS.UpdateNodegroupConfig(ctx, in); err != nil && !isInUse(err) {
-			return "", fmt.Errorf("eks UpdateNodegroupConfig %s (cluster %s: %s): %w", want.name, want.cluster, strings.Join(what, ", "), err)
+			return "", "", fmt.Errorf("eks UpdateNodegroupConfig %s (cluster %s: %s): %w", want.name, want.cluster, strings.Join(what, ", "), err)
 		}
-		return strings.Join(what, ", "), nil
+		return strings.Join(what, ", "), "", nil
 	}
 	if in, what := versionUpdate(have, want); in != nil {
+		if d := providers.DisruptionsFrom(ctx); d != nil {
+			ok, err := d.Admit(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			if !ok {
+				return "", what, nil
+			}
+		}
 		if _, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in); err != nil && !isInUse(err) {
 			var invalid *ekstypes.InvalidParameterException
 			if errors.As(err, &invalid) {
-				return "", &providers.SpecError{Field: configPath + ".version",
+				return "", "", &providers.SpecError{Field: configPath + ".version",
 					Detail: fmt.Sprintf("EKS refused to update node group %s (%s): %s", want.name, what, awssdk.ToString(invalid.Message))}
 			}
-			return "", fmt.Errorf("eks UpdateNodegroupVersion %s (cluster %s: %s): %w", want.name, want.cluster, what, err)
+			return "", "", fmt.Errorf("eks UpdateNodegroupVersion %s (cluster %s: %s): %w", want.name, want.cluster, what, err)
 		}
-		return what, nil
+		return what, "", nil
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // resolve turns the spec's subnet and security group references into ids
@@ -436,7 +525,9 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 
 // Delete deletes every managed node group tagged for the group (EKS
 // ListNodegroups, DescribeNodegroup of the names that can be the group's,
-// DeleteNodegroup: EKS drains the nodes, respecting PodDisruptionBudgets)
+// DeleteNodegroup; the reconciler has drained the group's nodes before,
+// see reconciler/delete.go: EKS's own drain force-terminates after 5
+// minutes)
 // and returns false until none is left, a replacement and the node group
 // it replaces alike (an error names a node group that failed to delete,
 // which is tried again); then it deletes the node role the group created,

@@ -107,7 +107,7 @@ func TestApplyReplacesAShapeChangeBlueGreen(t *testing.T) {
 	}
 	addNodes(t, e, next, "joined", 2, true)
 
-	// Every node Ready: the old node group is deleted (EKS drains it).
+	// Every node Ready: the old node group is deleted (no Disruptions in the context: nothing to drain first).
 	obs, calls = e.step(t, ig)
 	if !reflect.DeepEqual(calls, []string{"DeleteNodegroup " + ngName}) || !obs.Updating || !slices.Equal(obs.Retiring, []string{ngName}) ||
 		!strings.Contains(obs.Message, "deleting "+ngName) {

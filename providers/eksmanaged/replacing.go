@@ -75,5 +75,5 @@ func ReplacementWarning(nodegroup string, fields []string) string {
 	}
 	return strings.Join(paths, ", ") + ": EKS cannot change this on the existing managed node group " + nodegroup +
 		"; instance-manager replaces it blue/green: a new node group is created and, once it is ACTIVE with its nodes Ready, " +
-		nodegroup + " is deleted (EKS drains its nodes, respecting PodDisruptionBudgets)"
+		nodegroup + "'s nodes are drained by instance-manager (Eviction API, PodDisruptionBudgets, maxUnavailable at once) and it is deleted; the replacement waits for an upgrade slot (maxConcurrentUpgrades)"
 }

@@ -187,19 +187,13 @@ func (d *Drainer) round(ctx context.Context, h *drain.Helper, node *corev1.Node,
 		}
 		if e.pod.DeletionTimestamp == nil {
 			err := h.EvictPod(e.pod, policyv1.SchemeGroupVersion)
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return left, ctx.Err()
-			case err == nil:
-				e.refusal = ""
-			case apierrors.IsNotFound(err):
-				e.gone = true
+			}
+			if e.gone, e.refusal = judgeEviction(err); e.gone {
 				continue
-			case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-				// Its namespace is being deleted, which deletes it.
-				e.refusal = ""
-			default:
-				e.refusal = err.Error()
+			}
+			if e.refusal != "" {
 				left++
 				continue
 			}
@@ -222,6 +216,36 @@ func (d *Drainer) round(ctx context.Context, h *drain.Helper, node *corev1.Node,
 		left++
 	}
 	return left, nil
+}
+
+// judgeEviction reads the API server's answer to one pod's eviction:
+// gone when the pod no longer exists (404: nothing to wait for); refusal
+// is why it was refused (429: a PodDisruptionBudget allows no disruption
+// now; or any other error), "" when it was accepted or the pod's
+// namespace is being deleted (which deletes the pod).
+func judgeEviction(err error) (gone bool, refusal string) {
+	switch {
+	case err == nil:
+		return false, ""
+	case apierrors.IsNotFound(err):
+		return true, ""
+	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return false, ""
+	}
+	return false, err.Error()
+}
+
+// EvictUnbound evicts a pod bound to no node (policy/v1 Eviction, so a
+// PodDisruptionBudget is honoured) and judges the answer as a drain does
+// (judgeEviction): gone, or why it was refused ("" when accepted). A pod
+// already terminating is not evicted again. With DryRun the eviction is
+// a server dry run (nothing leaves).
+func (d *Drainer) EvictUnbound(ctx context.Context, pod *corev1.Pod) (gone bool, refusal string) {
+	if pod.DeletionTimestamp != nil {
+		return false, ""
+	}
+	h := d.helper(ctx, &corev1.Node{})
+	return judgeEviction(h.EvictPod(*pod, policyv1.SchemeGroupVersion))
 }
 
 // verdict is the outcome of a step that ends with pods left (see Drain).

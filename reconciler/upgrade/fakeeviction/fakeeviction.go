@@ -1,5 +1,5 @@
 // Package fakeeviction makes a fake clientset (k8s.io/client-go/kubernetes/
-// fake) answer pod lists by spec.nodeName and the Eviction API
+// fake) answer pod lists by spec.nodeName and labels and the Eviction API
 // (pods/eviction, policy/v1) the way the API server does, for unit tests
 // of drains: each eviction is refused (429, a PodDisruptionBudget that
 // allows no disruption), deletes the pod at once, or starts its graceful
@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -95,7 +96,8 @@ func (s *Server) list(a clienttesting.Action) (bool, runtime.Object, error) {
 	}
 	out := &corev1.PodList{}
 	for _, p := range objs.(*corev1.PodList).Items {
-		if sel := la.GetListRestrictions().Fields; sel == nil || sel.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName}) {
+		r := la.GetListRestrictions()
+		if (r.Fields == nil || r.Fields.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName})) && (r.Labels == nil || r.Labels.Matches(labels.Set(p.Labels))) {
 			out.Items = append(out.Items, p)
 		}
 	}
