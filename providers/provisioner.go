@@ -42,10 +42,14 @@ type Rotator interface {
 	// cloud refuses because the desired capacity is at the group's minimum
 	// is an error wrapping ErrDesiredAtMinSize (nothing was terminated).
 	Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error
-	// AddCapacity adds delta (negative: removes) to the group's desired
+	// AddCapacity adds delta (capacity units, >= 0) to the group's desired
 	// capacity as it is at the time of the call, read from the cloud, not
 	// from a cache, so capacity others set meanwhile is kept; the result
-	// is kept within the group's min and max. It returns the change made.
+	// is kept within the group's max. It returns the change made. A
+	// negative delta is refused with an error wrapping ErrScaleIn and
+	// changes nothing: lowering the desired capacity lets the cloud pick
+	// the instances to terminate, undrained; capacity is given back by
+	// draining chosen nodes and terminating them with decrement (above).
 	AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error)
 }
 
@@ -69,6 +73,10 @@ type Freezer interface {
 	// a group that does not exist or is not ig's.
 	Freeze(ctx context.Context, ig *v1alpha1.InstanceGroup) error
 }
+
+// ErrScaleIn: Rotator.AddCapacity was asked for a negative delta, which it
+// refuses (see there).
+var ErrScaleIn = errors.New("lowering the desired capacity is refused: the cloud would pick the instances to terminate, undrained")
 
 // ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
 // because the desired capacity is at the group's minimum size.

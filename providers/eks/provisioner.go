@@ -554,12 +554,17 @@ func refusedAtMinSize(err error) bool {
 
 // AddCapacity implements providers.Rotator: it reads the group's desired
 // capacity from Auto Scaling (DescribeAutoScalingGroups by name, not the
-// cluster's cached listing) and sets it plus delta, within MinSize and
-// MaxSize (SetDesiredCapacity). Someone else (the cluster-autoscaler) may
-// still change it between the two calls; that window is one round trip,
-// not a cache's age.
+// cluster's cached listing) and sets it plus delta, within MaxSize
+// (SetDesiredCapacity). Someone else (the cluster-autoscaler) may still
+// change it between the two calls; that window is one round trip, not a
+// cache's age. A negative delta is refused (providers.ErrScaleIn, no call
+// made): a lower desired capacity makes Auto Scaling terminate instances
+// of its own choosing (its termination policy), which nothing drains.
 func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error) {
 	name := groupName(ig)
+	if delta < 0 {
+		return 0, fmt.Errorf("Auto Scaling group %s: adding %d capacity unit(s): %w", name, delta, providers.ErrScaleIn)
+	}
 	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil {
 		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
