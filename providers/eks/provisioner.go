@@ -309,7 +309,19 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if current == nil {
 		return nil, fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name)
 	}
-	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current); err != nil {
+	ids := make([]string, 0, len(current.Instances))
+	for _, in := range current.Instances {
+		ids = append(ids, awssdk.ToString(in.InstanceId))
+	}
+	launched, err := p.launched.lookup(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	// AZRebalance is suspended while the group rotates (drift or a surge
+	// recorded), judged from the cloud and the status, so a restarted
+	// controller keeps it suspended, and resumed after.
+	isRotating := rotating(ig, current.Instances, launched, strconv.FormatInt(version, 10))
+	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current, isRotating); err != nil {
 		return nil, err
 	} else if wrote {
 		cache.Invalidate()
@@ -331,14 +343,6 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),
 		Lifecycle: lifecycleOf(ig), Hold: hold,
-	}
-	ids := make([]string, 0, len(current.Instances))
-	for _, in := range current.Instances {
-		ids = append(ids, awssdk.ToString(in.InstanceId))
-	}
-	launched, err := p.launched.lookup(ctx, ids)
-	if err != nil {
-		return nil, err
 	}
 	inUse := map[string]bool{obs.LatestTemplateVersion: true}
 	weights := weightsOf(instanceTypes)
