@@ -68,8 +68,9 @@ type InstanceLister interface {
 // deleted stops launching instances before its nodes are drained.
 type Freezer interface {
 	// Freeze stops the group from launching instances (eks: Launch and
-	// AZRebalance suspended, MaxSize lowered to what the group holds; see
-	// aws.Freeze) without terminating any. Idempotent; nothing is done to
+	// AZRebalance suspended, the cluster-autoscaler's auto-discovery tags
+	// removed, MaxSize lowered to what the group holds; see aws.Freeze)
+	// without terminating any. Idempotent; nothing is done to
 	// a group that does not exist or is not ig's.
 	Freeze(ctx context.Context, ig *v1alpha1.InstanceGroup) error
 }

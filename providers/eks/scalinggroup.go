@@ -86,8 +86,9 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 const (
 	// TagAutoscalerEnabled and TagAutoscalerClusterPrefix+<cluster> are what
 	// its --node-group-auto-discovery=asg:tag=... matches.
-	TagAutoscalerEnabled       = "k8s.io/cluster-autoscaler/enabled"
-	TagAutoscalerClusterPrefix = "k8s.io/cluster-autoscaler/"
+	// Freeze removes them from a group being deleted (awsp.Freeze).
+	TagAutoscalerEnabled       = awsp.TagAutoscalerEnabled
+	TagAutoscalerClusterPrefix = awsp.TagAutoscalerClusterPrefix
 	// The node template: what a node of a group at zero would look like.
 	TagNodeTemplateLabel    = "k8s.io/cluster-autoscaler/node-template/label/"
 	TagNodeTemplateTaint    = "k8s.io/cluster-autoscaler/node-template/taint/"
