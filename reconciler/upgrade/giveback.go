@@ -37,6 +37,14 @@ import (
 // no drift but a surge record or a give-back under way.
 func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node, rot providers.Rotator) (string, error) {
+	return r.settle(ctx, ig, obs, nodes, rot, true)
+}
+
+// settle is Settle; with more false it only finishes the give-back drains
+// under way (drifted instances are left to take the rest of the surge)
+// and returns "" once none is.
+func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator, more bool) (string, error) {
 	surge, err := r.storedSurge(ctx, ig, obs)
 	if err != nil {
 		return "", err
@@ -111,7 +119,7 @@ func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	}
 	var blocked []string
 	fits := false
-	if want > 0 && launching == 0 {
+	if want > 0 && launching == 0 && more {
 		var candidates []providers.Instance
 		for _, in := range mem {
 			node := nodes[in.ProviderID]
@@ -163,6 +171,8 @@ func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 		return "", r.recordSurge(ctx, ig, 0) // clears a converted record too
 	case len(doing) > 0:
 		return fmt.Sprintf("giving back %d capacity unit(s) of surge: draining %s", surge, strings.Join(doing, ", ")), nil
+	case !more:
+		return "", nil
 	case launching > 0:
 		return fmt.Sprintf("giving back %d capacity unit(s) of surge once %d launching instance(s) are in service", surge, launching), nil
 	case held == 0 && !fits:

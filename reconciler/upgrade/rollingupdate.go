@@ -112,12 +112,18 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return p, nil
 	}
 	if len(drifted) == 0 || GivingBack(obs, nodes) {
-		// Surge no drifted instance is left to give back, or a give-back
-		// under way: it finishes before the next batch (Settle). The
-		// rotation is done once it is all given back.
-		p.Message, err = r.Settle(ctx, ig, obs, nodes, rot)
-		p.Done = err == nil && p.Message == "" && len(drifted) == 0
-		return p, err
+		// Surge no drifted instance is left to give back (Settle), or a
+		// give-back under way, which finishes before the next batch (the
+		// drifted instances take the rest of the surge). The rotation is
+		// done once the surge is all given back.
+		p.Message, err = r.settle(ctx, ig, obs, nodes, rot, len(drifted) == 0)
+		if err != nil || p.Message != "" || len(drifted) == 0 {
+			p.Done = err == nil && p.Message == "" && len(drifted) == 0
+			return p, err
+		}
+		if surge, err = r.outstandingSurge(ctx, ig, obs); err != nil {
+			return p, err
+		}
 	}
 	// Rotation order: drifted instances that serve nothing already (no
 	// node, a node not Ready, or unhealthy in Auto Scaling) first, so they
