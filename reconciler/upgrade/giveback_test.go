@@ -251,3 +251,41 @@ func TestSurgeRotationKeepsZonesBalanced(t *testing.T) {
 		})
 	}
 }
+
+// Drift appears while a give-back drains (the spec changed right after a
+// rotation): the give-back under way finishes, and the drifted instance
+// takes the rest of the surge; no further up-to-date node is drained for
+// it.
+func TestGiveBackUnderWayWhenDriftAppears(t *testing.T) {
+	g := zonedGroup(1, 10, "a:a1", "a:a2", "a:a3", "b:b1", "b:b2")
+	g.instances[4].UpToDate = false // b2 drifted; a holds the most, so a give-back would pick a2
+	r := newRollout(t, surgeStrategy(1), g)
+	r.recordSurgeOf(2)
+	nodes := r.nodes()
+	a1 := nodes["aws:///a/a1"]
+	if err := r.strat.Drainer.Start(context.Background(), a1, true); err != nil {
+		t.Fatal(err)
+	}
+	rot := &auditedGroup{g, r.kube}
+	for i := 0; ; i++ {
+		if i > 40 {
+			t.Fatal("not done after 40 steps")
+		}
+		for _, name := range r.cordoned() {
+			if name != "a1" && name != "b2" {
+				t.Fatalf("step %d: %s cordoned to give surge back; the drifted b2 was to take it", i, name)
+			}
+		}
+		p, err := r.strat.Step(context.Background(), r.ig, g.observation(), r.nodes(), rot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Done {
+			break
+		}
+	}
+	if want := []string{"a1+d", "b2+d"}; !slices.Equal(g.terminated, want) {
+		t.Errorf("terminated %v, want %v", g.terminated, want)
+	}
+	r.checkDone(3)
+}
