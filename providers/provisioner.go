@@ -46,10 +46,14 @@ type Rotator interface {
 	// cloud refuses because the desired capacity is at the group's minimum
 	// is an error wrapping ErrDesiredAtMinSize (nothing was terminated).
 	Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error
-	// AddCapacity adds delta (negative: removes) to the group's desired
+	// AddCapacity adds delta (capacity units, >= 0) to the group's desired
 	// capacity as it is at the time of the call, read from the cloud, not
 	// from a cache, so capacity others set meanwhile is kept; the result
-	// is kept within the group's min and max. It returns the change made.
+	// is kept within the group's max. It returns the change made. A
+	// negative delta is refused with an error wrapping ErrScaleIn and
+	// changes nothing: lowering the desired capacity lets the cloud pick
+	// the instances to terminate, undrained; capacity is given back by
+	// draining chosen nodes and terminating them with decrement (above).
 	AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error)
 }
 
@@ -68,11 +72,16 @@ type InstanceLister interface {
 // deleted stops launching instances before its nodes are drained.
 type Freezer interface {
 	// Freeze stops the group from launching instances (eks: Launch and
-	// AZRebalance suspended, MaxSize lowered to what the group holds; see
-	// aws.Freeze) without terminating any. Idempotent; nothing is done to
+	// AZRebalance suspended, the cluster-autoscaler's auto-discovery tags
+	// removed, MaxSize lowered to what the group holds; see aws.Freeze)
+	// without terminating any. Idempotent; nothing is done to
 	// a group that does not exist or is not ig's.
 	Freeze(ctx context.Context, ig *v1alpha1.InstanceGroup) error
 }
+
+// ErrScaleIn: Rotator.AddCapacity was asked for a negative delta, which it
+// refuses (see there).
+var ErrScaleIn = errors.New("lowering the desired capacity is refused: the cloud would pick the instances to terminate, undrained")
 
 // ErrDesiredAtMinSize: a terminate with a capacity decrement was refused
 // because the desired capacity is at the group's minimum size.

@@ -298,16 +298,21 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		releaseSlot = progress.Done
 	default:
 		releaseSlot = true
-		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 {
-			// A surge record left by a rollout that ended in another pass
-			// (Settle reads the stored record, not this cached one).
+		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 || upgrade.GivingBack(obs, nodes) {
+			// A surge record left by a rollout that ended in another pass,
+			// or its give-back under way (Settle reads the stored record,
+			// not this cached one): surge goes back by draining chosen
+			// nodes and terminating them with a decrement, over several
+			// passes, during which the group reports Upgrading.
 			rot, _ := prov.(providers.Rotator)
-			if err := r.Rolling.Settle(ctx, ig, obs, rot); err != nil {
+			msg, err := r.Rolling.Settle(ctx, ig, obs, nodes, rot)
+			if err != nil {
 				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
 					return ctrl.Result{}, ferr
 				}
 				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
 			}
+			progress.Done, progress.Message = msg == "", msg
 		}
 	}
 

@@ -103,8 +103,9 @@ func stalledMessage(at time.Time, timeout time.Duration) string {
 // node is not picked again) the nodes of ig's drifted instances that are
 // not terminating and carry the drain annotations: ig holds no upgrade
 // slot, so no drain of it may go on, evicting pods from a node that is
-// schedulable again, and none may leave a node cordoned. It returns the
-// node names.
+// schedulable again, and none may leave a node cordoned. Nodes of
+// up-to-date instances drained to give surge back are released too. It
+// returns the node names.
 func (r *InstanceGroupReconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node) ([]string, error) {
 	if r.Rolling == nil || r.Rolling.Drainer == nil {
@@ -113,8 +114,11 @@ func (r *InstanceGroupReconciler) releaseDrains(ctx context.Context, ig *v1alpha
 	var names []string
 	for _, in := range obs.Instances {
 		node := nodes[in.ProviderID]
-		if in.UpToDate || strings.HasPrefix(in.LifecycleState, "Terminating") || node == nil {
+		if strings.HasPrefix(in.LifecycleState, "Terminating") || node == nil {
 			continue
+		}
+		if in.UpToDate && node.Annotations[upgrade.AnnotationSurge] != "true" {
+			continue // drained only to give surge back (upgrade.Settle)
 		}
 		if _, ok := node.Annotations[upgrade.AnnotationDrainStarted]; !ok {
 			continue

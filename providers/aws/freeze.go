@@ -17,9 +17,23 @@ import (
 // and then terminates instances of its own choosing, undrained.
 var FrozenProcesses = []string{"Launch", "AZRebalance"}
 
+// Tags of the cluster-autoscaler's auto-discovery
+// (--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,
+// k8s.io/cluster-autoscaler/<cluster>): a group carrying both is one it
+// scales.
+const (
+	TagAutoscalerEnabled       = "k8s.io/cluster-autoscaler/enabled"
+	TagAutoscalerClusterPrefix = "k8s.io/cluster-autoscaler/"
+)
+
 // Freeze stops the Auto Scaling group name from growing before its nodes
 // are drained for good (the group is being deleted): it suspends
-// FrozenProcesses (SuspendProcesses), then lowers MaxSize to what the
+// FrozenProcesses (SuspendProcesses), removes the cluster-autoscaler's
+// auto-discovery tags if the group carries them (DeleteTags of
+// TagAutoscalerEnabled and TagAutoscalerClusterPrefix+<cluster>; the
+// node-template tags stay), so the autoscaler stops counting the group as
+// one of its node groups (it no longer scales it in or out, nor holds
+// pods pending for it), then lowers MaxSize to what the
 // group holds (UpdateAutoScalingGroup), so the cluster-autoscaler no
 // longer sees room to scale it out. What the group holds is the larger of
 // its desired capacity and its instances not terminating, read after the
@@ -47,6 +61,16 @@ func Freeze(ctx context.Context, api AutoScalingAPI, name string, owned func(typ
 			return wrote, err
 		}
 	}
+	if tags := discoveryTags(*g); len(tags) > 0 {
+		del := make([]types.Tag, 0, len(tags))
+		for _, k := range tags {
+			del = append(del, types.Tag{ResourceId: awssdk.String(name), ResourceType: awssdk.String("auto-scaling-group"), Key: awssdk.String(k)})
+		}
+		if _, err := api.DeleteTags(ctx, &autoscaling.DeleteTagsInput{Tags: del}); err != nil {
+			return wrote, fmt.Errorf("autoscaling DeleteTags %s %v: %w", name, tags, err)
+		}
+		wrote = true
+	}
 	hold := holds(*g)
 	if awssdk.ToInt32(g.MaxSize) <= hold {
 		return wrote, nil
@@ -61,7 +85,23 @@ func Freeze(ctx context.Context, api AutoScalingAPI, name string, owned func(typ
 
 // Frozen reports whether g, as listed, is frozen already (see Freeze).
 func Frozen(g types.AutoScalingGroup) bool {
-	return len(unsuspended(g)) == 0 && awssdk.ToInt32(g.MaxSize) <= holds(g)
+	return len(unsuspended(g)) == 0 && awssdk.ToInt32(g.MaxSize) <= holds(g) && len(discoveryTags(g)) == 0
+}
+
+// discoveryTags returns the keys of g's cluster-autoscaler auto-discovery
+// tags: TagAutoscalerEnabled and TagAutoscalerClusterPrefix+<cluster> (a
+// key with no further "/"; the node-template tags have one), sorted.
+func discoveryTags(g types.AutoScalingGroup) []string {
+	var out []string
+	for _, t := range g.Tags {
+		k := awssdk.ToString(t.Key)
+		rest, ok := strings.CutPrefix(k, TagAutoscalerClusterPrefix)
+		if ok && rest != "" && !strings.Contains(rest, "/") {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // holds is the larger of g's desired capacity and its instances not

@@ -46,6 +46,30 @@ func (f *freezingAutoScaling) UpdateAutoScalingGroup(_ context.Context, in *auto
 	return &autoscaling.UpdateAutoScalingGroupOutput{}, nil
 }
 
+func (f *freezingAutoScaling) DeleteTags(_ context.Context, in *autoscaling.DeleteTagsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteTagsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := &f.groups[0]
+	var keys []string
+	for _, d := range in.Tags {
+		if awssdk.ToString(d.ResourceId) != awssdk.ToString(g.AutoScalingGroupName) || awssdk.ToString(d.ResourceType) != "auto-scaling-group" {
+			panic("DeleteTags of another resource")
+		}
+		keys = append(keys, awssdk.ToString(d.Key))
+		g.Tags = slices.DeleteFunc(g.Tags, func(t types.TagDescription) bool { return awssdk.ToString(t.Key) == awssdk.ToString(d.Key) })
+	}
+	f.writes = append(f.writes, "DeleteTags "+strings.Join(keys, ","))
+	return &autoscaling.DeleteTagsOutput{}, nil
+}
+
+func tagged(keys ...string) []types.TagDescription {
+	out := make([]types.TagDescription, len(keys))
+	for i, k := range keys {
+		out[i] = types.TagDescription{Key: awssdk.String(k), Value: awssdk.String("v")}
+	}
+	return out
+}
+
 func instancesIn(states ...types.LifecycleState) []types.Instance {
 	out := make([]types.Instance, len(states))
 	for i, s := range states {
@@ -77,6 +101,7 @@ func TestFreeze(t *testing.T) {
 		wantMax    int32
 		wantSusp   []string
 		wantWrites int
+		wantTags   []string // nil: not checked
 	}{
 		{name: "a scalable group is frozen at its desired capacity", owned: true,
 			group:     types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(2), Instances: instancesIn(inService, inService)},
@@ -99,9 +124,18 @@ func TestFreeze(t *testing.T) {
 			group:     types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(2), Instances: instancesIn(inService, inService)},
 			onSuspend: func(g *types.AutoScalingGroup) { g.DesiredCapacity = awssdk.Int32(3) },
 			wantWrote: true, wantMax: 3, wantSusp: []string{"Launch", "AZRebalance"}, wantWrites: 2},
+		{name: "the cluster-autoscaler's discovery tags go, its node template and other tags stay", owned: true,
+			group: types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(2), Instances: instancesIn(inService, inService),
+				Tags: tagged("team", TagAutoscalerEnabled, TagAutoscalerClusterPrefix+"prod", TagAutoscalerClusterPrefix+"node-template/label/role")},
+			wantWrote: true, wantMax: 2, wantSusp: []string{"Launch", "AZRebalance"}, wantWrites: 3,
+			wantTags: []string{"team", TagAutoscalerClusterPrefix + "node-template/label/role"}},
+		{name: "a frozen group left with its discovery tags loses them", owned: true,
+			group: types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(2), DesiredCapacity: awssdk.Int32(2), Instances: instancesIn(inService, inService),
+				SuspendedProcesses: suspended("AZRebalance", "Launch"), Tags: tagged(TagAutoscalerEnabled)},
+			wantWrote: true, wantMax: 2, wantSusp: []string{"AZRebalance", "Launch"}, wantWrites: 1, wantTags: []string{}},
 		{name: "someone else's group is never touched", owned: false,
-			group:   types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(2)},
-			wantMax: 5},
+			group:   types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(2), Tags: tagged(TagAutoscalerEnabled)},
+			wantMax: 5, wantTags: []string{TagAutoscalerEnabled}},
 		{name: "a group being deleted is left to its deletion", owned: true,
 			group:   types.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(2), Status: awssdk.String("Delete in progress")},
 			wantMax: 5},
@@ -125,6 +159,15 @@ func TestFreeze(t *testing.T) {
 			if wrote != tc.wantWrote || awssdk.ToInt32(got.MaxSize) != tc.wantMax || !slices.Equal(susp, tc.wantSusp) || len(f.writes) != tc.wantWrites {
 				t.Errorf("wrote %v, MaxSize %d, suspended %v, writes %v; want %v, %d, %v, %d writes",
 					wrote, awssdk.ToInt32(got.MaxSize), susp, f.writes, tc.wantWrote, tc.wantMax, tc.wantSusp, tc.wantWrites)
+			}
+			if tc.wantTags != nil {
+				keys := []string{}
+				for _, tag := range got.Tags {
+					keys = append(keys, awssdk.ToString(tag.Key))
+				}
+				if !slices.Equal(keys, tc.wantTags) {
+					t.Errorf("tags %v after Freeze, want %v", keys, tc.wantTags)
+				}
 			}
 			if tc.owned && got.Status == nil && !Frozen(got) {
 				t.Errorf("Frozen is false after Freeze: %+v", got)

@@ -2,6 +2,7 @@ package eks
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -9,6 +10,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 )
 
@@ -87,6 +89,48 @@ func TestSteadyStateNeverResetsDesiredCapacity(t *testing.T) {
 				t.Errorf("desired capacity %d (set by the autoscaler) reset to %d", c.desired, *got)
 			case c.wantDesired != nil && (got == nil || *got != *c.wantDesired):
 				t.Errorf("desired capacity written %v, want clamped to %d", got, *c.wantDesired)
+			}
+		})
+	}
+}
+
+// describeOne answers DescribeAutoScalingGroups with one group.
+type describeOne struct {
+	*capacityRecorder
+	group astypes.AutoScalingGroup
+}
+
+func (d describeOne) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{d.group}}, nil
+}
+
+// AddCapacity only ever raises the desired capacity: a negative delta
+// (which would let Auto Scaling pick instances to terminate, undrained)
+// is refused with providers.ErrScaleIn before any call.
+func TestAddCapacityRefusesToLowerTheDesiredCapacity(t *testing.T) {
+	cases := []struct {
+		name     string
+		delta    int
+		wantErr  bool
+		wantSets int
+		wantAdd  int
+	}{
+		{"a surge", 2, false, 1, 2},
+		{"capped at maxSize", 9, false, 1, 2},
+		{"nothing", 0, false, 0, 0},
+		{"a give-back by scale-in", -1, true, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &capacityRecorder{}
+			api := describeOne{rec, astypes.AutoScalingGroup{MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(5), DesiredCapacity: awssdk.Int32(3)}}
+			p := &Provisioner{aws: &awsp.Clients{AutoScaling: api}, groups: map[string]*awsp.ScalingGroupCache{}}
+			added, err := p.AddCapacity(context.Background(), eksGroup(v1alpha1.EKSConfiguration{}), c.delta)
+			if (err != nil) != c.wantErr || (err != nil && !errors.Is(err, providers.ErrScaleIn)) {
+				t.Fatalf("error %v, want an ErrScaleIn error: %v", err, c.wantErr)
+			}
+			if rec.sets != c.wantSets || added != c.wantAdd {
+				t.Errorf("SetDesiredCapacity called %d time(s), added %d; want %d, %d", rec.sets, added, c.wantSets, c.wantAdd)
 			}
 		})
 	}

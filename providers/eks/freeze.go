@@ -11,8 +11,9 @@ import (
 )
 
 // Freeze implements providers.Freezer with aws.Freeze on the group's Auto
-// Scaling group (Launch and AZRebalance suspended, MaxSize lowered to what
-// the group holds), when its tags say it is ig's: called before the
+// Scaling group (Launch and AZRebalance suspended, the cluster-autoscaler's
+// auto-discovery tags removed, MaxSize lowered to what the group holds),
+// when its tags say it is ig's: called before the
 // group's nodes are drained for its deletion, so that no instance joins
 // (the cluster-autoscaler scaling it out for the evicted pods) while they
 // are. A group the cluster's listing shows frozen gets no call. Errors

@@ -158,14 +158,20 @@ func testIdleGroupMakesNoCalls(t *testing.T, cfg awssdk.Config) {
 	g.Expect(access.creates).To(Equal(1), "CreateAccessEntry asked once, not on every reconcile")
 
 	// A new image: a launch template version and the group pointed at it,
-	// nothing read again.
+	// nothing read again; the group now rotates (its instance drifted), so
+	// AZRebalance is suspended.
 	ig.Spec.EKS.Configuration.Image, ig.Generation = w.amis[1], 2
 	before = awsp.CallCounts()
 	obs = mustApply(t, p, ig)
 	g.Expect(obs.LatestTemplateVersion).To(Equal("2"))
 	g.Expect(awsp.CallCounts().Since(before).Without("Auto Scaling DescribeAutoScalingGroups", "EC2 DescribeInstances")).To(Equal(awsp.Calls{
 		"EC2 CreateLaunchTemplateVersion": 1, "EC2 ModifyLaunchTemplate": 1, "Auto Scaling UpdateAutoScalingGroup": 1,
+		"Auto Scaling SuspendProcesses": 1,
 	}))
+	g.Expect(suspendedIn(t, cfg, obs.GroupName)).To(Equal([]string{processAZRebalance}), "AZRebalance suspended while the group rotates")
+	before = awsp.CallCounts()
+	mustApply(t, p, ig)
+	g.Expect(awsp.CallCounts().Since(before)).NotTo(HaveKey("Auto Scaling SuspendProcesses"), "suspended once, not on every reconcile")
 
 	// After the cloud resync period, the group's reads are made again.
 	p.reads.Now = func() time.Time { return time.Now().Add(2 * DefaultCloudResync) }
@@ -246,4 +252,20 @@ func testOutOfBandChangesAreNoticed(t *testing.T, cfg awssdk.Config) {
 	out, err := asc.DescribeAutoScalingGroups(t.Context(), &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.AutoScalingGroups).To(HaveLen(1), "created again")
+}
+
+// suspendedIn returns the processes moto's group name has suspended,
+// sorted.
+func suspendedIn(t *testing.T, cfg awssdk.Config, name string) []string {
+	t.Helper()
+	out, err := autoscaling.NewFromConfig(cfg).DescribeAutoScalingGroups(t.Context(), &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil || len(out.AutoScalingGroups) != 1 {
+		t.Fatalf("DescribeAutoScalingGroups %s: %v", name, err)
+	}
+	var names []string
+	for _, p := range out.AutoScalingGroups[0].SuspendedProcesses {
+		names = append(names, awssdk.ToString(p.ProcessName))
+	}
+	sort.Strings(names)
+	return names
 }

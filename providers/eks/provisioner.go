@@ -319,7 +319,19 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if current == nil {
 		return nil, fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name)
 	}
-	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current); err != nil {
+	ids := make([]string, 0, len(current.Instances))
+	for _, in := range current.Instances {
+		ids = append(ids, awssdk.ToString(in.InstanceId))
+	}
+	launched, err := p.launched.lookup(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	// AZRebalance is suspended while the group rotates (drift or a surge
+	// recorded), judged from the cloud and the status, so a restarted
+	// controller keeps it suspended, and resumed after.
+	isRotating := rotating(ig, current.Instances, launched, strconv.FormatInt(version, 10))
+	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current, isRotating); err != nil {
 		return nil, err
 	} else if wrote {
 		cache.Invalidate()
@@ -341,14 +353,6 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),
 		Lifecycle: lifecycleOf(ig), Hold: hold,
-	}
-	ids := make([]string, 0, len(current.Instances))
-	for _, in := range current.Instances {
-		ids = append(ids, awssdk.ToString(in.InstanceId))
-	}
-	launched, err := p.launched.lookup(ctx, ids)
-	if err != nil {
-		return nil, err
 	}
 	if ig.Spec.EKS.WarmPool != nil {
 		var inService []string
@@ -575,12 +579,17 @@ func refusedAtMinSize(err error) bool {
 
 // AddCapacity implements providers.Rotator: it reads the group's desired
 // capacity from Auto Scaling (DescribeAutoScalingGroups by name, not the
-// cluster's cached listing) and sets it plus delta, within MinSize and
-// MaxSize (SetDesiredCapacity). Someone else (the cluster-autoscaler) may
-// still change it between the two calls; that window is one round trip,
-// not a cache's age.
+// cluster's cached listing) and sets it plus delta, within MaxSize
+// (SetDesiredCapacity). Someone else (the cluster-autoscaler) may still
+// change it between the two calls; that window is one round trip, not a
+// cache's age. A negative delta is refused (providers.ErrScaleIn, no call
+// made): a lower desired capacity makes Auto Scaling terminate instances
+// of its own choosing (its termination policy), which nothing drains.
 func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGroup, delta int) (int, error) {
 	name := groupName(ig)
+	if delta < 0 {
+		return 0, fmt.Errorf("Auto Scaling group %s: adding %d capacity unit(s): %w", name, delta, providers.ErrScaleIn)
+	}
 	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil {
 		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)

@@ -86,8 +86,9 @@ func groupTags(ig *v1alpha1.InstanceGroup, name string) map[string]string {
 const (
 	// TagAutoscalerEnabled and TagAutoscalerClusterPrefix+<cluster> are what
 	// its --node-group-auto-discovery=asg:tag=... matches.
-	TagAutoscalerEnabled       = "k8s.io/cluster-autoscaler/enabled"
-	TagAutoscalerClusterPrefix = "k8s.io/cluster-autoscaler/"
+	// Freeze removes them from a group being deleted (awsp.Freeze).
+	TagAutoscalerEnabled       = awsp.TagAutoscalerEnabled
+	TagAutoscalerClusterPrefix = awsp.TagAutoscalerClusterPrefix
 	// The node template: what a node of a group at zero would look like.
 	TagNodeTemplateLabel    = "k8s.io/cluster-autoscaler/node-template/label/"
 	TagNodeTemplateTaint    = "k8s.io/cluster-autoscaler/node-template/taint/"
@@ -263,11 +264,12 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 	return wrote, nil
 }
 
-// ensureGroupFeatures converges metrics collection, suspended processes,
-// the warm pool and lifecycle hooks, reading only what the group
-// description already carries (and lifecycle hooks only when their spec
-// changed, recorded in a group tag).
-func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g *astypes.AutoScalingGroup) (bool, error) {
+// ensureGroupFeatures converges metrics collection, suspended processes
+// (the spec's, plus AZRebalance while rotating: see suspendedFor), the
+// warm pool and lifecycle hooks, reading only what the group description
+// already carries (and lifecycle hooks only when their spec changed,
+// recorded in a group tag).
+func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g *astypes.AutoScalingGroup, rotating bool) (bool, error) {
 	name := awssdk.ToString(g.AutoScalingGroupName)
 	spec := ig.Spec.EKS
 	c := spec.Configuration
@@ -299,25 +301,9 @@ func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alp
 		wrote = true
 	}
 
-	suspended := map[string]bool{}
-	for _, p := range g.SuspendedProcesses {
-		suspended[awssdk.ToString(p.ProcessName)] = true
-	}
-	if !contains(c.SuspendProcesses, "All") && !sameSet(slices.Collect(maps.Keys(suspended)), c.SuspendProcesses) || contains(c.SuspendProcesses, "All") && len(suspended) < 9 {
-		if len(suspended) > 0 {
-			if _, err := api.ResumeProcesses(ctx, &autoscaling.ResumeProcessesInput{AutoScalingGroupName: awssdk.String(name)}); err != nil {
-				return wrote, fmt.Errorf("autoscaling ResumeProcesses %s: %w", name, err)
-			}
-		}
-		if len(c.SuspendProcesses) > 0 {
-			in := &autoscaling.SuspendProcessesInput{AutoScalingGroupName: awssdk.String(name)}
-			if !contains(c.SuspendProcesses, "All") {
-				in.ScalingProcesses = c.SuspendProcesses
-			}
-			if _, err := api.SuspendProcesses(ctx, in); err != nil {
-				return wrote, fmt.Errorf("autoscaling SuspendProcesses %s: %w", name, err)
-			}
-		}
+	if w, err := ensureSuspended(ctx, api, g, suspendedFor(c, rotating)); err != nil {
+		return wrote, err
+	} else if w {
 		wrote = true
 	}
 

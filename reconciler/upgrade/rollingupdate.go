@@ -28,8 +28,17 @@ const (
 	// capacity as it was.
 	ReasonSurgeAdded = "SurgeAdded"
 	// ReasonSurgeReturned: surge capacity no drifted instance was left to
-	// give back was taken off the desired capacity.
+	// give back went back with a node the rotation chose, drained and
+	// terminated with a capacity decrement (Settle).
 	ReasonSurgeReturned = "SurgeReturned"
+	// ReasonSurgeForgone: recorded surge capacity is not given back (the
+	// desired capacity came down to minSize meanwhile, or every instance
+	// weighs more than what is left); the record is lowered.
+	ReasonSurgeForgone = "SurgeForgone"
+	// ReasonSurgeKeptForBalance: a drained surge node was replaced rather
+	// than given back, because its zone does not hold the most instances
+	// (a decrement there would unbalance the group).
+	ReasonSurgeKeptForBalance = "SurgeKeptForBalance"
 	// ReasonSurgeAtMinSize: a surge node was terminated without a capacity
 	// decrement because the desired capacity was at minSize.
 	ReasonSurgeAtMinSize = "SurgeNodeAtMinSize"
@@ -95,15 +104,26 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if err != nil {
 		return p, err
 	}
-	if len(drifted) == 0 {
+	if len(drifted) == 0 && surge == 0 && ig.Status.SurgeBaseCapacity == 0 && !GivingBack(obs, nodes) {
 		p.Done = true
 		if r.Drains != nil {
 			r.Drains.Cancel(client.ObjectKeyFromObject(ig)) // the last batch's drained nodes
 		}
-		if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
-			return p, nil
+		return p, nil
+	}
+	if len(drifted) == 0 || GivingBack(obs, nodes) {
+		// Surge no drifted instance is left to give back (Settle), or a
+		// give-back under way, which finishes before the next batch (the
+		// drifted instances take the rest of the surge). The rotation is
+		// done once the surge is all given back.
+		p.Message, err = r.settle(ctx, ig, obs, nodes, rot, len(drifted) == 0)
+		if err != nil || p.Message != "" || len(drifted) == 0 {
+			p.Done = err == nil && p.Message == "" && len(drifted) == 0
+			return p, err
 		}
-		return p, r.Settle(ctx, ig, obs, rot)
+		if surge, err = r.outstandingSurge(ctx, ig, obs); err != nil {
+			return p, err
+		}
 	}
 	// Rotation order: drifted instances that serve nothing already (no
 	// node, a node not Ready, or unhealthy in Auto Scaling) first, so they
@@ -117,7 +137,12 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return drifted[i].ID < drifted[j].ID
 	})
 
-	// 1. Finish the batch in flight.
+	// 1. Finish the batch in flight. A surge node gives its capacity back
+	// (a decrement) only from a zone holding the most instances, so the
+	// group stays balanced; elsewhere (the surge landed where no drifted
+	// instance is left) it is replaced, in the zone Auto Scaling balances,
+	// and the surge waits for a later batch or Settle.
+	zones := newZoneCount(members(obs))
 	var inflight, polled []string
 	for _, in := range drifted {
 		node := nodes[in.ProviderID]
@@ -131,7 +156,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		}
 		switch res {
 		case Drained:
-			if surge, err = r.terminateDrained(ctx, ig, obs, in, node.Annotations[AnnotationSurge] == "true", surge, rot); err != nil {
+			if surge, err = r.terminateBalanced(ctx, ig, obs, in, node.Annotations[AnnotationSurge] == "true", surge, rot, zones); err != nil {
 				return p, err
 			}
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
@@ -207,12 +232,34 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		// maxUnavailable.
 	}
 	// The batch holds drifted instances worth at most batchSize capacity
-	// units (at least one instance, even one that weighs more).
+	// units (at least one instance, even one that weighs more). Instances
+	// terminated with a decrement (surging) are picked Availability Zone by
+	// Availability Zone (zoneBalancer), so the group stays balanced and
+	// Auto Scaling has nothing to rebalance; the others are replaced in the
+	// zone Auto Scaling balances, so they go in rotation order.
+	var next func(ok func(providers.Instance) bool) (providers.Instance, bool)
+	if surging {
+		next = newZoneBalancer(members(obs), drifted, nodes).next
+	} else {
+		order := drifted
+		next = func(func(providers.Instance) bool) (providers.Instance, bool) {
+			if len(order) == 0 {
+				return providers.Instance{}, false
+			}
+			in := order[0]
+			order = order[1:]
+			return in, true
+		}
+	}
 	var batch []string
 	var skipped []string
 	units := 0
-	for _, in := range drifted {
-		if units >= batchSize {
+	for units < batchSize {
+		in, ok := next(func(in providers.Instance) bool {
+			node := nodes[in.ProviderID]
+			return units+in.Units() <= batchSize && (node == nil || !r.Drainer.skipped(node))
+		})
+		if !ok {
 			break
 		}
 		if (units > 0 || surging) && units+in.Units() > batchSize {
@@ -221,7 +268,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		node := nodes[in.ProviderID]
 		if node == nil {
 			// Never joined: nothing to drain.
-			if surge, err = r.terminateDrained(ctx, ig, obs, in, surging, surge, rot); err != nil {
+			if surge, err = r.terminateBalanced(ctx, ig, obs, in, surging, surge, rot, zones); err != nil {
 				return p, err
 			}
 			batch = append(batch, in.ID)
@@ -241,14 +288,20 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		batch = append(batch, node.Name)
 		units += in.Units()
 	}
+	if surging {
+		// The balancer passes over skipped nodes: name them.
+		for _, in := range drifted {
+			if node := nodes[in.ProviderID]; node != nil && r.Drainer.skipped(node) {
+				skipped = append(skipped, node.Name)
+			}
+		}
+	}
 	if len(batch) == 0 && surging && len(skipped) == 0 {
 		// No drifted instance is light enough to give the surge back (the
-		// ones it was for went meanwhile): give it back now.
-		if err := r.Settle(ctx, ig, obs, rot); err != nil {
-			return p, err
-		}
-		p.Message = fmt.Sprintf("gave back %d capacity unit(s) of surge that no drifted instance fits", surge)
-		return p, nil
+		// ones it was for went meanwhile): give it back by draining other
+		// nodes (Settle).
+		p.Message, err = r.Settle(ctx, ig, obs, nodes, rot)
+		return p, err
 	}
 	if len(batch) == 0 {
 		p.Message = "every remaining drifted node is blocked by a PodDisruptionBudget and skipped for now: " + strings.Join(skipped, ", ")
@@ -339,9 +392,9 @@ func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGro
 // meanwhile): the instance is then terminated without a decrement, so a
 // replacement keeps the group at its minimum and minSize is never lowered;
 // the cluster-autoscaler's scale-in took the surge back. It returns what
-// is left of surge.
+// is left of surge and whether the desired capacity was decremented.
 func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
-	in providers.Instance, surged bool, surge int, rot providers.Rotator) (int, error) {
+	in providers.Instance, surged bool, surge int, rot providers.Rotator) (int, bool, error) {
 	decrement := surged && surge >= in.Units()
 	atMin := func() {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeAtMinSize, "Rotate",
@@ -351,7 +404,7 @@ func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.Insta
 		decrement = false // at minSize: see above
 		surge -= in.Units()
 		if err := r.recordSurge(ctx, ig, surge); err != nil {
-			return surge, err
+			return surge, false, err
 		}
 		atMin()
 	}
@@ -361,27 +414,27 @@ func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.Insta
 		// (resolveSurgeReturn), so the capacity goes back exactly once.
 		ret := &v1alpha1.SurgeReturn{InstanceID: in.ID, Capacity: in.Units()}
 		if err := r.writeSurge(ctx, ig, surge, ret); err != nil {
-			return surge, err
+			return surge, false, err
 		}
 		err := rot.Terminate(ctx, ig, in.ID, true)
 		if err == nil {
-			return surge - in.Units(), r.recordSurge(ctx, ig, surge-in.Units())
+			return surge - in.Units(), true, r.recordSurge(ctx, ig, surge-in.Units())
 		}
 		if !errors.Is(err, providers.ErrDesiredAtMinSize) {
 			// Left marked: whether the call took effect is read from the
 			// instance's state on the next pass.
-			return surge, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
+			return surge, false, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
 		}
 		surge -= in.Units() // at minSize, found by the cloud: see above
 		if err := r.recordSurge(ctx, ig, surge); err != nil {
-			return surge, err
+			return surge, false, err
 		}
 		atMin()
 	}
 	if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
-		return surge, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
+		return surge, false, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
 	}
-	return surge, nil
+	return surge, false, nil
 }
 
 // outstandingSurge is status.surgeCapacity as stored in the API server
@@ -394,22 +447,7 @@ func (r *RollingUpdate) outstandingSurge(ctx context.Context, ig *v1alpha1.Insta
 		// reaches the cache after the record it followed.)
 		return 0, nil
 	}
-	if err := r.readSurge(ctx, ig); err != nil {
-		return 0, err
-	}
-	if err := r.resolveSurgeReturn(ctx, ig, obs); err != nil {
-		return 0, err
-	}
-	if base := ig.Status.SurgeBaseCapacity; base > 0 {
-		surge := ig.Status.SurgeCapacity
-		if surge == 0 {
-			surge = max(obs.Desired-base, 0)
-		}
-		if err := r.recordSurge(ctx, ig, surge); err != nil {
-			return 0, err
-		}
-	}
-	return ig.Status.SurgeCapacity, nil
+	return r.storedSurge(ctx, ig, obs)
 }
 
 // resolveSurgeReturn settles a give-back a stopped controller left marked
@@ -428,33 +466,6 @@ func (r *RollingUpdate) resolveSurgeReturn(ctx context.Context, ig *v1alpha1.Ins
 		}
 	}
 	return r.recordSurge(ctx, ig, max(ig.Status.SurgeCapacity-ret.Capacity, 0))
-}
-
-// Settle gives back surge capacity no drifted instance is left to give
-// back (its old instances went before the surge batch drained them, e.g.
-// scaled in by the cluster-autoscaler): the desired capacity as it is now
-// drops by that much, never below minSize. Step calls it when the rollout
-// is done; the reconciler when a group has no drift but a surge record.
-func (r *RollingUpdate) Settle(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation, rot providers.Rotator) error {
-	if err := r.readSurge(ctx, ig); err != nil {
-		return err
-	}
-	if err := r.resolveSurgeReturn(ctx, ig, obs); err != nil {
-		return err
-	}
-	surge := ig.Status.SurgeCapacity
-	if surge == 0 && ig.Status.SurgeBaseCapacity == 0 {
-		return nil
-	}
-	if surge > 0 && rot != nil {
-		removed, err := rot.AddCapacity(ctx, ig, -surge)
-		if err != nil {
-			return fmt.Errorf("giving back %d capacity unit(s) of surge: %w", surge, err)
-		}
-		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeReturned, "Rotate",
-			"Gave back %d capacity unit(s) of surge no old instance was left to return (%d taken off the desired capacity as it was, never below minSize)", surge, -removed)
-	}
-	return r.recordSurge(ctx, ig, 0)
 }
 
 // readSurge sets ig's surge record to the one stored in the API server.

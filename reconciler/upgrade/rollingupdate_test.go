@@ -39,16 +39,45 @@ type fakeGroup struct {
 	staleBy              int      // the observation's desired capacity is this much behind (a cache)
 	refused              int      // decrements refused at minSize
 	hold                 string   // Observation.Hold
+	zones                []string // the group's zones (launch balances across them)
+	clock                int      // launch times, one minute apart in order of adding
 }
 
 func (g *fakeGroup) add(id string, weight int, upToDate bool) {
-	g.instances = append(g.instances, providers.Instance{ID: id, ProviderID: "aws:///us-west-2a/" + id, LifecycleState: "InService",
-		Healthy: true, UpToDate: upToDate, Weight: weight})
+	g.addIn("us-west-2a", id, weight, upToDate)
 }
 
+func (g *fakeGroup) addIn(zone, id string, weight int, upToDate bool) {
+	g.clock++
+	g.instances = append(g.instances, providers.Instance{ID: id, ProviderID: "aws:///" + zone + "/" + id, LifecycleState: "InService",
+		Healthy: true, UpToDate: upToDate, Weight: weight, LaunchTime: time.Unix(int64(g.clock)*60, 0)})
+}
+
+// launch launches an up-to-date instance in the zone with the fewest of
+// the group's instances (the first of zones on a tie), as Auto Scaling
+// balances; in us-west-2a when zones is empty.
 func (g *fakeGroup) launch(weight int) {
 	g.next++
-	g.add(fmt.Sprintf("i-new%d", g.next), weight, true)
+	zone := "us-west-2a"
+	if len(g.zones) > 0 {
+		counts := g.zoneCounts()
+		zone = g.zones[0]
+		for _, z := range g.zones {
+			if counts[z] < counts[zone] {
+				zone = z
+			}
+		}
+	}
+	g.addIn(zone, fmt.Sprintf("i-new%d", g.next), weight, true)
+}
+
+// zoneCounts counts the group's instances per zone.
+func (g *fakeGroup) zoneCounts() map[string]int {
+	counts := map[string]int{}
+	for _, in := range g.instances {
+		counts[in.Zone()]++
+	}
+	return counts
 }
 
 func (g *fakeGroup) find(id string) int {
@@ -79,23 +108,19 @@ func (g *fakeGroup) Terminate(_ context.Context, _ *v1alpha1.InstanceGroup, id s
 	return nil
 }
 
+// AddCapacity raises the desired capacity within max; a negative delta is
+// refused as the eks provisioner refuses it (and fails the test: the
+// strategy must never scale in by lowering the desired capacity).
 func (g *fakeGroup) AddCapacity(_ context.Context, _ *v1alpha1.InstanceGroup, delta int) (int, error) {
-	want := min(max(g.desired+delta, g.min), g.max)
+	if delta < 0 {
+		g.t.Errorf("AddCapacity(%d): the desired capacity was to be lowered, letting Auto Scaling pick undrained instances", delta)
+		return 0, providers.ErrScaleIn
+	}
+	want := min(g.desired+delta, g.max)
 	delta = want - g.desired
 	g.desired = want
 	g.fill()
-	g.trim()
 	return delta, nil
-}
-
-// trim terminates up-to-date instances (Auto Scaling's choice) while the
-// group holds more than its desired capacity.
-func (g *fakeGroup) trim() {
-	for i := len(g.instances) - 1; i >= 0 && providers.Capacity(g.instances, nil)-g.instances[i].Units() >= g.desired; i-- {
-		if g.instances[i].UpToDate {
-			g.instances = append(g.instances[:i], g.instances[i+1:]...)
-		}
-	}
 }
 
 // scaleIn is the cluster-autoscaler removing an instance with a decrement.

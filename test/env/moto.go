@@ -38,13 +38,14 @@ var (
 const MotoAutoScalingEnv = "IM_MOTO_AUTOSCALING"
 
 // DefaultMotoAutoScaling is what an environment gets when neither
-// Options.MotoAutoScaling nor IM_MOTO_AUTOSCALING chooses. Rebalancing is
-// off: with it, test/e2e TestMaxSurgeLaunchesBeforeDraining fails because
-// the product gives surge back with a decrement in whichever zone the
-// drained instance was, and Auto Scaling's rebalancing then terminates an
-// undrained node (review 2026-11-26 H3, issue 24 item 3). Turn it on by
-// default once the product suspends AZRebalance during rotations.
-const DefaultMotoAutoScaling = "all,-rebalance"
+// Options.MotoAutoScaling nor IM_MOTO_AUTOSCALING chooses: every behaviour,
+// AZ rebalancing included. It was off while the product gave surge back
+// with a decrement in whichever zone the drained instance was and left
+// AZRebalance running during rotations, so rebalancing terminated an
+// undrained node in test/e2e TestMaxSurgeLaunchesBeforeDraining (review
+// 2026-11-26 H3, issue 24 item 3); the product now gives surge back zone by
+// zone and suspends AZRebalance while a group rotates.
+const DefaultMotoAutoScaling = "all"
 
 // The AWS identity of the environment: moto accepts any credentials; these
 // are the ones moto's documentation uses.
