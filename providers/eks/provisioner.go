@@ -55,6 +55,11 @@ type Options struct {
 	ImageRecheck time.Duration
 	// KeepVersions is how many launch template versions are kept. Default 3.
 	KeepVersions int
+	// DrainHookHeartbeat is the HeartbeatTimeout of the termination
+	// lifecycle hook (awsp.DrainHookName) put on every Auto Scaling group.
+	// Default awsp.DrainHookHeartbeat(10m, PollPeriod); clamped to AWS's
+	// 30 s to 7200 s.
+	DrainHookHeartbeat time.Duration
 }
 
 // Provisioner implements providers.Provisioner and providers.Rotator for
@@ -101,6 +106,10 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 	if opts.CloudResync <= 0 {
 		opts.CloudResync = DefaultCloudResync
 	}
+	if opts.DrainHookHeartbeat <= 0 {
+		opts.DrainHookHeartbeat = awsp.DrainHookHeartbeat(10*time.Minute, opts.PollPeriod)
+	}
+	opts.DrainHookHeartbeat = min(max(opts.DrainHookHeartbeat, awsp.MinHookHeartbeat), awsp.MaxHookHeartbeat)
 	return &Provisioner{
 		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS}, opts: opts,
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
@@ -295,7 +304,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		}
 	}
 	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
-		instanceTypes: instanceTypes}
+		instanceTypes: instanceTypes, drainHeartbeat: p.opts.DrainHookHeartbeat}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {
 		return nil, err
@@ -310,6 +319,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name)
 	}
 	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current); err != nil {
+		return nil, err
+	} else if wrote {
+		cache.Invalidate()
+	}
+	if wrote, err := p.ensureHooks(ctx, ig, gid, current); err != nil {
 		return nil, err
 	} else if wrote {
 		cache.Invalidate()
