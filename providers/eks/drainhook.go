@@ -3,6 +3,7 @@ package eks
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 )
 
@@ -152,4 +154,35 @@ func sameHook(cur astypes.LifecycleHook, in *autoscaling.PutLifecycleHookInput) 
 		same = same && awssdk.ToString(cur.NotificationTargetARN) == *in.NotificationTargetARN && awssdk.ToString(cur.RoleARN) == awssdk.ToString(in.RoleARN)
 	}
 	return same
+}
+
+// TerminationWaits implements providers.TerminationWaits: the instances in
+// Terminating:Wait of every cluster's current listing (no AWS call), in
+// groups that name their InstanceGroup in the ownership tag.
+func (p *Provisioner) TerminationWaits() []providers.TerminationWait {
+	p.mu.Lock()
+	caches := slices.Collect(maps.Values(p.groups))
+	p.mu.Unlock()
+	var out []providers.TerminationWait
+	for _, c := range caches {
+		groups, _ := c.Listed()
+		for _, g := range groups {
+			owner := asgTagMap(g.Tags)[TagInstanceGroup]
+			ns, name, ok := strings.Cut(owner, "/")
+			if !ok || ns == "" || name == "" {
+				continue
+			}
+			for _, in := range g.Instances {
+				if !awsp.TerminatingWait(in) {
+					continue
+				}
+				id := awssdk.ToString(in.InstanceId)
+				out = append(out, providers.TerminationWait{
+					Group: types.NamespacedName{Namespace: ns, Name: name}, ScalingGroup: awssdk.ToString(g.AutoScalingGroupName),
+					InstanceID: id, ProviderID: fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), id),
+				})
+			}
+		}
+	}
+	return out
 }
