@@ -24,12 +24,13 @@ const (
 
 // DrainHookHeartbeat is the HeartbeatTimeout of the drain hook for a
 // controller whose drain timeout is drainTimeout and whose Auto Scaling
-// listing is refreshed every pollPeriod: the longer of the two (a wait
-// must outlast the time it takes to be noticed), clamped to AWS's 30 s to
-// 7200 s and rounded up to whole seconds. The controller heartbeats a
+// listing is refreshed every pollPeriod: the drain timeout, but at least
+// twice the poll period (a wait begins up to a poll period plus a tick
+// before it is seen, and must not time out before), clamped to AWS's 30 s
+// to 7200 s and rounded up to whole seconds. The controller heartbeats a
 // drain that runs longer (RecordLifecycleActionHeartbeat).
 func DrainHookHeartbeat(drainTimeout, pollPeriod time.Duration) time.Duration {
-	d := max(drainTimeout, pollPeriod)
+	d := max(drainTimeout, 2*pollPeriod)
 	d = (d + time.Second - 1).Truncate(time.Second)
 	return min(max(d, MinHookHeartbeat), MaxHookHeartbeat)
 }
