@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,8 +94,26 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	}
 	// settled: the group holds want instances, all InService, each a Ready
 	// node, and the app runs in full.
-	settled := func(want int) {
+	settled := func(want int, before []string) {
 		t.Helper()
+		// The instances that left: their Nodes go too (the environment
+		// removes the Node of a terminated instance, as the cloud
+		// controller does), after which a pod still bound to one is an
+		// orphan the audit sees.
+		g.Eventually(func(g Gomega) {
+			now := inService(g)
+			g.Expect(now).To(HaveLen(want))
+			nodes := &corev1.NodeList{}
+			g.Expect(admin.List(ctx, nodes)).To(Succeed())
+			for _, id := range before {
+				if slices.Contains(now, id) {
+					continue
+				}
+				for _, n := range nodes.Items {
+					g.Expect(n.Spec.ProviderID).NotTo(HaveSuffix("/"+id), "the Node of instance %s, gone", id)
+				}
+			}
+		}, 4*time.Minute, time.Second).Should(Succeed())
 		g.Eventually(func(g Gomega) {
 			grp := describe(g)
 			g.Expect(grp.Instances).To(HaveLen(want))
@@ -101,10 +121,27 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 			g.Expect(available(groupNodes(t, ig))).To(Equal(want))
 		}, 4*time.Minute, time.Second).Should(Succeed())
 		g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+		// Every pod Ready on one of the group's Nodes, none left on a gone
+		// one (the pod garbage collector removes those in its own time:
+		// the audit keeps sampling meanwhile).
+		g.Eventually(func(g Gomega) {
+			live := map[string]bool{}
+			for _, n := range groupNodes(t, ig) {
+				live[n.Name] = true
+			}
+			pods := &corev1.PodList{}
+			g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(4))
+			for _, p := range pods.Items {
+				g.Expect(live).To(HaveKey(p.Spec.NodeName), "pod %s", p.Name)
+				g.Expect(podReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			}
+		}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
 	}
 
 	// (a) Two instances terminated by a person, without decrement.
-	victims := inService(g)[:2]
+	before := inService(g)
+	victims := before[:2]
 	drainedBefore := completionsMetric(t, "drained")
 	audit := auditPods(ns, labels)
 	started := time.Now()
@@ -119,7 +156,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 		}
 	}, 4*time.Minute, time.Second).Should(Succeed(), "the terminated instances leave once drained")
 	t.Logf("(a) two instances drained and gone %s after their termination", time.Since(started).Round(time.Second))
-	settled(3)
+	settled(3, before)
 	minReady, samples, orphans := audit.end()
 	t.Logf("(a) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(samples).To(BeNumerically(">", 10))
@@ -133,11 +170,12 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	g.Expect(completionsMetric(t, "drained") - drainedBefore).To(Equal(2.0))
 
 	// (b) The desired capacity lowered by hand: Auto Scaling picks one.
+	before = inService(g)
 	audit = auditPods(ns, labels)
 	started = time.Now()
 	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(2)})
 	g.Expect(err).NotTo(HaveOccurred())
-	settled(2)
+	settled(2, before)
 	t.Logf("(b) scale in drained and done %s after the desired capacity was lowered", time.Since(started).Round(time.Second))
 	minReady, samples, orphans = audit.end()
 	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
