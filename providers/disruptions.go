@@ -58,3 +58,14 @@ func DisruptionsFrom(ctx context.Context) Disruptions {
 	d, _ := ctx.Value(disruptionsKey{}).(Disruptions)
 	return d
 }
+
+// Admitted asks the Disruptions ctx carries whether the group may start or
+// go on with a replacement (Disruptions.Admit); true when ctx carries none.
+// Errors are Admit's.
+func Admitted(ctx context.Context) (bool, error) {
+	d := DisruptionsFrom(ctx)
+	if d == nil {
+		return true, nil
+	}
+	return d.Admit(ctx)
+}

@@ -22,12 +22,7 @@ const LabelProfile = "eks.amazonaws.com/fargate-profile"
 // of old that is ACTIVE), WaitingForSlot, with a message saying what
 // waits.
 func admit(ctx context.Context, name, roleARN string, old []ekstypes.FargateProfile) (*providers.Observation, error) {
-	d := providers.DisruptionsFrom(ctx)
-	if d == nil {
-		return nil, nil
-	}
-	ok, err := d.Admit(ctx)
-	if err != nil || ok {
+	if ok, err := providers.Admitted(ctx); err != nil || ok {
 		return nil, err
 	}
 	obs := &providers.Observation{GroupName: name, RoleARN: roleARN, Managed: true, WaitingForSlot: true}

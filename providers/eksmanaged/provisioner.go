@@ -353,12 +353,7 @@ func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstyp
 // as it is, WaitingForSlot, nothing retiring yet unless a replacement had
 // started, and the message says what waits.
 func (p *Provisioner) admit(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
-	d := providers.DisruptionsFrom(ctx)
-	if d == nil {
-		return nil, nil
-	}
-	ok, err := d.Admit(ctx)
-	if err != nil || ok {
+	if ok, err := providers.Admitted(ctx); err != nil || ok {
 		return nil, err
 	}
 	var serving *ekstypes.Nodegroup
