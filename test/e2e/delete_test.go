@@ -204,7 +204,9 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 	g.Expect(scalingGroupExists(t, ready.Status.ActiveScalingGroupName)).To(BeTrue())
 	g.Expect(get(t, ig).DeletionTimestamp).NotTo(BeNil())
 
-	// The tenant forces it.
+	// The tenant forces it: its pods are killed without eviction, as the
+	// annotation says, which the audit is told.
+	expectUndrained(t, ig)
 	cur = get(t, ig)
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Annotations[v1alpha1.AnnotationForceDelete] = "true"

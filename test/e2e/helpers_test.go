@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -138,4 +139,17 @@ func readyGroups(t *testing.T, namespaces ...string) []*v1alpha1.InstanceGroup {
 		waitReady(t, ig, 3*time.Minute)
 	}
 	return groups
+}
+
+// expectUndrained tells the drain audit (harness.Audit) that the
+// instances of ig's nodes will go with their pods on purpose: the test
+// force-deletes ig (metadata.annotations[force-delete], documented to kill
+// pods without eviction). Their losses are forgiven.
+func expectUndrained(t *testing.T, ig *v1alpha1.InstanceGroup) {
+	t.Helper()
+	for _, n := range groupNodes(t, ig) {
+		if id := n.Annotations[env.BridgeInstanceAnnotation]; id != "" {
+			environment.Bridge.Forgive(id)
+		}
+	}
 }

@@ -298,12 +298,12 @@ func TestSizeBeyondInt32IsRefused(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-overflow")
 	data := exampleConfigMapData(t)
-	data["quotas"] = "namespaces:\n  " + ns + ": {maxGroups: 10}\ntotal: {maxTotalVCPU: 64}\n"
+	data["quotas"] = "namespaces:\n  " + ns + ": {maxGroups: 10, maxTotalVCPU: 64}\n"
 	g, ctx, tn := underBoundaries(t, data, "overflow-tenant", ns)
 
 	huge := shortIG(ns, "huge")
 	huge.Spec.EKS.MaxSize = 1<<61 + 512
 	err := tn.client.Create(ctx, huge)
 	g.Expect(err).To(MatchError(And(ContainSubstring("spec.eks.maxSize"), ContainSubstring("2147483647"))))
-	g.Expect(tn.client.Create(ctx, shortIG(ns, "fits"))).To(Succeed(), "the cluster's vCPU sum was not poisoned")
+	g.Expect(tn.client.Create(ctx, shortIG(ns, "fits"))).To(Succeed(), "the namespace's vCPU sum was not poisoned")
 }
