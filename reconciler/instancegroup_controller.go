@@ -236,12 +236,8 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 
-	progress := upgrade.Progress{Done: true, Total: len(obs.Instances)}
-	for _, in := range obs.Instances {
-		if in.UpToDate {
-			progress.Updated++
-		}
-	}
+	progress := upgrade.Counted(obs)
+	progress.Done = true
 	key := req.NamespacedName
 	releaseSlot := false // freed by report once the status is stored
 	switch {

@@ -77,12 +77,7 @@ func owned(o client.Object, ig *v1alpha1.InstanceGroup) bool {
 // served (or whose plural differs from crdName), API errors, and running
 // out of retries.
 func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation) (Progress, error) {
-	p := Progress{Total: len(obs.Instances)}
-	for _, in := range obs.Instances {
-		if in.UpToDate {
-			p.Updated++
-		}
-	}
+	p := Counted(obs)
 	c := ig.Spec.Strategy.CRD
 	if c == nil {
 		return p, fmt.Errorf("spec.strategy.crd: required for strategy type crd")

@@ -55,10 +55,29 @@ type Progress struct {
 	// because its rotation made no progress (--upgrade-stall-timeout).
 	StalledAt time.Time
 	// Updated and Total count instances on the latest launch template
-	// version and all instances.
+	// version and all instances, leaving out instances being terminated
+	// (Terminating, Terminating:Wait, Terminating:Proceed): they are
+	// leaving the group, and on AWS they can stay listed for minutes
+	// (a termination lifecycle hook waits for the node's drain).
 	Updated, Total int
 	// Message says what the rotation is doing or waiting for.
 	Message string
+}
+
+// Counted returns the Progress of obs's instances so far: Updated and
+// Total as documented there, nothing else set.
+func Counted(obs *providers.Observation) Progress {
+	var p Progress
+	for _, in := range obs.Instances {
+		if strings.HasPrefix(in.LifecycleState, "Terminating") {
+			continue
+		}
+		p.Total++
+		if in.UpToDate {
+			p.Updated++
+		}
+	}
+	return p
 }
 
 // RollingUpdate rotates drifted instances a batch of maxUnavailable at a
@@ -90,13 +109,10 @@ type RollingUpdate struct {
 // Event reports it and the node is skipped for now).
 func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node, rot providers.Rotator) (Progress, error) {
-	p := Progress{Total: len(obs.Instances)}
+	p := Counted(obs)
 	var drifted []providers.Instance
 	for _, in := range obs.Instances {
-		switch {
-		case in.UpToDate:
-			p.Updated++
-		case !strings.HasPrefix(in.LifecycleState, "Terminating"):
+		if !in.UpToDate && !strings.HasPrefix(in.LifecycleState, "Terminating") {
 			drifted = append(drifted, in)
 		}
 	}
