@@ -26,6 +26,7 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
+	"github.com/instancemgr/instance-manager/reconciler/termination"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -46,12 +47,16 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if err != nil {
 		return err
 	}
-	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod})
+	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
+	// The drain hook on every Auto Scaling group holds a termination for
+	// the drain timeout (at least the poll period, so the wait is seen).
+	hookHeartbeat := awsp.DrainHookHeartbeat(drainTimeout, orDuration(opts.CloudPollPeriod, 2*time.Minute))
+	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod,
+		DrainHookHeartbeat: hookHeartbeat})
 	slots, err := upgradeSlots(mgr, opts, st)
 	if err != nil {
 		return err
 	}
-	drainTimeout := orDuration(opts.DrainTimeout, 10*time.Minute)
 	drainer := &upgrade.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
 	if dry != nil {
 		drainer.DryRun = dry
@@ -63,6 +68,10 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: opts.MaxConcurrentDrainsPerGroup}
 	if err := mgr.Add(drains); err != nil {
 		return fmt.Errorf("setting up the drain runner: %w", err)
+	}
+	if err := mgr.Add(&termination.Controller{Waits: eksProvisioner, AWS: clients.AutoScaling, Client: kube, Drainer: drainer, Drains: drains,
+		Recorder: recorder, Heartbeat: hookHeartbeat}); err != nil {
+		return fmt.Errorf("setting up the termination controller: %w", err)
 	}
 	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drainer: drainer, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
@@ -262,6 +263,10 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Duplicate(hp.Child("name"), h.Name))
 		}
 		seen[h.Name] = true
+		if h.Name == awsp.DrainHookName {
+			errs = append(errs, field.Invalid(hp.Child("name"), h.Name,
+				"reserved: instance-manager puts its own termination hook of this name on every group, to drain nodes before Auto Scaling terminates their instances"))
+		}
 		if h.Lifecycle == "" {
 			errs = append(errs, field.Required(hp.Child("lifecycle"), "launch or terminate"))
 		}

@@ -74,6 +74,12 @@ func TestValidateInstanceGroup(t *testing.T) {
 		{"bad label", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Labels = map[string]string{"bad key!": "v"}
 		}, []string{"spec.eks.configuration.labels[bad key!]"}},
+		{"lifecycle hook of the drain hook's name", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.LifecycleHooks = []v1alpha1.LifecycleHookSpec{{Name: "instance-manager-drain", Lifecycle: "terminate"}}
+		}, []string{"spec.eks.configuration.lifecycleHooks[0].name", "reserved"}},
+		{"lifecycle hook of another name", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.LifecycleHooks = []v1alpha1.LifecycleHookSpec{{Name: "drain", Lifecycle: "terminate"}}
+		}, nil},
 		{"name of 63 characters", func(ig *v1alpha1.InstanceGroup) { ig.Name = strings.Repeat("n", 63) }, nil},
 		{"name past the node label's 63 characters", func(ig *v1alpha1.InstanceGroup) { ig.Name = strings.Repeat("n", 64) },
 			[]string{"metadata.name", "at most 63", "instancemgr.keikoproj.io/instancegroup"}},

@@ -193,6 +193,27 @@ func testAutoScalingContract(t *testing.T, cfg awssdk.Config, e *env.Environment
 		g.Expect(ec2State(t, waiting)).To(Equal(ec2types.InstanceStateNameTerminated))
 		g.Expect(ec2State(t, other)).To(Equal(ec2types.InstanceStateNameTerminated))
 	})
+	// Auto Scaling API Reference, CreateAutoScalingGroup
+	// (LifecycleHookSpecificationList): the hooks come with the group.
+	t.Run("termination hook given at create time: DescribeLifecycleHooks lists it, it holds a termination", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := as.CreateAutoScalingGroup(t.Context(), &autoscaling.CreateAutoScalingGroupInput{AutoScalingGroupName: awssdk.String("created-hooked"),
+			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateName: awssdk.String(f.template), Version: awssdk.String("1")},
+			MinSize:        awssdk.Int32(0), MaxSize: awssdk.Int32(3), DesiredCapacity: awssdk.Int32(1), VPCZoneIdentifier: awssdk.String(f.subnets),
+			LifecycleHookSpecificationList: []astypes.LifecycleHookSpecification{{LifecycleHookName: awssdk.String("drain"),
+				LifecycleTransition: awssdk.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: awssdk.Int32(600), DefaultResult: awssdk.String("CONTINUE")}}})
+		g.Expect(err).NotTo(HaveOccurred())
+		hooks, err := as.DescribeLifecycleHooks(t.Context(), &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: awssdk.String("created-hooked")})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(hooks.LifecycleHooks).To(HaveLen(1), "moto alone ignores LifecycleHookSpecificationList")
+		g.Expect(*hooks.LifecycleHooks[0].HeartbeatTimeout).To(Equal(int32(600)))
+		g.Expect(*hooks.LifecycleHooks[0].DefaultResult).To(Equal("CONTINUE"))
+		id := *group(t, "created-hooked").Instances[0].InstanceId
+		terminate(t, id, true)
+		g.Expect(states(t, "created-hooked")).To(HaveKeyWithValue(id, astypes.LifecycleStateTerminatingWait))
+		g.Expect(completeAction("created-hooked", id, "CONTINUE")).To(Succeed())
+		g.Eventually(func() map[string]astypes.LifecycleState { return states(t, "created-hooked") }, 10*time.Second, 100*time.Millisecond).ShouldNot(HaveKey(id))
+	})
 	t.Run("termination hook: the heartbeat timeout ends the wait; a heartbeat restarts it", func(t *testing.T) {
 		g := NewWithT(t)
 		f.createGroup(t, c, "timeout", "1", 2, nil)

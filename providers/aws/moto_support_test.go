@@ -188,6 +188,31 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 			_, err := c.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: s(asg)})
 			return err
 		}},
+		{"AutoScalingAPI.RecordLifecycleActionHeartbeat", func(ctx context.Context) error {
+			// A termination hook holds the next termination in
+			// Terminating:Wait (test/env), which the heartbeat extends.
+			if _, err := c.AutoScaling.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: s(asg), LifecycleHookName: s("drain"),
+				LifecycleTransition: s("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: i32(300), DefaultResult: s("CONTINUE")}); err != nil {
+				return fmt.Errorf("setup: PutLifecycleHook: %w", err)
+			}
+			out, err := c.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asg}})
+			if err != nil || len(out.AutoScalingGroups) != 1 || len(out.AutoScalingGroups[0].Instances) == 0 {
+				return fmt.Errorf("setup: no instance in %s (%v)", asg, err)
+			}
+			instanceID = *out.AutoScalingGroups[0].Instances[0].InstanceId
+			if _, err := c.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{InstanceId: s(instanceID),
+				ShouldDecrementDesiredCapacity: awssdk.Bool(false)}); err != nil {
+				return fmt.Errorf("setup: TerminateInstanceInAutoScalingGroup: %w", err)
+			}
+			_, err = c.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{AutoScalingGroupName: s(asg),
+				LifecycleHookName: s("drain"), InstanceId: s(instanceID)})
+			return err
+		}},
+		{"AutoScalingAPI.CompleteLifecycleAction", func(ctx context.Context) error {
+			_, err := c.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: s(asg),
+				LifecycleHookName: s("drain"), InstanceId: s(instanceID), LifecycleActionResult: s("CONTINUE")})
+			return err
+		}},
 		{"AutoScalingAPI.DeleteLifecycleHook", func(ctx context.Context) error {
 			_, err := c.AutoScaling.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: s(asg), LifecycleHookName: s("launch")})
 			return err

@@ -74,6 +74,8 @@ type groupListing struct {
 	byName map[string]*types.AutoScalingGroup
 	sorted []types.AutoScalingGroup // by name
 	prints map[string]string        // fingerprint by name
+	// waiting: an instance of some group is in Terminating:Wait.
+	waiting bool
 }
 
 // NewScalingGroupCache returns a cache of the Auto Scaling groups tagged
@@ -122,6 +124,29 @@ func (c *ScalingGroupCache) List(ctx context.Context) ([]types.AutoScalingGroup,
 		return nil, err
 	}
 	return slices.Clone(l.sorted), nil
+}
+
+// Listed returns the groups of the current listing, sorted by name, in a
+// slice the caller owns, and when that listing was made (the zero time and
+// no groups before the first refresh). It never refreshes, makes no API
+// call and does not count as a read (LastRead): the termination
+// controller follows the listing the reconciles and the poll keep fresh.
+func (c *ScalingGroupCache) Listed() ([]types.AutoScalingGroup, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listing == nil {
+		return nil, time.Time{}
+	}
+	return slices.Clone(c.listing.sorted), c.fetchedAt
+}
+
+// Waiting reports whether an instance of the current listing waits in
+// Terminating:Wait (a termination lifecycle hook holds it): the poll then
+// lists more often, so its drain starts promptly.
+func (c *ScalingGroupCache) Waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listing != nil && c.listing.waiting
 }
 
 // Invalidate makes the next read refresh. A refresh already under way when
@@ -232,6 +257,7 @@ func (c *ScalingGroupCache) refresh(ctx context.Context, gen uint64) (*groupList
 	for i := range l.sorted {
 		l.byName[*l.sorted[i].AutoScalingGroupName] = &l.sorted[i]
 		l.prints[*l.sorted[i].AutoScalingGroupName] = fingerprint(l.sorted[i])
+		l.waiting = l.waiting || slices.ContainsFunc(l.sorted[i].Instances, TerminatingWait)
 	}
 
 	c.mu.Lock()

@@ -563,3 +563,33 @@ func TestScalingGroupCacheRefreshAndGetWithinHonourTheirAge(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(api.calls()).To(Equal(2), "a converging group asks for one within the TTL")
 }
+
+// Listed and Waiting answer from the listing as it is: no call, no read.
+func TestScalingGroupCacheListedAndWaitingMakeNoCall(t *testing.T) {
+	g := NewWithT(t)
+	own := ClusterTagKey(testCluster)
+	waiting := group("ig-b", 2, own)
+	waiting.Instances = []types.Instance{{InstanceId: awssdk.String("i-1"), LifecycleState: types.LifecycleStateInService},
+		{InstanceId: awssdk.String("i-2"), LifecycleState: types.LifecycleStateTerminatingWait}}
+	api := &fakeAutoScaling{groups: []types.AutoScalingGroup{group("ig-a", 1, own)}}
+	cache, _ := newTestCache(api, 30*time.Second)
+	ctx := context.Background()
+
+	listed, at := cache.Listed()
+	g.Expect(listed).To(BeEmpty())
+	g.Expect(at.IsZero()).To(BeTrue())
+	g.Expect(cache.Waiting()).To(BeFalse())
+	g.Expect(api.calls()).To(Equal(0), "Listed never refreshes")
+
+	g.Expect(cache.Refresh(ctx, 0)).To(Succeed())
+	g.Expect(cache.Waiting()).To(BeFalse(), "no instance waits")
+	api.set(group("ig-a", 1, own), waiting)
+	cache.Invalidate()
+	g.Expect(cache.Refresh(ctx, 0)).To(Succeed())
+	listed, at = cache.Listed()
+	g.Expect(listed).To(HaveLen(2))
+	g.Expect(at.IsZero()).To(BeFalse())
+	g.Expect(cache.Waiting()).To(BeTrue(), "i-2 is in Terminating:Wait")
+	g.Expect(cache.LastRead().IsZero()).To(BeTrue(), "Listed, Waiting and Refresh are not reads")
+	g.Expect(api.calls()).To(Equal(2))
+}

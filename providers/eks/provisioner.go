@@ -55,6 +55,15 @@ type Options struct {
 	ImageRecheck time.Duration
 	// KeepVersions is how many launch template versions are kept. Default 3.
 	KeepVersions int
+	// WaitPollPeriod replaces PollPeriod for a cluster while an instance
+	// of its listing waits in Terminating:Wait (the termination controller
+	// is draining it). Default and at most min(10s, PollPeriod).
+	WaitPollPeriod time.Duration
+	// DrainHookHeartbeat is the HeartbeatTimeout of the termination
+	// lifecycle hook (awsp.DrainHookName) put on every Auto Scaling group.
+	// Default awsp.DrainHookHeartbeat(10m, PollPeriod); clamped to AWS's
+	// 30 s to 7200 s.
+	DrainHookHeartbeat time.Duration
 }
 
 // Provisioner implements providers.Provisioner and providers.Rotator for
@@ -101,6 +110,14 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 	if opts.CloudResync <= 0 {
 		opts.CloudResync = DefaultCloudResync
 	}
+	if opts.WaitPollPeriod <= 0 {
+		opts.WaitPollPeriod = 10 * time.Second
+	}
+	opts.WaitPollPeriod = min(opts.WaitPollPeriod, opts.PollPeriod)
+	if opts.DrainHookHeartbeat <= 0 {
+		opts.DrainHookHeartbeat = awsp.DrainHookHeartbeat(10*time.Minute, opts.PollPeriod)
+	}
+	opts.DrainHookHeartbeat = min(max(opts.DrainHookHeartbeat, awsp.MinHookHeartbeat), awsp.MaxHookHeartbeat)
 	return &Provisioner{
 		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS}, opts: opts,
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
@@ -143,8 +160,9 @@ func (p *Provisioner) changed(groups []astypes.AutoScalingGroup) {
 	}
 }
 
-// Watch implements providers.Watcher: every PollPeriod it lists the Auto
-// Scaling groups of each cluster that groups were reconciled for within
+// Watch implements providers.Watcher: every PollPeriod (WaitPollPeriod
+// while an instance of the cluster waits in Terminating:Wait) it lists the
+// Auto Scaling groups of each cluster that groups were reconciled for within
 // CloudResync (unless a write's refresh just did), and calls changed with
 // the owner of every Auto Scaling group that appeared, changed or
 // disappeared between two listings, whoever made the change. It returns
@@ -152,7 +170,7 @@ func (p *Provisioner) changed(groups []astypes.AutoScalingGroup) {
 func (p *Provisioner) Watch(ctx context.Context, changed func(types.NamespacedName)) error {
 	p.notify.Store(&changed)
 	defer p.notify.Store(nil)
-	tick := time.NewTicker(max(p.opts.PollPeriod/4, time.Second))
+	tick := time.NewTicker(max(min(p.opts.PollPeriod/4, p.opts.WaitPollPeriod), time.Second))
 	defer tick.Stop()
 	for {
 		select {
@@ -171,7 +189,13 @@ func (p *Provisioner) Watch(ctx context.Context, changed func(types.NamespacedNa
 			if time.Since(c.LastRead()) > p.opts.CloudResync {
 				continue // no group of this cluster any more
 			}
-			if err := c.Refresh(ctx, p.opts.PollPeriod); err != nil && ctx.Err() == nil {
+			period := p.opts.PollPeriod
+			if c.Waiting() {
+				// An instance waits in Terminating:Wait: list often
+				// enough to see its drain end and the next one begin.
+				period = p.opts.WaitPollPeriod
+			}
+			if err := c.Refresh(ctx, period); err != nil && ctx.Err() == nil {
 				log.FromContext(ctx).Info("could not list Auto Scaling groups", "cluster", cluster, "error", err.Error())
 			}
 		}
@@ -305,7 +329,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		}
 	}
 	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
-		instanceTypes: instanceTypes}
+		instanceTypes: instanceTypes, drainHeartbeat: p.opts.DrainHookHeartbeat}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {
 		return nil, err
@@ -332,6 +356,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	// controller keeps it suspended, and resumed after.
 	isRotating := rotating(ig, current.Instances, launched, strconv.FormatInt(version, 10))
 	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current, isRotating); err != nil {
+		return nil, err
+	} else if wrote {
+		cache.Invalidate()
+	}
+	if wrote, err := p.ensureHooks(ctx, ig, gid, current); err != nil {
 		return nil, err
 	} else if wrote {
 		cache.Invalidate()

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -148,6 +149,10 @@ type groupSpec struct {
 	// instanceTypes of the mixed instances policy, resolved (see
 	// instanceTypesOf).
 	instanceTypes []v1alpha1.InstanceTypeSpec
+	// drainHeartbeat is the drain hook's heartbeat timeout (drainHook):
+	// the hook is part of the create request, so no termination of the
+	// new group escapes it.
+	drainHeartbeat time.Duration
 }
 
 func (g groupSpec) launchTemplate() *astypes.LaunchTemplateSpecification {
@@ -188,6 +193,13 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 			in.LaunchTemplate = g.launchTemplate()
 		}
 		in.Tags = asgTags(g.name, withRecord(tags))
+		if g.drainHeartbeat > 0 {
+			h := drainHook(g.drainHeartbeat)
+			in.LifecycleHookSpecificationList = []astypes.LifecycleHookSpecification{{
+				LifecycleHookName: awssdk.String(h.Name), LifecycleTransition: awssdk.String("autoscaling:EC2_INSTANCE_TERMINATING"),
+				DefaultResult: awssdk.String("CONTINUE"), HeartbeatTimeout: awssdk.Int32(int32(h.HeartbeatTimeout)),
+			}}
+		}
 		if _, err := api.CreateAutoScalingGroup(ctx, in); err != nil {
 			var ae smithy.APIError
 			if errors.As(err, &ae) && ae.ErrorCode() == "AlreadyExists" {
@@ -265,10 +277,9 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 }
 
 // ensureGroupFeatures converges metrics collection, suspended processes
-// (the spec's, plus AZRebalance while rotating: see suspendedFor), the
-// warm pool and lifecycle hooks, reading only what the group description
-// already carries (and lifecycle hooks only when their spec changed,
-// recorded in a group tag).
+// (the spec's, plus AZRebalance while rotating: see suspendedFor) and the
+// warm pool, reading only what the group description already carries
+// (lifecycle hooks: Provisioner.ensureHooks).
 func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g *astypes.AutoScalingGroup, rotating bool) (bool, error) {
 	name := awssdk.ToString(g.AutoScalingGroupName)
 	spec := ig.Spec.EKS
@@ -323,62 +334,7 @@ func ensureGroupFeatures(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alp
 		wrote = true
 	}
 
-	hooksHash := hashOf(c.LifecycleHooks)
-	recorded := ""
-	for _, t := range g.Tags {
-		if awssdk.ToString(t.Key) == tagHooksHash {
-			recorded = awssdk.ToString(t.Value)
-		}
-	}
-	if recorded != hooksHash && !(recorded == "" && len(c.LifecycleHooks) == 0) {
-		if err := syncHooks(ctx, api, name, c.LifecycleHooks); err != nil {
-			return wrote, err
-		}
-		if _, err := api.CreateOrUpdateTags(ctx, &autoscaling.CreateOrUpdateTagsInput{Tags: []astypes.Tag{{
-			ResourceId: awssdk.String(name), ResourceType: awssdk.String("auto-scaling-group"),
-			Key: awssdk.String(tagHooksHash), Value: awssdk.String(hooksHash), PropagateAtLaunch: awssdk.Bool(false)}}}); err != nil {
-			return wrote, fmt.Errorf("autoscaling CreateOrUpdateTags %s: %w", name, err)
-		}
-		wrote = true
-	}
 	return wrote, nil
-}
-
-func syncHooks(ctx context.Context, api awsp.AutoScalingAPI, group string, hooks []v1alpha1.LifecycleHookSpec) error {
-	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: awssdk.String(group)})
-	if err != nil {
-		return fmt.Errorf("autoscaling DescribeLifecycleHooks %s: %w", group, err)
-	}
-	want := map[string]bool{}
-	for _, h := range hooks {
-		want[h.Name] = true
-		transition := "autoscaling:EC2_INSTANCE_LAUNCHING"
-		if h.Lifecycle == "terminate" {
-			transition = "autoscaling:EC2_INSTANCE_TERMINATING"
-		}
-		in := &autoscaling.PutLifecycleHookInput{
-			AutoScalingGroupName: awssdk.String(group), LifecycleHookName: awssdk.String(h.Name),
-			LifecycleTransition: awssdk.String(transition), DefaultResult: awssdk.String(strings.ToUpper(orDefault(h.DefaultResult, "abandon"))),
-			HeartbeatTimeout: awssdk.Int32(int32(orDefaultInt(h.HeartbeatTimeout, 300))),
-		}
-		if h.NotificationArn != "" {
-			in.NotificationTargetARN, in.RoleARN = awssdk.String(h.NotificationArn), awssdk.String(h.RoleArn)
-		}
-		if h.Metadata != "" {
-			in.NotificationMetadata = awssdk.String(h.Metadata)
-		}
-		if _, err := api.PutLifecycleHook(ctx, in); err != nil {
-			return fmt.Errorf("autoscaling PutLifecycleHook %s/%s: %w", group, h.Name, err)
-		}
-	}
-	for _, h := range out.LifecycleHooks {
-		if n := awssdk.ToString(h.LifecycleHookName); !want[n] {
-			if _, err := api.DeleteLifecycleHook(ctx, &autoscaling.DeleteLifecycleHookInput{AutoScalingGroupName: awssdk.String(group), LifecycleHookName: h.LifecycleHookName}); err != nil {
-				return fmt.Errorf("autoscaling DeleteLifecycleHook %s/%s: %w", group, n, err)
-			}
-		}
-	}
-	return nil
 }
 
 func asgTags(group string, tags map[string]string) []astypes.Tag {

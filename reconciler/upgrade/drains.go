@@ -84,6 +84,10 @@ type drainJob struct {
 	result DrainResult
 	msg    string
 	err    error
+	// held: a caller other than the group's reconcile (the termination
+	// controller) depends on this drain; Retain and Cancel leave it, only
+	// Stop ends it.
+	held bool
 }
 
 var (
@@ -155,20 +159,38 @@ func (d *Drains) Poll(_ context.Context, group types.NamespacedName, node *corev
 	return job.result, job.msg, job.err
 }
 
+// PollHeld is Poll for a drain that Retain and Cancel must leave alone:
+// the termination controller drains the node of an instance Auto Scaling
+// is terminating (reconciler/termination), which the group's rotation or
+// delete, listing only the instances they act on, would otherwise drop.
+// The drain counts toward group's PerGroup cap like any other. The caller
+// ends it with Stop once the instance is gone.
+func (d *Drains) PollHeld(ctx context.Context, group types.NamespacedName, node *corev1.Node) (DrainResult, string, error) {
+	res, msg, err := d.Poll(ctx, group, node)
+	d.mu.Lock()
+	if job := d.jobs[node.Name]; job != nil {
+		job.held = true
+	}
+	d.mu.Unlock()
+	return res, msg, err
+}
+
 // Cancel stops and forgets every drain of group (the group is gone, or
-// its delete no longer drains); a running step is interrupted.
+// its delete no longer drains) but the held ones (PollHeld); a running
+// step is interrupted.
 func (d *Drains) Cancel(group types.NamespacedName) {
 	d.Retain(group, nil)
 }
 
 // Retain stops and forgets the drains of group whose node is not in
-// nodes (nodes gone, or no longer being drained).
+// nodes (nodes gone, or no longer being drained), but the held ones
+// (PollHeld).
 func (d *Drains) Retain(group types.NamespacedName, nodes []string) {
 	d.init()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, job := range d.jobs {
-		if job.group != group || slices.Contains(nodes, name) {
+		if job.group != group || job.held || slices.Contains(nodes, name) {
 			continue
 		}
 		d.drop(job)

@@ -426,3 +426,29 @@ func nodeClient(t *testing.T, nodes ...*corev1.Node) client.Client {
 	}
 	return b.Build()
 }
+
+// A held drain (the termination controller's) outlives the group's
+// Retain and Cancel; Stop ends it.
+func TestDrainsHeldOutlivesRetainAndCancel(t *testing.T) {
+	s := newSteps(func(string, int) DrainResult { return Draining })
+	d := &Drains{Max: 5, Interval: time.Millisecond, stepFn: s.run}
+	startDrains(t, d)
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	s.group["rotated"], s.group["leaving"] = "a", "a"
+	d.Poll(context.Background(), a, nodeNamed("rotated"))
+	d.PollHeld(context.Background(), a, nodeNamed("leaving"))
+	waitFor(t, func() bool { return s.callsOf("rotated") == 1 && s.callsOf("leaving") == 1 })
+	d.Retain(a, nil)
+	if got := d.Draining(a); len(got) != 1 || got[0] != "leaving" {
+		t.Errorf("draining %v after Retain(a, none), want [leaving]: the held drain stays", got)
+	}
+	d.Cancel(a)
+	if got := d.Draining(a); len(got) != 1 || got[0] != "leaving" {
+		t.Errorf("draining %v after Cancel(a), want [leaving]", got)
+	}
+	d.Stop("leaving")
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.canceled["leaving"] == 1 })
+	if got := d.Draining(a); len(got) != 0 {
+		t.Errorf("draining %v after Stop(leaving), want none", got)
+	}
+}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -158,15 +156,11 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	setStatus(t, &second, "completed")
-	g.Eventually(func() string {
+	g.Eventually(func() bool {
 		cur := get(t, ig)
-		up := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionUpgrading)
-		msg := ""
-		if up != nil {
-			msg = string(up.Status) + " " + up.Message
-		}
-		return fmt.Sprintf("%s, %d of %d updated, Upgrading %s", cur.Status.CurrentState, cur.Status.NodesUpdated, cur.Status.NodesTotal, msg)
-	}, 2*time.Minute, 500*time.Millisecond).Should(HavePrefix(v1alpha1.StateReady + ", 2 of 2 updated, Upgrading False"))
+		return cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse &&
+			cur.Status.NodesUpdated == 2
+	}, 2*time.Minute, 500*time.Millisecond).Should(BeTrue())
 	g.Eventually(func() string { return get(t, ig).Status.StrategyResourceName }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal("rollup-nodes"))
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }

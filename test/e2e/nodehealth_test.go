@@ -107,9 +107,14 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 	g.Expect(replacementsMetric(t, ig, nodehealth.ReasonStartupTimeout)).To(BeNumerically(">=", 1))
 	_, group := asgTags(t, name)
 	g.Expect(aws.ToInt32(group.DesiredCapacity)).To(BeEquivalentTo(5), "terminated without a decrement")
-	for _, in := range group.Instances {
-		g.Expect(aws.ToString(in.InstanceId)).NotTo(Equal(broken))
-	}
+	// The instance waits in Terminating:Wait on the drain hook until the
+	// termination controller completes it (it has no node: at once).
+	g.Eventually(func(g Gomega) {
+		_, group := asgTags(t, name)
+		for _, in := range group.Instances {
+			g.Expect(aws.ToString(in.InstanceId)).NotTo(Equal(broken))
+		}
+	}, time.Minute, time.Second).Should(Succeed())
 	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 2*time.Minute, time.Second).Should(Equal(5))
 
 	// 2. A node that stops being Ready is replaced.

@@ -25,6 +25,9 @@ of names, "-name" removing one from "all", e.g. "all,-rebalance"):
   restarts the timeout. Launch hooks hold new instances in Pending:Wait
   likewise (ABANDON terminates the instance). DeleteAutoScalingGroup
   terminates everything at once, as ForceDelete does.
+  CreateAutoScalingGroup's LifecycleHookSpecificationList creates its hooks
+  (moto ignores it), once the group and its first instances exist: they
+  hold terminations, not the first launches.
   Health replacement: an instance marked Unhealthy (SetInstanceHealth) or
   whose EC2 instance is no longer running is terminated and replaced unless
   ReplaceUnhealthy is suspended.
@@ -762,6 +765,26 @@ def _dispatch_in_passes(self, environ, start_response):
     return _dispatch(self, environ, start_response)
 
 
+_moto_create_group = AutoScalingResponse.create_auto_scaling_group
+
+
+def _create_group_with_hooks(self):
+    """CreateAutoScalingGroup, then the hooks of its
+    LifecycleHookSpecificationList (PutLifecycleHook's defaults: ABANDON,
+    3600 s)."""
+    result = _moto_create_group(self)
+    name = self._get_param("AutoScalingGroupName")
+    for spec in self._get_params().get("LifecycleHookSpecificationList") or []:
+        self.autoscaling_backend.create_lifecycle_hook(
+            name=spec.get("LifecycleHookName"),
+            as_name=name,
+            transition=spec.get("LifecycleTransition"),
+            timeout=int(spec.get("HeartbeatTimeout") or 3600),
+            result=spec.get("DefaultResult") or "ABANDON",
+        )
+    return result
+
+
 def install():
     """Patch moto; a no-op when every behaviour is off (plain moto)."""
     if not ENABLED:
@@ -770,6 +793,7 @@ def install():
     AutoScalingBackend.terminate_instance = _terminate_instance
     AutoScalingBackend.delete_auto_scaling_group = _delete_group_force
     AutoScalingBackend.delete_warm_pool = _delete_warm_pool_and_instances
+    AutoScalingResponse.create_auto_scaling_group = _create_group_with_hooks
     AutoScalingResponse.complete_lifecycle_action = _complete_lifecycle_action
     AutoScalingResponse.record_lifecycle_action_heartbeat = _record_heartbeat
     AutoScalingResponse.describe_scaling_activities = _describe_scaling_activities

@@ -308,3 +308,36 @@ func TestPolicyConditionsNameTheOwnershipTags(t *testing.T) {
 		t.Fatal("no tag condition found in the policy")
 	}
 }
+
+// TestPolicyDrainHook pins what the termination lifecycle hook needs
+// (providers/eks puts instance-manager-drain on every group it builds;
+// reconciler/termination completes it): each action allowed, and the
+// writes only on Auto Scaling groups tagged for the cluster, so the
+// controller cannot complete or extend another owner's lifecycle actions.
+func TestPolicyDrainHook(t *testing.T) {
+	owned := "aws:ResourceTag/instancemgr.keikoproj.io/cluster/" + placeholders["CLUSTER_NAME"]
+	for _, action := range []string{"autoscaling:PutLifecycleHook", "autoscaling:DescribeLifecycleHooks", "autoscaling:DeleteLifecycleHook",
+		"autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"} {
+		allowed := false
+		for _, s := range loadPolicy(t) {
+			if s.Effect != "Allow" || !slices.Contains(s.Action, action) {
+				continue
+			}
+			allowed = true
+			if isRead(action) {
+				continue
+			}
+			if got := s.Condition["StringEquals"][owned]; !slices.Equal(got, []string{"owned"}) {
+				t.Errorf("statement %s allows %s without requiring %s = owned (got %v)", s.Sid, action, owned, got)
+			}
+			for _, r := range s.Resource {
+				if !strings.HasPrefix(r, "arn:aws:autoscaling:") || !strings.Contains(r, ":autoScalingGroup:") {
+					t.Errorf("statement %s allows %s on %s, not only on Auto Scaling groups", s.Sid, action, r)
+				}
+			}
+		}
+		if !allowed {
+			t.Errorf("controller-policy.json does not allow %s, which the termination lifecycle hook needs", action)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+package providers
+
+import "k8s.io/apimachinery/pkg/types"
+
+// TerminationWait is an instance that Auto Scaling is terminating and
+// that waits in Terminating:Wait on a termination lifecycle hook.
+type TerminationWait struct {
+	// Group is the InstanceGroup that owns the Auto Scaling group (its
+	// ownership tag).
+	Group types.NamespacedName
+	// ScalingGroup is the Auto Scaling group's name.
+	ScalingGroup string
+	// InstanceID is the EC2 instance id; ProviderID its Node's
+	// spec.providerID, aws:///<zone>/<id>.
+	InstanceID, ProviderID string
+}
+
+// TerminationWaits lists the instances waiting in Terminating:Wait, from
+// what the provisioner last read (no cloud call).
+type TerminationWaits interface {
+	TerminationWaits() []TerminationWait
+}

@@ -1,0 +1,73 @@
+package termination
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// step is what the controller does next for one waiting instance.
+type step int
+
+const (
+	// stepComplete: nothing to drain; complete the lifecycle action.
+	stepComplete step = iota
+	// stepCordon: cordon the node (upgrade.Drainer.Start), then poll its
+	// drain.
+	stepCordon
+	// stepPoll: the node is cordoned for a drain (this controller's, a
+	// rotation's, a delete's, node health's): poll it.
+	stepPoll
+)
+
+// first decides for an instance waiting in Terminating:Wait whose Node is
+// node (nil: none, it never joined or is gone).
+func first(node *corev1.Node) step {
+	switch {
+	case node == nil:
+		return stepComplete
+	case node.Annotations[upgrade.AnnotationDrainStarted] == "":
+		return stepCordon
+	default:
+		return stepPoll
+	}
+}
+
+// outcome is what a drain poll means for the waiting instance.
+type outcome int
+
+const (
+	// keepWaiting: the drain goes on; heartbeat when due.
+	keepWaiting outcome = iota
+	// complete: the node is drained; complete the lifecycle action.
+	complete
+	// blocked: evictions are refused past the drain timeout; say so once
+	// and poll again (a new drain starts), heartbeating meanwhile.
+	blocked
+)
+
+// after maps a drain poll (upgrade.Drains.Poll) to an outcome. An error
+// (listing or evicting pods) is retried like a drain still under way.
+func after(res upgrade.DrainResult, err error) outcome {
+	switch {
+	case err != nil:
+		return keepWaiting
+	case res == upgrade.Drained:
+		return complete
+	case res == upgrade.Blocked:
+		return blocked
+	default:
+		return keepWaiting
+	}
+}
+
+// heartbeatDue reports whether the wait must be extended now: a third of
+// the hook's heartbeat timeout has passed since the last heartbeat (or
+// since the wait was first seen, which is later than it began by up to
+// the listing's poll period, which the timeout covers: see
+// awsp.DrainHookHeartbeat).
+func heartbeatDue(now, last time.Time, timeout time.Duration) bool {
+	return now.Sub(last) >= timeout/3
+}

@@ -1,0 +1,75 @@
+package termination
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+func TestFirst(t *testing.T) {
+	cordoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{upgrade.AnnotationDrainStarted: "2026-11-26T12:00:00Z"}},
+		Spec: corev1.NodeSpec{Unschedulable: true}}
+	byHand := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		want step
+	}{
+		{"no node (never joined, or gone): complete at once", nil, stepComplete},
+		{"a node in service: cordon and drain", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, stepCordon},
+		{"cordoned by hand only: still cordoned and drained by us", byHand, stepCordon},
+		{"already draining (a rotation terminated it after its drain): poll", cordoned, stepPoll},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := first(tc.node); got != tc.want {
+				t.Errorf("first = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  upgrade.DrainResult
+		err  error
+		want outcome
+	}{
+		{"drained: complete", upgrade.Drained, nil, complete},
+		{"draining: wait", upgrade.Draining, nil, keepWaiting},
+		{"blocked by a PodDisruptionBudget past the drain timeout: say so, keep it waiting", upgrade.Blocked, nil, blocked},
+		{"an error listing or evicting: retry, never complete", upgrade.Drained, errors.New("apiserver down"), keepWaiting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := after(tc.res, tc.err); got != tc.want {
+				t.Errorf("after = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHeartbeatDue(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		since   time.Duration
+		timeout time.Duration
+		want    bool
+	}{
+		{"just seen", 0, 10 * time.Minute, false},
+		{"before a third of the timeout", 199 * time.Second, 10 * time.Minute, false},
+		{"at a third of the timeout", 200 * time.Second, 10 * time.Minute, true},
+		{"the 30 s minimum hook", 10 * time.Second, 30 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := heartbeatDue(t0.Add(tc.since), t0, tc.timeout); got != tc.want {
+				t.Errorf("heartbeatDue after %v of %v = %v, want %v", tc.since, tc.timeout, got, tc.want)
+			}
+		})
+	}
+}

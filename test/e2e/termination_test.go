@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+
+	"github.com/instancemgr/instance-manager/reconciler/termination"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// pollManager runs the suite's manager with the Auto Scaling listing
+// polled every poll (a person's termination is seen within it), and puts
+// the suite's manager back when the test ends.
+func pollManager(t *testing.T, poll time.Duration) {
+	t.Helper()
+	if manager != nil {
+		if err := manager.Stop(); err != nil {
+			t.Fatalf("stopping the manager: %v", err)
+		}
+		manager = nil
+	}
+	opts := managerOptions()
+	opts.CloudPollPeriod = poll
+	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	if err != nil {
+		t.Fatalf("starting the manager: %v", err)
+	}
+	manager = m
+	t.Cleanup(func() { restoreManager(t) })
+}
+
+// Auto Scaling terminates on its own, and every such termination passes
+// the drain hook (emulator behaviour "hooks", on by default): a group of 3
+// nodes runs an app of 4 replicas under a PodDisruptionBudget of
+// minAvailable 3. (a) A person terminates two instances through the Auto
+// Scaling API (TerminateInstanceInAutoScalingGroup, no decrement); (b) a
+// person lowers the desired capacity by hand. In each, sampled every
+// 100 ms: never fewer than 3 Ready pods, and no pod bound to a Node whose
+// instance is gone; the instances wait in Terminating:Wait until their
+// nodes are drained.
+func TestOutOfBandTerminationsAreDrained(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	const ns = "e2e-termination"
+	pollManager(t, 10*time.Second)
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, ns)
+	ig := shortGroup(ns, "hooked", 2, 5)
+	create(t, ig)
+	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	describe := func(g Gomega) astypes.AutoScalingGroup {
+		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out.AutoScalingGroups).To(HaveLen(1))
+		return out.AutoScalingGroups[0]
+	}
+	hooks, err := asg.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(name)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(hooks.LifecycleHooks).To(ContainElement(And(
+		HaveField("LifecycleHookName", HaveValue(Equal("instance-manager-drain"))),
+		HaveField("LifecycleTransition", HaveValue(Equal("autoscaling:EC2_INSTANCE_TERMINATING"))),
+		HaveField("DefaultResult", HaveValue(Equal("CONTINUE"))))), "the group carries the drain hook")
+
+	// 3 nodes: the desired capacity raised by hand (the spec's min is 2).
+	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	app := teamApp(t, ns, 4, intstr.FromInt32(3))
+	labels := map[string]string{"app": "team-app"}
+	inService := func(g Gomega) []string {
+		var ids []string
+		for _, in := range describe(g).Instances {
+			if in.LifecycleState == astypes.LifecycleStateInService {
+				ids = append(ids, aws.ToString(in.InstanceId))
+			}
+		}
+		return ids
+	}
+	// settled: the group holds want instances, all InService, each a Ready
+	// node, and the app runs in full.
+	settled := func(want int, before []string) {
+		t.Helper()
+		// The instances that left: their Nodes go too (the environment
+		// removes the Node of a terminated instance, as the cloud
+		// controller does), after which a pod still bound to one is an
+		// orphan the audit sees.
+		g.Eventually(func(g Gomega) {
+			now := inService(g)
+			g.Expect(now).To(HaveLen(want))
+			nodes := &corev1.NodeList{}
+			g.Expect(admin.List(ctx, nodes)).To(Succeed())
+			for _, id := range before {
+				if slices.Contains(now, id) {
+					continue
+				}
+				for _, n := range nodes.Items {
+					g.Expect(n.Spec.ProviderID).NotTo(HaveSuffix("/"+id), "the Node of instance %s, gone", id)
+				}
+			}
+		}, 4*time.Minute, time.Second).Should(Succeed())
+		g.Eventually(func(g Gomega) {
+			grp := describe(g)
+			g.Expect(grp.Instances).To(HaveLen(want))
+			g.Expect(inService(g)).To(HaveLen(want))
+			g.Expect(available(groupNodes(t, ig))).To(Equal(want))
+		}, 4*time.Minute, time.Second).Should(Succeed())
+		g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+		// Every pod Ready on one of the group's Nodes, none left on a gone
+		// one (the pod garbage collector removes those in its own time:
+		// the audit keeps sampling meanwhile).
+		g.Eventually(func(g Gomega) {
+			live := map[string]bool{}
+			for _, n := range groupNodes(t, ig) {
+				live[n.Name] = true
+			}
+			pods := &corev1.PodList{}
+			g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(4))
+			for _, p := range pods.Items {
+				g.Expect(live).To(HaveKey(p.Spec.NodeName), "pod %s", p.Name)
+				g.Expect(podReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			}
+		}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+	}
+
+	// (a) Two instances terminated by a person, without decrement.
+	before := inService(g)
+	victims := before[:2]
+	drainedBefore := completionsMetric(t, "drained")
+	audit := auditPods(ns, labels)
+	started := time.Now()
+	for _, id := range victims {
+		_, err := asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(false)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(func(g Gomega) {
+		for _, in := range describe(g).Instances {
+			g.Expect(victims).NotTo(ContainElement(aws.ToString(in.InstanceId)))
+		}
+	}, 4*time.Minute, time.Second).Should(Succeed(), "the terminated instances leave once drained")
+	t.Logf("(a) two instances drained and gone %s after their termination", time.Since(started).Round(time.Second))
+	settled(3, before)
+	minReady, samples, orphans := audit.end()
+	t.Logf("(a) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
+	g.Expect(samples).To(BeNumerically(">", 10))
+	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
+	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+	// Events are written in the background; a second one of the same
+	// reason is written as a series of 2.
+	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrainStarted) }, 30*time.Second, time.Second).
+		Should(Equal(2), "one TerminationDrainStarted Event per instance")
+	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(2))
+	g.Expect(completionsMetric(t, "drained") - drainedBefore).To(Equal(2.0))
+
+	// (b) The desired capacity lowered by hand: Auto Scaling picks one.
+	before = inService(g)
+	audit = auditPods(ns, labels)
+	started = time.Now()
+	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(2)})
+	g.Expect(err).NotTo(HaveOccurred())
+	settled(2, before)
+	t.Logf("(b) scale in drained and done %s after the desired capacity was lowered", time.Since(started).Round(time.Second))
+	minReady, samples, orphans = audit.end()
+	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
+	g.Expect(samples).To(BeNumerically(">", 10))
+	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
+	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+	g.Expect(completionsMetric(t, "drained")-drainedBefore).To(Equal(3.0), "the scale in's instance was drained too")
+}
+
+// occurrences counts the group's Events of reason, a series counting as
+// its count.
+func occurrences(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name != ig.Name || e.Reason != reason {
+			continue
+		}
+		if e.Series != nil {
+			n += int(e.Series.Count)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// completionsMetric reads
+// instance_manager_termination_hook_completions_total{reason} from the
+// in-process manager's registry.
+func completionsMetric(t *testing.T, reason string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "instance_manager_termination_hook_completions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
