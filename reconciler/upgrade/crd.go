@@ -198,6 +198,15 @@ func (s *CRDStrategy) follow(ctx context.Context, ig *v1alpha1.InstanceGroup, re
 	ig.Status.StrategyResourceName = res.GetName()
 	switch statusOf(res, c) {
 	case "success":
+		if p.Updated < p.Total {
+			// The resource's controller replaced the instances itself, and
+			// the listing may predate its work (or Auto Scaling still holds
+			// the old instances in Terminating:Wait while they are drained):
+			// the group is done when the cloud says so, not the resource.
+			p.Message = fmt.Sprintf("%s %s reports %q; waiting for the group's instances to run launch template version %s (%d of %d do)",
+				res.GetKind(), res.GetName(), c.StatusSuccessString, res.GetLabels()[LabelTemplateVersion], p.Updated, p.Total)
+			return p, nil
+		}
 		if ig.Status.StrategyRetryCount != 0 || ig.Status.CurrentState == v1alpha1.StateUpgrading {
 			s.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonCRDSucceeded, "Upgrade", "%s %s succeeded", res.GetKind(), res.GetName())
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -156,11 +158,30 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	setStatus(t, &second, "completed")
-	g.Eventually(func() bool {
+	last := ""
+	g.Eventually(func() string {
 		cur := get(t, ig)
-		return cur.Status.CurrentState == v1alpha1.StateReady && condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse &&
-			cur.Status.NodesUpdated == 2
-	}, 2*time.Minute, 500*time.Millisecond).Should(BeTrue())
+		up := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionUpgrading)
+		msg := ""
+		if up != nil {
+			msg = string(up.Status) + " " + up.Message
+		}
+		seen := ""
+		if out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asgName}}); err == nil && len(out.AutoScalingGroups) == 1 {
+			g := out.AutoScalingGroups[0]
+			seen = " (Auto Scaling group:"
+			for _, in := range g.Instances {
+				seen += fmt.Sprintf(" %s %s;", aws.ToString(in.InstanceId), in.LifecycleState)
+			}
+			seen += ")"
+		}
+		line := fmt.Sprintf("%s, %d of %d updated, Upgrading %s%s", cur.Status.CurrentState, cur.Status.NodesUpdated, cur.Status.NodesTotal, msg, seen)
+		if line != last {
+			t.Logf("%s group: %s", time.Now().Format("15:04:05.000"), line)
+			last = line
+		}
+		return line
+	}, 2*time.Minute, 500*time.Millisecond).Should(HavePrefix(v1alpha1.StateReady + ", 2 of 2 updated, Upgrading False"))
 	g.Eventually(func() string { return get(t, ig).Status.StrategyResourceName }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal("rollup-nodes"))
 	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
 }
