@@ -73,7 +73,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		Recorder: recorder, Heartbeat: hookHeartbeat}); err != nil {
 		return fmt.Errorf("setting up the termination controller: %w", err)
 	}
-	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drainer: drainer, Opts: gc.Options{
+	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drains: drains, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
 		DryRun: opts.GCDryRun,
 	}}); err != nil {

@@ -28,6 +28,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -56,11 +57,15 @@ type Options struct {
 // Collector runs the sweep; it is a manager.Runnable that needs leader
 // election (one sweeper per installation).
 type Collector struct {
-	Client  client.Client
-	AWS     *awsp.Clients
-	Drainer *upgrade.Drainer
-	Opts    Options
-	Now     func() time.Time
+	Client client.Client
+	AWS    *awsp.Clients
+	// Drains drains the nodes of an orphaned Auto Scaling group before it
+	// is deleted: the same runner (Eviction API, PodDisruptionBudgets,
+	// per-group and cluster-wide caps) as rotations and deletes. nil
+	// deletes without draining (tests of the sweep alone).
+	Drains *upgrade.Drains
+	Opts   Options
+	Now    func() time.Time
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time // orphan key -> first sweep that saw it orphaned
@@ -297,13 +302,16 @@ func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (boo
 		if _, err := awsp.Freeze(ctx, c.AWS.AutoScaling, f.name, func(astypes.AutoScalingGroup) bool { return true }); err != nil {
 			return false, err
 		}
-		drained, err := c.drain(ctx, f)
+		drained, err := c.drain(ctx, f, o)
 		if err != nil || !drained {
 			return false, err
 		}
 		if _, err := c.AWS.AutoScaling.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{
 			AutoScalingGroupName: awssdk.String(f.name), ForceDelete: awssdk.Bool(true)}); err != nil {
 			return false, fmt.Errorf("autoscaling DeleteAutoScalingGroup %s: %w", f.name, err)
+		}
+		if c.Drains != nil {
+			c.Drains.Cancel(drainKey(o)) // its nodes go with it
 		}
 		return true, nil
 	case resourceLaunchTemplate:
@@ -315,9 +323,18 @@ func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (boo
 	return false, nil
 }
 
-// drain cordons and drains (Eviction API) the nodes of the group's
-// instances; true once none has a pod left to evict.
-func (c *Collector) drain(ctx context.Context, f found) (bool, error) {
+// drainKey is the key the orphan's drains run under in the drain runner:
+// the InstanceGroup it was made for (gone, or re-created with another
+// UID), so its drains share that group's per-group cap.
+func drainKey(o ownership.Owner) types.NamespacedName {
+	return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+}
+
+// drain cordons the nodes of the group's instances and asks the drain
+// runner (upgrade.Drains.Poll) to drain them in the background; true once
+// every one is drained. A drain blocked by a PodDisruptionBudget past the
+// drain timeout, or failed, is logged and asked again at the next sweep.
+func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool, error) {
 	out, err := c.AWS.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{f.name}})
 	if err != nil {
 		return false, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", f.name, err)
@@ -328,7 +345,7 @@ func (c *Collector) drain(ctx context.Context, f found) (bool, error) {
 			ids[awssdk.ToString(in.InstanceId)] = true
 		}
 	}
-	if len(ids) == 0 || c.Drainer == nil {
+	if len(ids) == 0 || c.Drains == nil {
 		return true, nil
 	}
 	nodes := &corev1.NodeList{}
@@ -342,16 +359,16 @@ func (c *Collector) drain(ctx context.Context, f found) (bool, error) {
 		if !strings.HasPrefix(n.Spec.ProviderID, "aws://") || !ids[id] {
 			continue
 		}
-		if err := c.Drainer.Start(ctx, n, false); err != nil && !apierrors.IsNotFound(err) {
+		if err := c.Drains.Drainer.Start(ctx, n, false); err != nil && !apierrors.IsNotFound(err) {
 			return false, err
 		}
-		res, msg, err := c.Drainer.Drain(ctx, n)
+		res, msg, err := c.Drains.Poll(ctx, drainKey(o), n)
 		if err != nil {
 			return false, err
 		}
 		if res != upgrade.Drained {
 			all = false
-			log.FromContext(ctx).Info("draining a node of an orphaned Auto Scaling group", "group", f.name, "node", n.Name, "status", msg)
+			log.FromContext(ctx).Info("draining a node of an orphaned Auto Scaling group", "group", f.name, "node", n.Name, "result", res, "status", msg)
 		}
 	}
 	return all, nil
