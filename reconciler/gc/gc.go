@@ -302,7 +302,7 @@ func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (boo
 		if _, err := awsp.Freeze(ctx, c.AWS.AutoScaling, f.name, func(astypes.AutoScalingGroup) bool { return true }); err != nil {
 			return false, err
 		}
-		drained, err := c.drain(ctx, f, o)
+		drained, nodes, err := c.drain(ctx, f, o)
 		if err != nil || !drained {
 			return false, err
 		}
@@ -311,7 +311,7 @@ func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (boo
 			return false, fmt.Errorf("autoscaling DeleteAutoScalingGroup %s: %w", f.name, err)
 		}
 		if c.Drains != nil {
-			c.Drains.Cancel(drainKey(o)) // its nodes go with it
+			c.Drains.Stop(nodes...) // they go with the group
 		}
 		return true, nil
 	case resourceLaunchTemplate:
@@ -325,19 +325,22 @@ func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (boo
 
 // drainKey is the key the orphan's drains run under in the drain runner:
 // the InstanceGroup it was made for (gone, or re-created with another
-// UID), so its drains share that group's per-group cap.
+// UID), so its drains share that group's per-group cap. They are held
+// (upgrade.Drains.PollHeld): that group's reconcile, which cancels the
+// drains of a group that does not exist, leaves them alone.
 func drainKey(o ownership.Owner) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
 }
 
 // drain cordons the nodes of the group's instances and asks the drain
-// runner (upgrade.Drains.Poll) to drain them in the background; true once
-// every one is drained. A drain blocked by a PodDisruptionBudget past the
-// drain timeout, or failed, is logged and asked again at the next sweep.
-func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool, error) {
+// runner (upgrade.Drains.PollHeld) to drain them in the background; true
+// once every one is drained, with the nodes' names. A drain blocked by a
+// PodDisruptionBudget past the drain timeout, or failed, is logged and
+// asked again at the next sweep.
+func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool, []string, error) {
 	out, err := c.AWS.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{f.name}})
 	if err != nil {
-		return false, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", f.name, err)
+		return false, nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", f.name, err)
 	}
 	ids := map[string]bool{}
 	for _, g := range out.AutoScalingGroups {
@@ -346,13 +349,14 @@ func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool
 		}
 	}
 	if len(ids) == 0 || c.Drains == nil {
-		return true, nil
+		return true, nil, nil
 	}
 	nodes := &corev1.NodeList{}
 	if err := c.Client.List(ctx, nodes); err != nil {
-		return false, fmt.Errorf("listing nodes: %w", err)
+		return false, nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	all := true
+	var names []string
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		id := n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]
@@ -360,18 +364,19 @@ func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool
 			continue
 		}
 		if err := c.Drains.Drainer.Start(ctx, n, false); err != nil && !apierrors.IsNotFound(err) {
-			return false, err
+			return false, nil, err
 		}
-		res, msg, err := c.Drains.Poll(ctx, drainKey(o), n)
+		names = append(names, n.Name)
+		res, msg, err := c.Drains.PollHeld(ctx, drainKey(o), n)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		if res != upgrade.Drained {
 			all = false
 			log.FromContext(ctx).Info("draining a node of an orphaned Auto Scaling group", "group", f.name, "node", n.Name, "result", res, "status", msg)
 		}
 	}
-	return all, nil
+	return all, names, nil
 }
 
 // deleteRoles deletes the node role and instance profile created for o,

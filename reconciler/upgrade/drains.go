@@ -162,7 +162,9 @@ func (d *Drains) Poll(_ context.Context, group types.NamespacedName, node *corev
 // PollHeld is Poll for a drain that Retain and Cancel must leave alone:
 // the termination controller drains the node of an instance Auto Scaling
 // is terminating (reconciler/termination), which the group's rotation or
-// delete, listing only the instances they act on, would otherwise drop.
+// delete, listing only the instances they act on, would otherwise drop;
+// the garbage collector drains the nodes of an orphan whose InstanceGroup
+// is gone (reconciler/gc), whose reconcile would cancel them.
 // The drain counts toward group's PerGroup cap like any other. The caller
 // ends it with Stop once the instance is gone.
 func (d *Drains) PollHeld(ctx context.Context, group types.NamespacedName, node *corev1.Node) (DrainResult, string, error) {

@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -229,4 +232,84 @@ func completionsMetric(t *testing.T, reason string) float64 {
 		}
 	}
 	return 0
+}
+
+// The admin removes a subnet from every group (a boundary default): Auto
+// Scaling moves the instances of the removed subnet's zone into the ones
+// left (AZ rebalancing, emulator behaviour "rebalance": it launches one,
+// then terminates one outside), and each termination passes the drain
+// hook. A group of 3 nodes over two subnets runs an app of 4 replicas
+// under a PodDisruptionBudget of minAvailable 3; sampled every 100 ms:
+// never fewer than 3 Ready pods, no pod bound to a Node whose instance is
+// gone, and every instance of the removed subnet is drained before it
+// goes.
+func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	const ns = "e2e-subnet-removed"
+	pollManager(t, 10*time.Second)
+	before := cloud.boundaries(cloud.amis[0], 5)
+	setBoundaries(t, before)
+	namespace(t, ns)
+	ig := shortGroup(ns, "spread", 3, 5)
+	create(t, ig)
+	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	subnets, err := ec2.NewFromConfig(environment.AWS).DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: cloud.subnets})
+	g.Expect(err).NotTo(HaveOccurred())
+	zoneOf := map[string]string{}
+	for _, s := range subnets.Subnets {
+		zoneOf[aws.ToString(s.SubnetId)] = aws.ToString(s.AvailabilityZone)
+	}
+	removed, kept := zoneOf[cloud.subnets[0]], zoneOf[cloud.subnets[1]]
+	g.Expect(removed).NotTo(Equal(kept), "the fixture's two subnets are in two zones")
+	instances := func(g Gomega) []astypes.Instance {
+		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out.AutoScalingGroups).To(HaveLen(1))
+		return out.AutoScalingGroups[0].Instances
+	}
+	var leaving []string
+	for _, in := range instances(g) {
+		if aws.ToString(in.AvailabilityZone) == removed {
+			leaving = append(leaving, aws.ToString(in.InstanceId))
+		}
+	}
+	g.Expect(leaving).NotTo(BeEmpty(), "Auto Scaling spread the group over both zones")
+	app := teamApp(t, ns, 4, intstr.FromInt32(3))
+	labels := map[string]string{"app": "team-app"}
+	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	drainedBefore := completionsMetric(t, "drained")
+	audit := auditPods(ns, labels)
+	started := time.Now()
+
+	after := map[string]string{}
+	for k, v := range before {
+		after[k] = v
+	}
+	after["defaults"] = strings.Replace(before["defaults"], fmt.Sprintf("subnets: [%s, %s]", cloud.subnetNames[0], cloud.subnets[1]),
+		fmt.Sprintf("subnets: [%s]", cloud.subnets[1]), 1)
+	g.Expect(after["defaults"]).NotTo(Equal(before["defaults"]))
+	setBoundaries(t, after)
+
+	g.Eventually(func(g Gomega) {
+		ins := instances(g)
+		g.Expect(ins).To(HaveLen(3))
+		for _, in := range ins {
+			g.Expect(in.LifecycleState).To(Equal(astypes.LifecycleStateInService))
+			g.Expect(aws.ToString(in.AvailabilityZone)).To(Equal(kept), "instance %s", aws.ToString(in.InstanceId))
+		}
+		g.Expect(available(groupNodes(t, ig))).To(Equal(3))
+	}, 6*time.Minute, time.Second).Should(Succeed(), "every instance moved out of the removed subnet")
+	t.Logf("%d instance(s) moved out of %s in %s", len(leaving), removed, time.Since(started).Round(time.Second))
+	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	minReady, samples, orphans := audit.end()
+	t.Logf("audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
+	g.Expect(samples).To(BeNumerically(">", 10))
+	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
+	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+	g.Expect(completionsMetric(t, "drained")-drainedBefore).To(BeNumerically(">=", len(leaving)),
+		"each instance of the removed subnet was drained by the termination hook")
 }
