@@ -46,14 +46,13 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 
 	if s := ig.Spec.Strategy; s.Type == v1alpha1.StrategyCRD && s.CRD != nil && s.CRD.Spec != "" {
 		sp := field.NewPath("spec", "strategy", "crd", "spec")
-		u, err := crdtemplate.Render(ig)
-		if err == nil {
-			err = crdtemplate.Placement(u, ig, cfg.AllowsCRDKind, cfg.CRDKindList())
-		}
+		// The same decision the reconciler takes (crdtemplate.Prepare), on
+		// the template alone, whatever the group's status.
+		t, err := crdtemplate.Admit(ig, cfg)
 		if err == nil && v.Mapper != nil {
 			// A kind not served yet is reported by the controller when it
 			// submits; a cluster-scoped one is refused here already.
-			gvk := u.GroupVersionKind()
+			gvk := t.GroupVersionKind()
 			if m, merr := v.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); merr == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
 				err = fmt.Errorf("spec.strategy.crd.spec: kind %s is cluster-scoped; the crd strategy creates namespaced objects in the group's namespace only", gvk.Kind)
 			}
