@@ -158,11 +158,11 @@ func keysAndPlaceholders(v any, at string) error {
 // check decides on the template alone (see the package comment).
 func (t *Template) check(ig *v1alpha1.InstanceGroup, cfg *boundaries.Config) error {
 	gk := boundaries.GroupKind{Group: t.gvk.Group, Kind: t.gvk.Kind}
-	rule, ok := cfg.CRDKind(gk.Group, gk.Kind)
-	if !ok {
-		return fmt.Errorf("kind %s is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: %s)", gk, cfg.CRDKindList())
-	}
+	rule, allowed := cfg.CRDKind(gk.Group, gk.Kind)
 	var probs []string
+	if !allowed {
+		probs = append(probs, fmt.Sprintf("kind %s is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: %s)", gk, cfg.CRDKindList()))
+	}
 	if md, present := t.obj["metadata"]; present {
 		m, isMap := md.(map[string]any)
 		if !isMap {
@@ -180,13 +180,16 @@ func (t *Template) check(ig *v1alpha1.InstanceGroup, cfg *boundaries.Config) err
 	}
 	facts := boundaries.KnownCRDKinds[gk]
 	for k, v := range t.obj {
-		if k == "apiVersion" || k == "kind" || k == "metadata" {
+		if k == "apiVersion" || k == "kind" || k == "metadata" || !allowed {
 			continue
 		}
 		probs = append(probs, fields(v, k, rule, facts, gk)...)
 	}
 	if len(probs) > 0 {
-		sort.Strings(probs)
+		// The kind first, then the fields in order.
+		sort.SliceStable(probs, func(i, j int) bool {
+			return !strings.HasPrefix(probs[j], "kind ") && (strings.HasPrefix(probs[i], "kind ") || probs[i] < probs[j])
+		})
 		return errors.New(strings.Join(probs, "; "))
 	}
 	t.targets = facts.Targets
