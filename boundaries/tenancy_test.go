@@ -202,7 +202,7 @@ func TestParseTenancyKeys(t *testing.T) {
 			map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, tenantFields: [status.currentStatus]}]"}},
 		"data.crdStrategy.allowedKinds[0].tenantFields[0]: \"spec.*\" is not a dotted field path": {
 			map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, tenantFields: ['spec.*']}]"}},
-		"data.crdStrategy: unknown field \"fields\"":            {map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, fields: [spec]}]"}},
+		"data.crdStrategy: unknown field \"fields\"":                            {map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, fields: [spec]}]"}},
 		"data.quotas: unknown field \"maxGroup\"":                               {map[string]string{"quotas": "perNamespace: {maxGroup: 2}"}},
 		"data.quotas.perNamespace.maxGroups: expected an integer, got a string": {map[string]string{"quotas": "perNamespace: {maxGroups: five}"}},
 		"data.quotas: malformed YAML":                                           {map[string]string{"quotas": "perNamespace: {maxGroups: 1, maxGroups: 2}"}},
