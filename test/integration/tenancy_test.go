@@ -408,3 +408,34 @@ func TestSizeBeyondInt32IsRefused(t *testing.T) {
 	g.Expect(err).To(MatchError(And(ContainSubstring("spec.eks.maxSize"), ContainSubstring("2147483647"))))
 	g.Expect(tn.client.Create(ctx, shortIG(ns, "fits"))).To(Succeed(), "the namespace's vCPU sum was not poisoned")
 }
+
+// Security review N13 (the strategy part): the admin can always tighten the
+// crd strategy; existing groups do not veto it and are not frozen by it:
+// their other edits go through, a new template is judged by the new rules,
+// and the reconciler refuses the old one before its next submission
+// (reconciler/upgrade's TestCRDStrategyIsConfined).
+func TestAdminCanTightenTheCRDStrategy(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-crd-tighten")
+	g, ctx, tn := underBoundaries(t, withCRDStrategy(t), "crd-tighten-tenant", ns)
+	g.Expect(tn.client.Create(ctx, crdIG(ns, "rollup", ruTemplate(ns, "  strategy: {mode: eager}\n")))).To(Succeed())
+
+	g.Expect(setConfigMap(ctx, exampleConfigMapData(t))).To(Succeed(), "a group using the crd strategy does not veto withdrawing it")
+	mustSetConfigMap(t, exampleConfigMapData(t))
+	edit := func(change func(*v1alpha1.InstanceGroup)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &v1alpha1.InstanceGroup{}
+			if err := tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rollup"}, cur); err != nil {
+				return err
+			}
+			change(cur)
+			return tn.client.Update(ctx, cur)
+		})
+	}
+	g.Expect(edit(func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.MaxSize = 4 })).To(Succeed(), "an edit that keeps the template")
+	err := edit(func(ig *v1alpha1.InstanceGroup) {
+		ig.Spec.Strategy.CRD.Spec = ruTemplate(ns, "  strategy: {mode: lazy}\n")
+	})
+	g.Expect(err).To(MatchError(And(ContainSubstring("spec.strategy.crd.spec"),
+		ContainSubstring("kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: none)"))))
+}
