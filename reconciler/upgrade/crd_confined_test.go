@@ -87,10 +87,33 @@ func TestCRDStrategyIsConfined(t *testing.T) {
 		"a template bomb":     {"apiVersion: v1\nkind: ConfigMap\n{{range 100000000}}x{{end}}", "Go templates are no longer accepted"},
 		"a script":            {strings.Replace(ruTemplate, "spec: {}", "spec: {preDrain: {script: id}}", 1), "spec.preDrain.script may not be set"},
 		"another group's ASG": {strings.Replace(ruTemplate, "spec: {}", "spec: {asgName: system-nodes}", 1), "spec.asgName must be ${.status.activeScalingGroupName}"},
+		// Security review attack 04: stored behind a status branch, met by
+		// the reconciler with the status set. Never evaluated.
+		"a status-guarded bomb": {strings.Replace(ruTemplate, "spec: {}", "spec: {strategy: {mode: '{{if .InstanceGroup.Status.ActiveScalingGroupName}}{{$a := \"x\"}}"+
+			strings.Repeat(`{{$a = printf \"%s%s\" $a $a}}`, 30)+"{{end}}'}}", 1), "Go templates are no longer accepted"},
 	} {
-		s, _ := confinedStrategy()
-		if _, err := s.Step(ctx, crdGroup("team-c", tc.tmpl), obs); err == nil || !strings.Contains(err.Error(), tc.want) {
+		s, c := confinedStrategy()
+		ig := crdGroup("team-c", tc.tmpl)
+		ig.Status.ActiveScalingGroupName = "team-asg-1a2b"
+		if _, err := s.Step(ctx, ig, obs); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Step = %v, want %q", name, err, tc.want)
 		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(ruGVK.GroupVersion().WithKind("RollingUpgradeList"))
+		if err := c.List(ctx, list); err != nil || len(list.Items) != 0 {
+			t.Errorf("%s: submitted %d objects (%v)", name, len(list.Items), err)
+		}
+	}
+
+	// The admin withdraws the kind: a template admitted earlier is refused
+	// before anything is submitted.
+	s, _ = confinedStrategy()
+	none, err := boundaries.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Boundaries.SetValid(none, "2")
+	if _, err := s.Step(ctx, crdGroup("team-d", ruTemplate), obs); err == nil || !strings.Contains(err.Error(), "crdStrategy.allowedKinds (allowed: none)") {
+		t.Errorf("Step after the kind was withdrawn = %v", err)
 	}
 }
