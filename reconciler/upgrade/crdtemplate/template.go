@@ -16,6 +16,7 @@ package crdtemplate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -133,7 +134,9 @@ func parse(src string) (*Template, error) {
 func keysAndPlaceholders(v any, at string) error {
 	switch v := v.(type) {
 	case map[string]any:
-		for k, e := range v {
+		// In key order, so that the first problem reported is always the same.
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			e := v[k]
 			if strings.Contains(k, "${") {
 				return fmt.Errorf("key %q at %s: placeholders are substituted into values only, never keys", k, orRoot(at))
 			}
