@@ -76,9 +76,10 @@ type Config struct {
 	// SharedAnnotations are the BehaviourAnnotations tenants may set
 	// (data key sharedAnnotations).
 	SharedAnnotations []string
-	// CRDKinds are the kinds the crd upgrade strategy may create (data
-	// key crdStrategy.allowedKinds); Parse defaults it to DefaultCRDKinds.
-	CRDKinds []GroupKind
+	// CRDKinds are the kinds the crd upgrade strategy may create and the
+	// fields tenants may set in them (data key crdStrategy.allowedKinds,
+	// crdkinds.go); none (DefaultCRDKinds) when the key is absent.
+	CRDKinds []CRDKind
 	// Quotas are the bounds of data key quotas; nil when there are none.
 	Quotas *Quotas
 	// Allowlists is the parsed `allowlists` key (allowlist.go); nil when
@@ -123,8 +124,8 @@ func (e *ConfigError) Error() string {
 // progressive rollout policy (waves, soak, failure; rollout.go), and the
 // tenancy keys of parse_tenancy.go (excludedNamespaces, sharedAnnotations,
 // crdStrategy, quotas). The Config restricts SensitivePaths not named in
-// a rule and allows the crd strategy DefaultCRDKinds unless crdStrategy
-// says otherwise.
+// a rule and allows the crd strategy no kind (DefaultCRDKinds) unless
+// crdStrategy names some.
 func Parse(data map[string]string) (*Config, error) {
 	p := &parser{}
 	c := &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds}

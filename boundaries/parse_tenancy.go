@@ -7,63 +7,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
-
-// GroupKind names a kind the crd upgrade strategy may create: API group
-// ("" is the core group) and kind, e.g. {upgrademgr.keikoproj.io,
-// RollingUpgrade}.
-type GroupKind struct {
-	Group string `json:"group"`
-	Kind  string `json:"kind"`
-}
-
-func (g GroupKind) String() string {
-	if g.Group == "" {
-		return g.Kind
-	}
-	return g.Kind + "." + g.Group
-}
-
-// DefaultCRDKinds is what the crd strategy may create when the ConfigMap
-// does not say: the upgrade-manager RollingUpgrade only.
-var DefaultCRDKinds = []GroupKind{{Group: "upgrademgr.keikoproj.io", Kind: "RollingUpgrade"}}
-
-// forbiddenCRDGroups may never be created by the crd strategy, whatever
-// the ConfigMap says: core objects (Pods, Secrets, Events...) and
-// InstanceGroups themselves would hand the controller's rights to tenants.
-var forbiddenCRDGroups = []string{"", "instancemgr.keikoproj.io", "rbac.authorization.k8s.io", "admissionregistration.k8s.io"}
-
-// AllowsCRDKind reports whether the crd strategy may create kind of group.
-// A nil Config allows DefaultCRDKinds.
-func (c *Config) AllowsCRDKind(group, kind string) bool {
-	kinds := DefaultCRDKinds
-	if c != nil {
-		kinds = c.CRDKinds
-	}
-	return slices.Contains(kinds, GroupKind{Group: group, Kind: kind})
-}
-
-// CRDKindList renders the allowed kinds for messages, e.g.
-// "RollingUpgrade.upgrademgr.keikoproj.io", or "none".
-func (c *Config) CRDKindList() string {
-	kinds := DefaultCRDKinds
-	if c != nil {
-		kinds = c.CRDKinds
-	}
-	if len(kinds) == 0 {
-		return "none"
-	}
-	s := make([]string, len(kinds))
-	for i, k := range kinds {
-		s[i] = k.String()
-	}
-	return strings.Join(s, ", ")
-}
 
 // tenancy parses the keys excludedNamespaces (a list of namespace names),
 // sharedAnnotations (a list of BehaviourAnnotations), crdStrategy
@@ -87,29 +35,7 @@ func (p *parser) tenancy(c *Config, data map[string]string) {
 			c.SharedAnnotations = append(c.SharedAnnotations, s)
 		}
 	}
-	if _, ok := data[KeyCRDStrategy]; ok && strings.TrimSpace(data[KeyCRDStrategy]) != "" {
-		var cs struct {
-			AllowedKinds []GroupKind `json:"allowedKinds"`
-		}
-		if err := decodeStrict(data[KeyCRDStrategy], &cs); err != nil {
-			p.addf("data.%s%v (expected {allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade}]})", KeyCRDStrategy, err)
-		} else {
-			c.CRDKinds = []GroupKind{}
-			for i, k := range cs.AllowedKinds {
-				at := fmt.Sprintf("data.%s.allowedKinds[%d]", KeyCRDStrategy, i)
-				switch {
-				case k.Kind == "" || strings.Contains(k.Kind, "*") || strings.Contains(k.Group, "*"):
-					p.addf("%s: needs a kind and a group, without wildcards", at)
-				case slices.Contains(forbiddenCRDGroups, k.Group):
-					p.addf("%s: kind %s of group %s cannot be created by the crd strategy: it would act with the controller's rights for tenants "+
-						"(refused groups: %s); allow a kind of another group, e.g. {group: upgrademgr.keikoproj.io, kind: RollingUpgrade}",
-						at, k.Kind, groupName(k.Group), refusedGroups())
-				default:
-					c.CRDKinds = append(c.CRDKinds, k)
-				}
-			}
-		}
-	}
+	p.crdStrategy(c, data)
 	if _, ok := data[KeyQuotas]; ok && strings.TrimSpace(data[KeyQuotas]) != "" {
 		q := &Quotas{}
 		if err := decodeStrict(data[KeyQuotas], q); err != nil {
@@ -144,23 +70,6 @@ func (p *parser) stringList(v any, key, what string) []string {
 
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: ")), " ")
-}
-
-// groupName is an API group for messages: "" is the core group.
-func groupName(g string) string {
-	if g == "" {
-		return `"" (core: Secrets, ConfigMaps, Pods, ...)`
-	}
-	return strconv.Quote(g)
-}
-
-// refusedGroups lists forbiddenCRDGroups for messages.
-func refusedGroups() string {
-	names := make([]string, len(forbiddenCRDGroups))
-	for i, g := range forbiddenCRDGroups {
-		names[i] = strconv.Quote(g)
-	}
-	return strings.Join(names, ", ")
 }
 
 // decodeStrict decodes the YAML of one data key into v, refusing unknown

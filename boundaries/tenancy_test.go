@@ -1,6 +1,7 @@
 package boundaries
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -163,26 +164,45 @@ func TestParseTenancyKeys(t *testing.T) {
 	c := mustParse(t, map[string]string{
 		"excludedNamespaces": "[kube-system, platform]",
 		"sharedAnnotations":  "[instancemgr.keikoproj.io/os-family]",
-		"crdStrategy":        "allowedKinds: [{group: argoproj.io, kind: Workflow}]",
+		"crdStrategy":        "allowedKinds: [{group: argoproj.io, kind: Workflow}, {group: upgrademgr.keikoproj.io, kind: RollingUpgrade, tenantFields: [spec.strategy, spec.nodeIntervalSeconds]}]",
 		"quotas":             "perNamespace: {maxGroups: 2}\ntotal: {maxTotalVCPU: 100}",
 	})
 	if !c.Excluded("platform") || c.Excluded("team-a") {
 		t.Errorf("excluded namespaces = %v", c.ExcludedNamespaces)
 	}
-	if !c.AllowsCRDKind("argoproj.io", "Workflow") || c.AllowsCRDKind("upgrademgr.keikoproj.io", "RollingUpgrade") {
+	if _, ok := c.CRDKind("argoproj.io", "Workflow"); !ok {
 		t.Errorf("crd kinds = %v", c.CRDKinds)
+	}
+	if ru, ok := c.CRDKind("upgrademgr.keikoproj.io", "RollingUpgrade"); !ok || !reflect.DeepEqual(ru.TenantFields, []string{"spec.strategy", "spec.nodeIntervalSeconds"}) {
+		t.Errorf("RollingUpgrade = %v, %v", ru, ok)
+	}
+	if _, ok := c.CRDKind("batch", "Job"); ok || c.CRDKindList() != "Workflow.argoproj.io, RollingUpgrade.upgrademgr.keikoproj.io" {
+		t.Errorf("crd kinds = %v", c.CRDKindList())
 	}
 	if got := c.RestrictedAnnotations(nil, map[string]string{"instancemgr.keikoproj.io/os-family": "windows", "instancemgr.keikoproj.io/lock-upgrades": "true", "team": "a"}); len(got) != 1 || got[0] != "instancemgr.keikoproj.io/lock-upgrades" {
 		t.Errorf("restricted annotations = %v", got)
 	}
-	if d := mustParse(t, nil); !d.AllowsCRDKind("upgrademgr.keikoproj.io", "RollingUpgrade") || d.AllowsCRDKind("", "Pod") {
-		t.Errorf("default crd kinds = %v", d.CRDKinds)
+	// No crdStrategy (or a nil Config): no kind, not even RollingUpgrade,
+	// whose controller runs scripts (security review N1).
+	for _, d := range []*Config{mustParse(t, nil), nil} {
+		if _, ok := d.CRDKind("upgrademgr.keikoproj.io", "RollingUpgrade"); ok || d.CRDKindList() != "none" {
+			t.Errorf("default crd kinds = %v", d.CRDKindList())
+		}
 	}
 	for name, tc := range map[string]struct{ data map[string]string }{
-		"data.excludedNamespaces[0]: \"Not_A_Namespace\"":                       {map[string]string{"excludedNamespaces": "[Not_A_Namespace]"}},
-		"data.sharedAnnotations[0]: \"team\" is not a behaviour annotation":     {map[string]string{"sharedAnnotations": "[team]"}},
-		"data.crdStrategy.allowedKinds[0]: kind Pod of group \"\"":              {map[string]string{"crdStrategy": "allowedKinds: [{group: '', kind: Pod}]"}},
-		"data.crdStrategy.allowedKinds[0]: needs a kind and a group":            {map[string]string{"crdStrategy": "allowedKinds: [{group: '*', kind: '*'}]"}},
+		"data.excludedNamespaces[0]: \"Not_A_Namespace\"":                   {map[string]string{"excludedNamespaces": "[Not_A_Namespace]"}},
+		"data.sharedAnnotations[0]: \"team\" is not a behaviour annotation": {map[string]string{"sharedAnnotations": "[team]"}},
+		"data.crdStrategy.allowedKinds[0]: kind Pod of group \"\"":          {map[string]string{"crdStrategy": "allowedKinds: [{group: '', kind: Pod}]"}},
+		"data.crdStrategy.allowedKinds[0]: needs a kind and a group":        {map[string]string{"crdStrategy": "allowedKinds: [{group: '*', kind: '*'}]"}},
+		"data.crdStrategy.allowedKinds[0].tenantFields[0]: \"spec\" covers spec.preDrain.script, which the RollingUpgrade.upgrademgr.keikoproj.io controller runs as a command": {
+			map[string]string{"crdStrategy": "allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade, tenantFields: [spec]}]"}},
+		"data.crdStrategy.allowedKinds[0].tenantFields[1]: \"spec.postDrain\" covers spec.postDrain.script": {
+			map[string]string{"crdStrategy": "allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade, tenantFields: [spec.strategy, spec.postDrain]}]"}},
+		"data.crdStrategy.allowedKinds[0].tenantFields[0]: \"status.currentStatus\" cannot be shared": {
+			map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, tenantFields: [status.currentStatus]}]"}},
+		"data.crdStrategy.allowedKinds[0].tenantFields[0]: \"spec.*\" is not a dotted field path": {
+			map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, tenantFields: ['spec.*']}]"}},
+		"data.crdStrategy: unknown field \"fields\"":                            {map[string]string{"crdStrategy": "allowedKinds: [{group: argoproj.io, kind: Workflow, fields: [spec]}]"}},
 		"data.quotas: unknown field \"maxGroup\"":                               {map[string]string{"quotas": "perNamespace: {maxGroup: 2}"}},
 		"data.quotas.perNamespace.maxGroups: expected an integer, got a string": {map[string]string{"quotas": "perNamespace: {maxGroups: five}"}},
 		"data.quotas: malformed YAML":                                           {map[string]string{"quotas": "perNamespace: {maxGroups: 1, maxGroups: 2}"}},

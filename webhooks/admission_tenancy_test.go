@@ -198,3 +198,56 @@ func TestBehaviourAnnotationsRestrictedWhileDeleting(t *testing.T) {
 		})
 	}
 }
+
+// The crd template is judged when it is new or changed; an unchanged one
+// that the ConfigMap no longer allows goes through other edits (the
+// reconciler refuses it before submitting), so the admin can tighten the
+// crd strategy without freezing the groups that use it.
+func TestValidatorChecksTheCRDTemplateWhenItChanges(t *testing.T) {
+	st := &store.Store{}
+	// No crdStrategy: no kind. The namespace opts out of the restricted
+	// paths' re-check, not of the crd strategy's confinement.
+	cfg, err := boundaries.Parse(map[string]string{"excludedNamespaces": "[team-a]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetValid(cfg, "1")
+	v := &InstanceGroupValidator{Boundaries: st, ConfigMap: testConfigMap}
+	group := func(tmpl string, maxSize int64) map[string]any {
+		ig := validEKS()
+		ig.Namespace, ig.Name = "team-a", "g"
+		ig.Spec.EKS.MaxSize = maxSize
+		ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
+			CRDName: "rollingupgrades", StatusJSONPath: "s", StatusSuccessString: "a", StatusFailureString: "b", Spec: tmpl}}
+		raw, _ := json.Marshal(ig)
+		var obj map[string]any
+		_ = json.Unmarshal(raw, &obj)
+		submitted, _ := json.Marshal(obj["spec"])
+		obj["metadata"].(map[string]any)["annotations"] = map[string]any{
+			v1alpha1.AnnotationSubmittedSpec: string(submitted), v1alpha1.AnnotationBoundariesHash: "h"}
+		return obj
+	}
+	const ru = "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\n"
+	const refused = "kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: none)"
+	for name, tc := range map[string]struct {
+		op       admissionv1.Operation
+		obj, old map[string]any
+		want     string
+	}{
+		"create":                   {admissionv1.Create, group(ru, 3), nil, refused},
+		"update of the template":   {admissionv1.Update, group(ru+"spec: {}\n", 3), group(ru, 3), refused},
+		"update of something else": {admissionv1.Update, group(ru, 4), group(ru, 3), ""},
+		"switch to crd, template kept": {admissionv1.Update, group(ru, 3), func() map[string]any {
+			o := group(ru, 3)
+			o["spec"].(map[string]any)["strategy"] = map[string]any{"type": "rollingUpdate"}
+			return o
+		}(), refused},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := v.Handle(context.Background(), request(t, tc.op, "alice", tc.obj, tc.old))
+			if tc.want == "" && !res.Allowed || tc.want != "" && (res.Allowed || !strings.Contains(res.Result.Message, tc.want)) {
+				t.Errorf("allowed=%v %q, want %q", res.Allowed, res.Result.Message, tc.want)
+			}
+		})
+	}
+}

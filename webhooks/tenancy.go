@@ -14,11 +14,13 @@ import (
 )
 
 // tenancy runs the checks of tenant confinement on the final object (see
-// InstanceGroupValidator). Groups in an excluded namespace skip the
-// boundary re-check; groups in an excluded namespace or the ConfigMap's own
-// (the admin's) skip the quotas and may select pods of any namespace for
-// Fargate. The error is a failure to list InstanceGroups.
-func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1alpha1.InstanceGroup) (field.ErrorList, error) {
+// InstanceGroupValidator); old is the stored group on an update, nil on a
+// create. Groups in an excluded namespace skip the boundary re-check;
+// groups in an excluded namespace or the ConfigMap's own (the admin's) skip
+// the quotas and may select pods of any namespace for Fargate. The crd
+// strategy's template is checked when it is new or changed. The error is a
+// failure to list InstanceGroups.
+func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, old *v1alpha1.InstanceGroup) (field.ErrorList, error) {
 	var errs field.ErrorList
 	state := v.Boundaries.Get()
 	cfg := state.Config
@@ -44,16 +46,21 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		}
 	}
 
-	if s := ig.Spec.Strategy; s.Type == v1alpha1.StrategyCRD && s.CRD != nil && s.CRD.Spec != "" {
+	// An unchanged template is left to the reconciler, which takes the same
+	// decision (crdtemplate.Prepare) before every submission: a crdStrategy
+	// the admin tightens then fails that group's next upgrade, with the
+	// reason, instead of refusing every other edit of the group (the
+	// controller's own included) — the admin can always tighten (security
+	// review N13).
+	if s := ig.Spec.Strategy; s.Type == v1alpha1.StrategyCRD && s.CRD != nil && s.CRD.Spec != "" && crdTemplateChanged(old, ig) {
 		sp := field.NewPath("spec", "strategy", "crd", "spec")
-		u, err := crdtemplate.Render(ig)
-		if err == nil {
-			err = crdtemplate.Placement(u, ig, cfg.AllowsCRDKind, cfg.CRDKindList())
-		}
+		// The same decision the reconciler takes (crdtemplate.Prepare), on
+		// the template alone, whatever the group's status.
+		t, err := crdtemplate.Admit(ig, cfg)
 		if err == nil && v.Mapper != nil {
 			// A kind not served yet is reported by the controller when it
 			// submits; a cluster-scoped one is refused here already.
-			gvk := u.GroupVersionKind()
+			gvk := t.GroupVersionKind()
 			if m, merr := v.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); merr == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
 				err = fmt.Errorf("spec.strategy.crd.spec: kind %s is cluster-scoped; the crd strategy creates namespaced objects in the group's namespace only", gvk.Kind)
 			}
@@ -82,6 +89,15 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		}
 	}
 	return errs, nil
+}
+
+// crdTemplateChanged reports whether ig's crd strategy template is new:
+// a create, or an update that changes the strategy type or the template.
+func crdTemplateChanged(old, ig *v1alpha1.InstanceGroup) bool {
+	if old == nil || old.Spec.Strategy.Type != ig.Spec.Strategy.Type || old.Spec.Strategy.CRD == nil {
+		return true
+	}
+	return old.Spec.Strategy.CRD.Spec != ig.Spec.Strategy.CRD.Spec
 }
 
 // BoundaryViolations lists where ig's stored spec differs, on restricted

@@ -115,9 +115,13 @@ type CRDUpgradeStrategy struct {
 	// +optional
 	CRDName string `json:"crdName,omitempty"`
 
-	// Spec is a Go template of the YAML manifest to submit. The data is
-	// {InstanceGroup: <this object>}, so
-	// {{ .InstanceGroup.Status.ActiveScalingGroupName }} names the group.
+	// Spec is the YAML manifest to submit. String values may hold the
+	// placeholders ${.metadata.name}, ${.metadata.namespace},
+	// ${.status.activeScalingGroupName}, ${.status.activeLaunchTemplateName}
+	// and ${.status.latestTemplateVersion}, e.g.
+	// "asgName: ${.status.activeScalingGroupName}"; Go templates are
+	// refused. Its kind and fields are bounded by the boundary ConfigMap's
+	// crdStrategy.
 	// +optional
 	Spec string `json:"spec,omitempty"`
 

@@ -72,8 +72,6 @@ func TestRBAC(t *testing.T) {
 			{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews"},
 			{verb: "create", resource: "events", namespace: "tenant"},
 			{verb: "patch", group: "events.k8s.io", resource: "events", namespace: "tenant"},
-			{verb: "create", group: "upgrademgr.keikoproj.io", resource: "rollingupgrades", namespace: "tenant"},
-			{verb: "delete", group: "upgrademgr.keikoproj.io", resource: "rollingupgrades", namespace: "tenant", name: "rollup"},
 			{verb: "get", resource: "configmaps", namespace: ns, name: "instance-manager"},
 			{verb: "watch", resource: "configmaps", namespace: ns, name: "instance-manager"},
 			// The rollout record: read by every replica, written by the leader.
@@ -125,6 +123,10 @@ func TestRBAC(t *testing.T) {
 			{verb: "update", group: "apps", resource: "daemonsets", namespace: "kube-system", name: "aws-node"},
 			{verb: "create", group: "apps", resource: "deployments", namespace: "tenant"},
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
+			// The crd strategy's kinds only when the admin opts in
+			// (rbac.crdStrategyResources; security review N1).
+			{verb: "create", group: "upgrademgr.keikoproj.io", resource: "rollingupgrades", namespace: "tenant"},
+			{verb: "delete", group: "upgrademgr.keikoproj.io", resource: "rollingupgrades", namespace: "tenant", name: "rollup"},
 		}
 		checkAccess(t, admin, ns, sa, allowed, true)
 		checkAccess(t, admin, ns, sa, denied, false)
@@ -142,6 +144,17 @@ func TestRBAC(t *testing.T) {
 				t.Errorf("listing every ConfigMap of %s as the manager: got %v, want Forbidden", cmNS, err)
 			}
 		}
+	})
+
+	t.Run("crd strategy opted in", func(t *testing.T) {
+		const ns = "im-rbac-crd"
+		sa := installRBAC(t, e, release{Name: "im-crd", Namespace: ns, Values: map[string]any{"rbac": map[string]any{
+			"crdStrategyResources": []any{map[string]any{"apiGroup": "upgrademgr.keikoproj.io", "resources": []any{"rollingupgrades"}}}}}})
+		ru := func(verb string) access {
+			return access{verb: verb, group: "upgrademgr.keikoproj.io", resource: "rollingupgrades", namespace: "tenant", name: "rollup"}
+		}
+		checkAccess(t, admin, ns, sa, []access{ru("get"), ru("watch"), ru("delete"), {verb: "create", group: "upgrademgr.keikoproj.io", resource: "rollingupgrades", namespace: "tenant"}}, true)
+		checkAccess(t, admin, ns, sa, []access{{verb: "create", group: "argoproj.io", resource: "workflows", namespace: "tenant"}}, false)
 	})
 
 	t.Run("cert-manager", func(t *testing.T) {

@@ -38,7 +38,8 @@ const (
 )
 
 // CRDStrategy hands a rotation to a custom resource: it renders
-// spec.strategy.crd.spec (a Go template over {InstanceGroup}), submits it
+// spec.strategy.crd.spec (YAML with ${...} placeholders, crdtemplate),
+// submits it
 // once per launch template version, and follows the string at
 // statusJSONPath (gjson syntax; the seed's leading-dot form is accepted)
 // until it equals statusSuccessString or statusFailureString (compared
@@ -47,17 +48,19 @@ const (
 // allow lets both run. A failed resource is deleted and resubmitted up to
 // maxRetries times (default 3, -1 forever).
 //
-// Tenants write the template, so the strategy is confined (issue 11): the
-// object is created in the group's namespace only, of a namespaced kind
-// that Allowed reports (the boundary ConfigMap's crdStrategy.allowedKinds),
-// with an ownerReference to the group; only objects carrying that
-// ownerReference are ever deleted or replaced. Rendering is bounded
-// (crdtemplate.Render).
+// Tenants write the template, so the strategy is confined (issues 11 and
+// 25): the object is created in the group's namespace only, of a
+// namespaced kind the boundary ConfigMap's crdStrategy.allowedKinds names
+// (none unless the admin opts in), with only the fields the admin lets
+// tenants set, none its controller executes and the group's own Auto
+// Scaling group where it names one (crdtemplate.Prepare), with an
+// ownerReference to the group; only objects carrying that ownerReference
+// are ever deleted or replaced. Rendering is substitution, bounded in size
+// by construction.
 type CRDStrategy struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	// Boundaries holds the allowed kinds; nil allows
-	// boundaries.DefaultCRDKinds only.
+	// Boundaries holds the allowed kinds; nil allows none.
 	Boundaries *store.Store
 }
 
@@ -82,20 +85,21 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 	if c == nil {
 		return p, fmt.Errorf("spec.strategy.crd: required for strategy type crd")
 	}
-	// The template sees the group's cloud names as observed now, not as
-	// status says (status is not trusted as input).
-	view := ig.DeepCopy()
-	view.Status.ActiveScalingGroupName, view.Status.ActiveLaunchTemplateName = obs.GroupName, obs.LaunchTemplateName
-	view.Status.LatestTemplateVersion = obs.LatestTemplateVersion
-	desired, err := Render(view)
-	if err != nil {
-		return p, err
-	}
 	var cfg *boundaries.Config
 	if s.Boundaries != nil {
 		cfg = s.Boundaries.Get().Config
 	}
-	if err := crdtemplate.Placement(desired, ig, cfg.AllowsCRDKind, cfg.CRDKindList()); err != nil {
+	tmpl, err := crdtemplate.Prepare(ig, cfg)
+	if err != nil {
+		return p, err
+	}
+	// The placeholders stand for the group's cloud names as observed now,
+	// not as status says (status is not trusted as input).
+	desired, err := tmpl.Render(crdtemplate.Values{
+		Name: ig.Name, Namespace: ig.Namespace,
+		ScalingGroupName: obs.GroupName, LaunchTemplateName: obs.LaunchTemplateName, LatestTemplateVersion: obs.LatestTemplateVersion,
+	})
+	if err != nil {
 		return p, err
 	}
 	version := obs.LatestTemplateVersion
@@ -253,11 +257,4 @@ func statusOf(res *unstructured.Unstructured, c *v1alpha1.CRDUpgradeStrategy) st
 		return "failure"
 	}
 	return ""
-}
-
-// Render executes spec.strategy.crd.spec with {InstanceGroup: ig} within
-// bounds and decodes the YAML (crdtemplate.Render). Errors name the field
-// and the problem.
-func Render(ig *v1alpha1.InstanceGroup) (*unstructured.Unstructured, error) {
-	return crdtemplate.Render(ig)
 }

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
 )
 
@@ -25,7 +27,13 @@ func confinedStrategy(objs ...client.Object) (*CRDStrategy, client.Client) {
 	mapper.Add(v1alpha1.GroupVersion.WithKind("InstanceGroup"), meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}, meta.RESTScopeRoot)
 	c := fake.NewClientBuilder().WithRESTMapper(mapper).WithObjects(objs...).Build()
-	return &CRDStrategy{Client: c, Recorder: events.NewFakeRecorder(10)}, c
+	cfg, err := boundaries.Parse(map[string]string{"crdStrategy": "allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade, tenantFields: [spec.strategy]}]"})
+	if err != nil {
+		panic(err)
+	}
+	st := &store.Store{}
+	st.SetValid(cfg, "1")
+	return &CRDStrategy{Client: c, Recorder: events.NewFakeRecorder(10), Boundaries: st}, c
 }
 
 func crdGroup(ns, tmpl string) *v1alpha1.InstanceGroup {
@@ -39,7 +47,7 @@ const ruTemplate = "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingU
 
 func TestCRDStrategyIsConfined(t *testing.T) {
 	ctx := context.Background()
-	obs := &providers.Observation{LatestTemplateVersion: "2"}
+	obs := &providers.Observation{LatestTemplateVersion: "2", GroupName: "team-asg-1a2b"}
 
 	// Another tenant's object with the fixed name is never deleted.
 	theirs := &unstructured.Unstructured{}
@@ -68,15 +76,44 @@ func TestCRDStrategyIsConfined(t *testing.T) {
 	if refs := mine.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != "uid-g" {
 		t.Errorf("owner references = %v", refs)
 	}
+	// The template leaves asgName out: the controller fills the observed group.
+	if name, _, _ := unstructured.NestedString(mine.Object, "spec", "asgName"); name != "team-asg-1a2b" {
+		t.Errorf("asgName = %q, want the observed group", name)
+	}
 
 	for name, tc := range map[string]struct{ tmpl, want string }{
-		"another namespace":  {strings.Replace(ruTemplate, "{name: rollup-nodes}", "{name: x, namespace: payments}", 1), `metadata.namespace "payments" is not the group's namespace "team-c"`},
-		"a kind not allowed": {"apiVersion: instancemgr.keikoproj.io/v1alpha1\nkind: InstanceGroup\nmetadata: {name: payments-nodes}\n", "kind InstanceGroup.instancemgr.keikoproj.io is not allowed"},
-		"a template bomb":    {"apiVersion: v1\nkind: ConfigMap\n{{range 100000000}}x{{end}}", "range may only iterate over a field"},
+		"another namespace":   {strings.Replace(ruTemplate, "{name: rollup-nodes}", "{name: x, namespace: payments}", 1), `metadata.namespace "payments" is not the group's namespace "team-c"`},
+		"a kind not allowed":  {"apiVersion: instancemgr.keikoproj.io/v1alpha1\nkind: InstanceGroup\nmetadata: {name: payments-nodes}\n", "kind InstanceGroup.instancemgr.keikoproj.io is not allowed"},
+		"a template bomb":     {"apiVersion: v1\nkind: ConfigMap\n{{range 100000000}}x{{end}}", "Go templates are no longer accepted"},
+		"a script":            {strings.Replace(ruTemplate, "spec: {}", "spec: {preDrain: {script: id}}", 1), "spec.preDrain.script may not be set"},
+		"another group's ASG": {strings.Replace(ruTemplate, "spec: {}", "spec: {asgName: system-nodes}", 1), "spec.asgName must be ${.status.activeScalingGroupName}"},
+		// Security review attack 04: stored behind a status branch, met by
+		// the reconciler with the status set. Never evaluated.
+		"a status-guarded bomb": {strings.Replace(ruTemplate, "spec: {}", "spec: {strategy: {mode: '{{if .InstanceGroup.Status.ActiveScalingGroupName}}{{$a := \"x\"}}"+
+			strings.Repeat(`{{$a = printf \"%s%s\" $a $a}}`, 30)+"{{end}}'}}", 1), "Go templates are no longer accepted"},
 	} {
-		s, _ := confinedStrategy()
-		if _, err := s.Step(ctx, crdGroup("team-c", tc.tmpl), obs); err == nil || !strings.Contains(err.Error(), tc.want) {
+		s, c := confinedStrategy()
+		ig := crdGroup("team-c", tc.tmpl)
+		ig.Status.ActiveScalingGroupName = "team-asg-1a2b"
+		if _, err := s.Step(ctx, ig, obs); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Step = %v, want %q", name, err, tc.want)
 		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(ruGVK.GroupVersion().WithKind("RollingUpgradeList"))
+		if err := c.List(ctx, list); err != nil || len(list.Items) != 0 {
+			t.Errorf("%s: submitted %d objects (%v)", name, len(list.Items), err)
+		}
+	}
+
+	// The admin withdraws the kind: a template admitted earlier is refused
+	// before anything is submitted.
+	s, _ = confinedStrategy()
+	none, err := boundaries.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Boundaries.SetValid(none, "2")
+	if _, err := s.Step(ctx, crdGroup("team-d", ruTemplate), obs); err == nil || !strings.Contains(err.Error(), "crdStrategy.allowedKinds (allowed: none)") {
+		t.Errorf("Step after the kind was withdrawn = %v", err)
 	}
 }

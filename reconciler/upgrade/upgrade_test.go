@@ -33,30 +33,12 @@ func TestMaxUnavailable(t *testing.T) {
 	}
 }
 
-func TestCRDStatusAndRender(t *testing.T) {
+func TestCRDStatus(t *testing.T) {
 	c := &v1alpha1.CRDUpgradeStrategy{StatusJSONPath: ".status.currentStatus", StatusSuccessString: "completed", StatusFailureString: "error"}
 	for status, want := range map[string]string{"": "", "running": "", "Completed": "success", "ERROR": "failure"} {
 		u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"currentStatus": status}}}
 		if got := statusOf(u, c); got != want {
 			t.Errorf("statusOf(%q) = %q, want %q", status, got, want)
 		}
-	}
-	ig := &v1alpha1.InstanceGroup{}
-	ig.Name = "web"
-	ig.Status.ActiveScalingGroupName = "prod-team-a-web"
-	ig.Spec.Strategy.CRD = &v1alpha1.CRDUpgradeStrategy{Spec: "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nspec:\n  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}\n"}
-	u, err := Render(ig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if name, _, _ := unstructured.NestedString(u.Object, "spec", "asgName"); name != "prod-team-a-web" {
-		t.Errorf("asgName = %q", name)
-	}
-	if u.GetGenerateName() != "web-" {
-		t.Errorf("generateName = %q", u.GetGenerateName())
-	}
-	ig.Spec.Strategy.CRD.Spec = "kind: X\nspec: {{ .InstanceGroup.Nope }}"
-	if _, err := Render(ig); err == nil {
-		t.Error("a template naming a missing field renders")
 	}
 }

@@ -196,19 +196,22 @@ func badCases() []badCase {
 		}, want: []string{"spec.eks.configuration.userData", "EC2 allows 16384 bytes"}},
 		{name: "group: crd template with a nested range", create: crd(
 			"apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nspec:\n{{range .InstanceGroup.Spec.EKS.Configuration.Tags}}{{range .}}x{{end}}{{end}}\n"),
-			want: []string{"spec.strategy.crd.spec", "range inside a range"}},
+			want: []string{"spec.strategy.crd.spec", "Go templates are no longer accepted", "${.status.activeScalingGroupName}"}},
 		{name: "group: crd template defining templates", create: crd(
 			"{{define \"x\"}}{{template \"x\"}}{{end}}apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\n"),
-			want: []string{"spec.strategy.crd.spec", "define"}},
+			want: []string{"spec.strategy.crd.spec", "Go templates are no longer accepted"}},
 		{name: "group: crd template that creates a Secret", create: crd(
 			"apiVersion: v1\nkind: Secret\nmetadata:\n  name: stolen\nstringData:\n  x: y\n"),
-			want: []string{"spec.strategy.crd.spec", "Secret"}},
+			want: []string{"spec.strategy.crd.spec", "kind Secret is not allowed"}},
 		{name: "group: crd template aimed at another namespace", create: crd(
 			"apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  namespace: kube-system\n"),
 			want: []string{"spec.strategy.crd.spec", "kube-system"}},
 		{name: "group: crd template printf width bomb", create: crd(
 			"apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  name: '{{printf \"%999999999d\" 1}}'\n"),
-			want: []string{"spec.strategy.crd.spec", "width"}},
+			want: []string{"spec.strategy.crd.spec", "Go templates are no longer accepted"}},
+		{name: "group: crd template running a script in upgrade-manager", create: crd(
+			"apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nspec:\n  preDrain: {script: id}\n"),
+			want: []string{"spec.strategy.crd.spec", "kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed", "(allowed: none)"}},
 
 		// The stored victim, updated by the tenant.
 		{name: "update: maxSize below minSize", update: func(u map[string]any) { set(u, 0, "spec", "eks", "maxSize") },

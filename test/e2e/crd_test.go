@@ -65,12 +65,20 @@ metadata:
 spec:
   postDrainDelaySeconds: 30
   nodeIntervalSeconds: 30
-  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}
+  asgName: ${.status.activeScalingGroupName}
   strategy:
     mode: eager
     type: randomUpdate
     maxUnavailable: 30%
     drainTimeout: 120
+`
+
+// crdStrategyOptIn is the boundary ConfigMap's crdStrategy allowing
+// rollingUpgradeTemplate.
+const crdStrategyOptIn = `allowedKinds:
+- group: upgrademgr.keikoproj.io
+  kind: RollingUpgrade
+  tenantFields: [spec.strategy, spec.nodeIntervalSeconds, spec.postDrainDelaySeconds]
 `
 
 // rollingUpgrades lists the RollingUpgrades submitted for the group.
@@ -105,7 +113,11 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	installRollingUpgradeCRD(t)
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	// The admin opts in to RollingUpgrade (no kind is allowed by default),
+	// sharing the fields the template sets.
+	b := cloud.boundaries(cloud.amis[0], 5)
+	b["crdStrategy"] = crdStrategyOptIn
+	setBoundaries(t, b)
 	namespace(t, "e2e-crd")
 	ig := shortGroup("e2e-crd", "crd-group", 2, 3)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{

@@ -391,7 +391,10 @@ func TestTenantCannotForgeProvenanceAnnotations(t *testing.T) {
 func TestSeedExamplesPassServerDryRun(t *testing.T) {
 	requireEnv(t)
 	g := NewWithT(t)
-	mustSetConfigMap(t, exampleConfigMapData(t))
+	// With the crd strategy opt-in that eks-crd-strategy.yaml documents
+	// (the example ConfigMap allows no kind).
+	mustSetConfigMap(t, withCRDStrategy(t))
+	t.Cleanup(func() { mustSetConfigMap(t, exampleConfigMapData(t)) })
 	admin := newTenant(t, "system:admin-examples", configNamespace)
 	_ = newTenant(t, "system:admin-examples", "team-a")
 	entries, err := os.ReadDir(examplePath(""))

