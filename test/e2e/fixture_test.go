@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
+	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -109,4 +111,21 @@ restricted:
 `, f.cluster, image, f.subnetNames[0], f.subnets[1]),
 		"rollout": fmt.Sprintf("maxConcurrentUpgrades: %d\n", maxConcurrent),
 	}
+}
+
+// withoutFirstSubnet returns boundaries (from f.boundaries) whose default
+// subnets leave out the first of the fixture's two: the admin removing a
+// subnet from every group.
+func (f *fixture) withoutFirstSubnet(t *testing.T, boundaries map[string]string) map[string]string {
+	t.Helper()
+	after := map[string]string{}
+	for k, v := range boundaries {
+		after[k] = v
+	}
+	after["defaults"] = strings.Replace(boundaries["defaults"], fmt.Sprintf("subnets: [%s, %s]", f.subnetNames[0], f.subnets[1]),
+		fmt.Sprintf("subnets: [%s]", f.subnets[1]), 1)
+	if after["defaults"] == boundaries["defaults"] {
+		t.Fatalf("the boundaries' defaults do not list the fixture's two subnets: %s", boundaries["defaults"])
+	}
+	return after
 }
