@@ -341,8 +341,8 @@ type capacity struct {
 
 func hasDrift(obs *providers.Observation) bool {
 	for _, in := range obs.Instances {
-		if !in.UpToDate && !strings.HasPrefix(in.LifecycleState, "Terminating") {
-			return true
+		if !in.UpToDate {
+			return true // terminating ones too: the rotation ends when they are gone
 		}
 	}
 	return false

@@ -149,7 +149,7 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 		}
 	}
 	if current != nil {
-		return s.follow(ctx, ig, current, p)
+		return s.follow(ctx, ig, current, p, Leaving(obs))
 	}
 	policy := strings.ToLower(c.ConcurrencyPolicy)
 	if len(running) > 0 {
@@ -197,18 +197,25 @@ func (s *CRDStrategy) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs 
 	return p, nil
 }
 
-func (s *CRDStrategy) follow(ctx context.Context, ig *v1alpha1.InstanceGroup, res *unstructured.Unstructured, p Progress) (Progress, error) {
+// follow reads the status of res, the resource submitted for the latest
+// version, with p the group's progress and leaving its drifted instances
+// being terminated (Leaving).
+func (s *CRDStrategy) follow(ctx context.Context, ig *v1alpha1.InstanceGroup, res *unstructured.Unstructured, p Progress, leaving []string) (Progress, error) {
 	c := ig.Spec.Strategy.CRD
 	ig.Status.StrategyResourceName = res.GetName()
 	switch statusOf(res, c) {
 	case "success":
+		// The resource's controller replaced the instances itself, and the
+		// listing may predate its work (or Auto Scaling still holds the old
+		// instances in Terminating:Wait while they are drained): the group
+		// is done when the cloud says so, not the resource.
 		if p.Updated < p.Total {
-			// The resource's controller replaced the instances itself, and
-			// the listing may predate its work (or Auto Scaling still holds
-			// the old instances in Terminating:Wait while they are drained):
-			// the group is done when the cloud says so, not the resource.
 			p.Message = fmt.Sprintf("%s %s reports %q; waiting for the group's instances to run launch template version %s (%d of %d do)",
 				res.GetKind(), res.GetName(), c.StatusSuccessString, res.GetLabels()[LabelTemplateVersion], p.Updated, p.Total)
+			return p, nil
+		}
+		if len(leaving) > 0 {
+			p.Message = fmt.Sprintf("%s %s reports %q; %s", res.GetKind(), res.GetName(), c.StatusSuccessString, leavingMessage(leaving))
 			return p, nil
 		}
 		if ig.Status.StrategyRetryCount != 0 || ig.Status.CurrentState == v1alpha1.StateUpgrading {

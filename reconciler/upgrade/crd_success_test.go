@@ -23,16 +23,19 @@ func TestCRDSuccessWaitsForTheGroupsInstances(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		p       Progress
+		leaving []string
 		done    bool
 		message string
 	}{
-		"none replaced yet": {Progress{Updated: 0, Total: 2}, false, `RollingUpgrade rollup-nodes reports "completed"; waiting for the group's instances to run launch template version 2 (0 of 2 do)`},
-		"one replaced":      {Progress{Updated: 1, Total: 2}, false, "(1 of 2 do)"},
-		"all replaced":      {Progress{Updated: 2, Total: 2}, true, ""},
-		"an empty group":    {Progress{}, true, ""},
+		"none replaced yet": {Progress{Updated: 0, Total: 2}, nil, false, `RollingUpgrade rollup-nodes reports "completed"; waiting for the group's instances to run launch template version 2 (0 of 2 do)`},
+		"one replaced":      {Progress{Updated: 1, Total: 2}, nil, false, "(1 of 2 do)"},
+		"old ones still terminating": {Progress{Updated: 2, Total: 2}, []string{"i-1", "i-2"}, false,
+			`reports "completed"; waiting for 2 replaced instance(s) to finish terminating: i-1, i-2`},
+		"all replaced and gone": {Progress{Updated: 2, Total: 2}, nil, true, ""},
+		"an empty group":        {Progress{}, nil, true, ""},
 	} {
 		s, _ := confinedStrategy()
-		got, err := s.follow(context.Background(), crdGroup("team-a", ruTemplate), res, tc.p)
+		got, err := s.follow(context.Background(), crdGroup("team-a", ruTemplate), res, tc.p, tc.leaving)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -80,6 +80,26 @@ func Counted(obs *providers.Observation) Progress {
 	return p
 }
 
+// Leaving returns the ids of obs's drifted instances that are being
+// terminated (lifecycle state Terminating*: on AWS a termination hook
+// holds them in Terminating:Wait until their node is drained). A
+// rotation is not done while any is left: their nodes are still there,
+// cordoned, and the group still runs the old launch template version.
+func Leaving(obs *providers.Observation) []string {
+	var ids []string
+	for _, in := range obs.Instances {
+		if !in.UpToDate && strings.HasPrefix(in.LifecycleState, "Terminating") {
+			ids = append(ids, in.ID)
+		}
+	}
+	return ids
+}
+
+// leavingMessage says what a rotation with nothing else to do waits for.
+func leavingMessage(ids []string) string {
+	return fmt.Sprintf("waiting for %d replaced instance(s) to finish terminating: %s", len(ids), strings.Join(ids, ", "))
+}
+
 // RollingUpdate rotates drifted instances a batch of maxUnavailable at a
 // time: cordon, drain through the Eviction API, terminate in the group
 // without decrementing its capacity, and wait until every replacement's
@@ -120,7 +140,12 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if err != nil {
 		return p, err
 	}
+	leaving := Leaving(obs)
 	if len(drifted) == 0 && surge == 0 && ig.Status.SurgeBaseCapacity == 0 && !GivingBack(obs, nodes) {
+		if len(leaving) > 0 {
+			p.Message = leavingMessage(leaving)
+			return p, nil
+		}
 		p.Done = true
 		if r.Drains != nil {
 			r.Drains.Cancel(client.ObjectKeyFromObject(ig)) // the last batch's drained nodes
@@ -135,6 +160,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		p.Message, err = r.settle(ctx, ig, obs, nodes, rot, len(drifted) == 0)
 		if err != nil || p.Message != "" || len(drifted) == 0 {
 			p.Done = err == nil && p.Message == "" && len(drifted) == 0
+			if p.Done && len(leaving) > 0 {
+				p.Done, p.Message = false, leavingMessage(leaving)
+			}
 			return p, err
 		}
 		if surge, err = r.outstandingSurge(ctx, ig, obs); err != nil {

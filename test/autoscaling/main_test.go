@@ -124,4 +124,7 @@ func requireAutoscaler(t *testing.T) {
 	if environment == nil {
 		t.Fatal("the local environment did not start (see the output before the tests)")
 	}
+	// The autoscaler's scale-ins pass the groups' termination hook too:
+	// none may take a pod with it.
+	harness.Audit(t, environment.Bridge)
 }
