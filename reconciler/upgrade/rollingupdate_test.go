@@ -69,6 +69,9 @@ func (g *fakeGroup) launch(weight int) {
 		}
 	}
 	g.addIn(zone, fmt.Sprintf("i-new%d", g.next), weight, true)
+	// Launched now (after the call that asked for it), so the batch that
+	// asked claims it as its replacement; in launch order.
+	g.instances[len(g.instances)-1].LaunchTime = time.Now().Add(time.Duration(g.clock) * time.Millisecond)
 }
 
 // zoneCounts counts the group's instances per zone.
