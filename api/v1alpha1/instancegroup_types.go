@@ -301,9 +301,14 @@ type RotationBatch struct {
 	LaunchTemplateVersion string `json:"launchTemplateVersion"`
 	// Since is when the batch first asked for a replacement (its first
 	// termination without a capacity decrement, or its maxSurge
-	// scale-out). Instances on the latest version launched since then are
-	// claimed as its replacements.
+	// scale-out).
 	Since metav1.Time `json:"since"`
+	// Existing are the ids of the instances on the latest version that the
+	// group held at Since: they are never claimed. Any other instance on
+	// the latest version is claimed as a replacement (by instance id, not
+	// launch time, so no clock is compared with EC2's).
+	// +optional
+	Existing []string `json:"existing,omitempty"`
 	// Owed is the capacity of the replacements the batch waits for.
 	Owed int `json:"owed,omitempty"`
 	// Pending are the instance ids claimed as replacements whose nodes are

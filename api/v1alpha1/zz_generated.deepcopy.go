@@ -701,6 +701,11 @@ func (in *RollingUpdateStrategy) DeepCopy() *RollingUpdateStrategy {
 func (in *RotationBatch) DeepCopyInto(out *RotationBatch) {
 	*out = *in
 	in.Since.DeepCopyInto(&out.Since)
+	if in.Existing != nil {
+		in, out := &in.Existing, &out.Existing
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Pending != nil {
 		in, out := &in.Pending, &out.Pending
 		*out = make([]string, len(*in))

@@ -61,8 +61,8 @@ func stoppedMessage(obs *providers.Observation, rec *v1alpha1.RotationBatch) str
 // joined (and clears the never-joined count); one gone (or terminating)
 // before, or without a Ready node past the group's node startup timeout
 // (spec.eks.nodeHealth.startupTimeout) from its launch, never joined.
-// Instances on the latest version launched since the batch began are
-// claimed as its replacements, up to what it owes. The record is cleared
+// Instances on the latest version the group did not hold when the batch
+// began are claimed as its replacements, up to what it owes. The record is cleared
 // once the batch's replacements are all Ready, or when the latest launch
 // template version changed. With MaxNeverJoined never-joined, the verdict
 // is stopped (a Warning Event the pass the count is reached). Errors come
@@ -142,9 +142,8 @@ func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes 
 		need -= live[id].Units()
 	}
 	var fresh []providers.Instance
-	since := rec.Since.Truncate(time.Second) // EC2 launch times are whole seconds
 	for _, in := range live {
-		if in.UpToDate && !in.LaunchTime.IsZero() && !in.LaunchTime.Before(since) &&
+		if in.UpToDate && !slices.Contains(rec.Existing, in.ID) &&
 			!slices.Contains(rec.Pending, in.ID) && !slices.Contains(rec.Joined, in.ID) && !slices.Contains(rec.NeverJoined, in.ID) {
 			fresh = append(fresh, in)
 		}
@@ -169,7 +168,9 @@ func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes 
 // owe records that the batch asked Auto Scaling for units more capacity
 // of replacements (a termination without a decrement, or a maxSurge
 // scale-out), starting a record at now if none is under way for obs's
-// latest launch template version. Errors come from the API server.
+// latest launch template version: obs, observed before the request, has
+// the instances on the latest version that are not replacements
+// (Existing). Errors come from the API server.
 func (r *RollingUpdate) owe(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation, units int, now time.Time) error {
 	if units <= 0 {
 		return nil
@@ -184,6 +185,13 @@ func (r *RollingUpdate) owe(ctx context.Context, ig *v1alpha1.InstanceGroup, obs
 	}
 	if rec.Owed == 0 {
 		rec.Since = metav1.NewTime(now.UTC().Truncate(time.Second))
+		rec.Existing = nil
+		for _, in := range obs.Instances {
+			if in.UpToDate && !slices.Contains(rec.Pending, in.ID) && !slices.Contains(rec.Joined, in.ID) && !slices.Contains(rec.NeverJoined, in.ID) {
+				rec.Existing = append(rec.Existing, in.ID)
+			}
+		}
+		slices.Sort(rec.Existing)
 	}
 	rec.Owed += units
 	return r.writeBatch(ctx, ig, rec)

@@ -37,10 +37,11 @@ func TestSettleBatch(t *testing.T) {
 		nodes     map[string]*corev1.Node
 		want      v1alpha1.RotationBatch
 	}{{
-		name:      "claims an up-to-date instance launched since the batch began, not an older one nor a drifted one",
-		rec:       v1alpha1.RotationBatch{Owed: 1},
-		instances: []providers.Instance{inst("i-before", true, since.Add(-time.Minute)), inst("i-drifted", false, now), inst("i-new", true, since.Add(time.Minute))},
-		want:      v1alpha1.RotationBatch{Owed: 1, Pending: []string{"i-new"}},
+		name: "claims an up-to-date instance the group did not hold when the batch began, not one it held nor a drifted one",
+		rec:  v1alpha1.RotationBatch{Owed: 1, Existing: []string{"i-before"}},
+		// Launch times do not decide (EC2's clock is not the controller's).
+		instances: []providers.Instance{inst("i-drifted", false, now), inst("i-before", true, since.Add(time.Minute)), inst("i-new", true, since.Add(-time.Minute))},
+		want:      v1alpha1.RotationBatch{Owed: 1, Existing: []string{"i-before"}, Pending: []string{"i-new"}},
 	}, {
 		name:      "claims no more than it is owed, oldest launch first",
 		rec:       v1alpha1.RotationBatch{Owed: 1},
@@ -93,7 +94,7 @@ func TestSettleBatch(t *testing.T) {
 }
 
 func equalBatch(a, b v1alpha1.RotationBatch) bool {
-	return a.Owed == b.Owed && a.JoinedCapacity == b.JoinedCapacity && slices.Equal(a.Pending, b.Pending) &&
+	return a.Owed == b.Owed && a.JoinedCapacity == b.JoinedCapacity && slices.Equal(a.Existing, b.Existing) && slices.Equal(a.Pending, b.Pending) &&
 		slices.Equal(a.Joined, b.Joined) && slices.Equal(a.NeverJoined, b.NeverJoined)
 }
 
