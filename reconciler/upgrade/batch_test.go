@@ -214,3 +214,42 @@ func TestThreeReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 		t.Error("still stopped on a new launch template version")
 	}
 }
+
+// Surge is not given back while the last batch's own replacement (here a
+// drained surge node replaced for balance, SurgeKeptForBalance) is not a
+// Ready node yet: giving it back then left one Ready node of two (e2e
+// TestMaxSurgeLaunchesBeforeDraining).
+func TestSurgeIsGivenBackOnlyAfterTheBatchsReplacementsAreReady(t *testing.T) {
+	g := &fakeGroup{min: 2, max: 3, desired: 3, zones: []string{"a", "b"}}
+	g.addIn("a", "i-new1", 1, true) // the surge instance
+	g.addIn("a", "i-new2", 1, true) // the other old node's replacement (earlier batch)
+	g.addIn("b", "i-new3", 1, true) // replacement of the node kept for balance
+	r := newRollout(t, surgeStrategy(1), g)
+	r.notReady["i-new3"] = true
+	ctx := context.Background()
+	if err := r.strat.recordSurge(ctx, r.ig, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.strat.writeBatch(ctx, r.ig, &v1alpha1.RotationBatch{Owed: 1, Existing: []string{"i-new1", "i-new2"}}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := r.strat.Settle(ctx, r.ig, g.observation(), r.nodes(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, "after the last batch") {
+		t.Errorf("message %q: want waiting for the last batch", msg)
+	}
+	for _, n := range r.nodes() {
+		if n.Spec.Unschedulable {
+			t.Fatalf("node %s cordoned to give surge back before the batch's replacement is Ready", n.Name)
+		}
+	}
+	delete(r.notReady, "i-new3")
+	if msg, err = r.strat.Settle(ctx, r.ig, g.observation(), r.nodes(), g); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, "giving back 1 capacity unit(s) of surge: draining") {
+		t.Errorf("message %q once the replacement is Ready: want a give-back drain", msg)
+	}
+}
