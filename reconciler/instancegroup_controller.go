@@ -245,7 +245,14 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		progress, releaseSlot = r.managedProgress(ig, obs, progress)
 	case hasDrift(obs):
 		now := r.now()
-		if at, ok := r.stalledAt(ig, now); ok {
+		if msg := upgrade.Stopped(ig, obs); msg != "" && ig.Spec.Strategy.Type != v1alpha1.StrategyCRD {
+			// Stopped after replacements that never joined: no slot is
+			// held, nothing is drained, what the rotation cordoned is
+			// given back, until a new launch template version.
+			progress.Done, progress.Stopped, progress.Message = false, true, msg
+			releaseSlot = true
+			_, err = r.releaseDrains(ctx, ig, obs, nodes)
+		} else if at, ok := r.stalledAt(ig, now); ok {
 			// Released for lack of progress: wait one stall timeout.
 			progress.Done, progress.Waiting, progress.StalledAt = false, true, at
 			progress.Message = stalledMessage(at, r.StallTimeout)
@@ -271,7 +278,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			}
 			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
 		}
-		if progress.Waiting {
+		if progress.Waiting || progress.Stopped {
 			break
 		}
 		rot, _ := prov.(providers.Rotator)
@@ -292,6 +299,16 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
 		}
 		releaseSlot = progress.Done
+		if progress.Stopped {
+			// Stopped in this pass: give back what the rotation cordoned.
+			releaseSlot = true
+			if _, err := r.releaseDrains(ctx, ig, obs, nodes); err != nil {
+				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
+					return ctrl.Result{}, ferr
+				}
+				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+			}
+		}
 	default:
 		releaseSlot = true
 		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 || upgrade.GivingBack(obs, nodes) {
@@ -374,6 +391,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	case progress.Done:
 		setCondition(ig, v1alpha1.ConditionUpgrading, false, "UpToDate",
 			fmt.Sprintf("%d of %d instance(s) on the latest launch template version", progress.Updated, progress.Total))
+	case progress.Stopped:
+		setCondition(ig, v1alpha1.ConditionUpgrading, false, upgrade.ReasonRotationStopped,
+			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
 	case progress.Waiting && !progress.StalledAt.IsZero():
 		setCondition(ig, v1alpha1.ConditionUpgrading, false, ReasonUpgradeStalled,
 			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
@@ -388,6 +408,8 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
 	}
 	switch {
+	case progress.Stopped:
+		st.CurrentState = v1alpha1.StateError
 	case progress.Waiting:
 		st.CurrentState = v1alpha1.StateInitUpgrade
 	case !progress.Done:

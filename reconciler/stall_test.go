@@ -292,3 +292,89 @@ func TestStallStopsTheDrainsOfTheNodesItUncordons(t *testing.T) {
 		t.Errorf("%d eviction(s) of apps/web-1 from the uncordoned node after the stall", after-before)
 	}
 }
+
+// A rotation stopped for replacements that never joined
+// (status.rotationBatch lists upgrade.MaxNeverJoined of the latest
+// version) gives its slot back, stops the drains of the nodes it had
+// cordoned before uncordoning them, and says so: Upgrading False
+// RotationStopped, state Error.
+func TestStoppedRotationStopsItsDrainsAndGivesItsSlotBack(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "stuck", UID: "uid-stuck", Generation: 1, Finalizers: []string{Finalizer}},
+		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+	}
+	objs := []client.Object{ig}
+	for _, id := range []string{"stuck-a", "stuck-b", "stuck-c"} {
+		objs = append(objs, readyNode(id, "aws:///us-west-2a/"+id, nil))
+	}
+	c := crfake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	srv := fakeeviction.New(clock, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"},
+		Spec: corev1.PodSpec{NodeName: "stuck-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
+	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
+	runDrains(t, drains)
+	recorder := events.NewFakeRecorder(100)
+	r := &InstanceGroupReconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
+		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
+		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
+			StallTimeout: 30 * time.Minute},
+		StallTimeout: 30 * time.Minute, Now: clock,
+		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+	key := client.ObjectKeyFromObject(ig)
+	reconcile := func() *v1alpha1.InstanceGroup {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		got := &v1alpha1.InstanceGroup{}
+		if err := c.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	cur := reconcile() // takes the slot, cordons stuck-a, hands its drain to the runner
+	waitUntil(t, func() bool { return srv.Evictions("apps/web-1") >= 2 }, "the refused eviction to be tried again")
+	cur.Status.RotationBatch = &v1alpha1.RotationBatch{Since: metav1.NewTime(now), Owed: 1, NeverJoined: []string{"i-1", "i-2", "i-3"}}
+	if err := c.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+
+	got := reconcile()
+	cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionUpgrading)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != upgrade.ReasonRotationStopped ||
+		!strings.Contains(cond.Message, "3 replacement instance(s)") || !strings.Contains(cond.Message, "i-1, i-2, i-3") {
+		t.Errorf("Upgrading %+v, want False RotationStopped naming the instances", cond)
+	}
+	if got.Status.CurrentState != v1alpha1.StateError {
+		t.Errorf("state %s, want %s", got.Status.CurrentState, v1alpha1.StateError)
+	}
+	if holders := r.Slots.Holders(); len(holders) != 0 {
+		t.Errorf("slot holders %v: a stopped rotation holds none", holders)
+	}
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "stuck-a"}, node); err != nil {
+		t.Fatal(err)
+	}
+	if node.Spec.Unschedulable {
+		t.Error("stuck-a is still cordoned after the rotation stopped")
+	}
+	if d := drains.Draining(key); len(d) != 0 {
+		t.Errorf("draining %v after the stop", d)
+	}
+	before := srv.Evictions("apps/web-1")
+	time.Sleep(1100 * time.Millisecond)
+	if after := srv.Evictions("apps/web-1"); after != before {
+		t.Errorf("%d eviction(s) from the uncordoned node after the stop", after-before)
+	}
+	// Further passes stay stopped and cordon nothing.
+	reconcile()
+	if err := c.Get(ctx, client.ObjectKey{Name: "stuck-a"}, node); err != nil || node.Spec.Unschedulable {
+		t.Errorf("stuck-a cordoned again (err %v)", err)
+	}
+}

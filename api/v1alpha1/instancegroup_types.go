@@ -257,6 +257,16 @@ type InstanceGroupStatus struct {
 	// +optional
 	SurgeReturn *SurgeReturn `json:"surgeReturn,omitempty"`
 
+	// RotationBatch is the rollingUpdate strategy's record of its batch in
+	// flight: the replacements it asked Auto Scaling for and which
+	// instances are them, so the next batch waits for this batch's own
+	// replacements to become Ready nodes, not for the group's totals
+	// (which a replacement removed with a capacity decrement, e.g. by the
+	// cluster-autoscaler's cleanup of unregistered nodes, would satisfy).
+	// Nil when no batch waits.
+	// +optional
+	RotationBatch *RotationBatch `json:"rotationBatch,omitempty"`
+
 	// SurgeBaseCapacity was the desired capacity before a surge, written by
 	// earlier versions; it is read once (as SurgeCapacity = desired - it)
 	// and cleared.
@@ -285,6 +295,41 @@ type SurgeReturn struct {
 	// Capacity is the capacity (instances, or units with weights) its
 	// termination gives back.
 	Capacity int `json:"capacity"`
+}
+
+// RotationBatch is a rotation batch's replacements (status.rotationBatch).
+// Capacities are instances, or capacity units with weights.
+type RotationBatch struct {
+	// LaunchTemplateVersion is the latest launch template version when the
+	// batch started; a newer one starts the record afresh.
+	LaunchTemplateVersion string `json:"launchTemplateVersion"`
+	// Since is when the batch first asked for a replacement (its first
+	// termination without a capacity decrement, or its maxSurge
+	// scale-out).
+	Since metav1.Time `json:"since"`
+	// Existing are the ids of the instances on the latest version that the
+	// group held at Since: they are never claimed. Any other instance on
+	// the latest version is claimed as a replacement (by instance id, not
+	// launch time, so no clock is compared with EC2's).
+	// +optional
+	Existing []string `json:"existing,omitempty"`
+	// Owed is the capacity of the replacements the batch waits for.
+	Owed int `json:"owed,omitempty"`
+	// Pending are the instance ids claimed as replacements whose nodes are
+	// not Ready yet.
+	// +optional
+	Pending []string `json:"pending,omitempty"`
+	// Joined are the instance ids of replacements whose nodes became
+	// Ready, worth JoinedCapacity.
+	// +optional
+	Joined         []string `json:"joined,omitempty"`
+	JoinedCapacity int      `json:"joinedCapacity,omitempty"`
+	// NeverJoined are the instance ids of consecutive replacements that
+	// never became Ready nodes (none within the node startup timeout, or
+	// gone before); a replacement that joins clears it. At three the
+	// rotation stops.
+	// +optional
+	NeverJoined []string `json:"neverJoined,omitempty"`
 }
 
 // BoundariesStatus is the boundaries revision of a group (see the boundary

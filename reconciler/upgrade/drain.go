@@ -38,15 +38,16 @@ const (
 type DrainResult int
 
 const (
-	// Draining: evictions are under way, refused for now (429), or
-	// evicted pods are still terminating within their grace period.
+	// Draining: evictions are under way, refused for now (429) or failing
+	// (other Eviction API errors, retried), or evicted pods are still
+	// terminating, within their grace period or past it.
 	Draining DrainResult = iota
 	// Drained: no pod that needs evicting is left on the node: every
 	// non-DaemonSet, non-mirror pod was evicted and is gone, or has
 	// finished (see Drainer.Drain for pods of unreachable nodes).
 	Drained
-	// Blocked: past the drain timeout, an eviction is still refused, or an
-	// evicted pod outlived its grace period plus TerminationMargin.
+	// Blocked: past the drain timeout, an eviction is still refused (HTTP
+	// 429 TooManyRequests: a PodDisruptionBudget); nothing else blocks.
 	Blocked
 )
 
@@ -59,8 +60,8 @@ const (
 type Drainer struct {
 	Kube   kubernetes.Interface
 	Client client.Client
-	// Timeout is how long a node may drain before refused evictions
-	// (and pods stuck terminating) report it Blocked.
+	// Timeout is how long a node may drain before refused evictions (429)
+	// report it Blocked.
 	Timeout time.Duration
 	// Step bounds how long one call to Drain may wait for evictions, so a
 	// reconcile is never held for the whole drain.

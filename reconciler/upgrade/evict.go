@@ -19,16 +19,9 @@ import (
 )
 
 // Bounds of the wait for pods that are already terminating: a graceful
-// termination is waited for, never reported Blocked, and a kubelet that is
-// gone does not hold a drain.
+// termination is waited for and never reported Blocked (only refused
+// evictions are), and a kubelet that is gone does not hold a drain.
 const (
-	// TerminationMargin is how long past the end of its grace period (its
-	// metadata.deletionTimestamp) a pod terminating on a Ready node is
-	// still waited for before it counts toward Blocked: the kubelet's kill
-	// and the pod's deletion. A pod within its grace period, however much
-	// longer than the drain timeout its terminationGracePeriodSeconds is,
-	// never makes a node Blocked.
-	TerminationMargin = time.Minute
 	// UnreachablePodWait is how long a pod already terminating on a node
 	// whose Ready condition is False or Unknown is waited for, counted from
 	// its deletion request; past it the drain no longer waits for it: no
@@ -45,8 +38,12 @@ const (
 // evicting is one pod a drain step evicts and waits for.
 type evicting struct {
 	pod corev1.Pod
-	// refusal is why its last eviction was refused ("" once evicted).
+	// refusal is why its last eviction was refused or failed ("" once
+	// evicted); refused is true when it was refused (429: a
+	// PodDisruptionBudget allows no disruption now), the only answer that
+	// counts toward Blocked.
 	refusal string
+	refused bool
 	gone    bool
 }
 
@@ -62,12 +59,12 @@ type evicting struct {
 //     node's pods are listed again before Drained, so a pod that arrived
 //     meanwhile (one tolerating the cordon's taint) is evicted too.
 //   - Blocked once the node has been draining (AnnotationDrainStarted)
-//     longer than Timeout while an eviction is refused (429: a
-//     PodDisruptionBudget allows no disruption; or any other Eviction API
-//     error, such as a pod under two budgets) or an evicted pod is still
-//     there TerminationMargin past its grace period. The message names
-//     the node and those pods. Pods terminating within their grace period
-//     never count.
+//     longer than Timeout while an eviction is refused (HTTP 429
+//     TooManyRequests: a PodDisruptionBudget allows no disruption now).
+//     The message names the node and those pods. Nothing else counts:
+//     a pod terminating, within its grace period or past it, is
+//     "terminating"; another Eviction API error (such as the 500 for a
+//     pod under two budgets) is retried and reported, not Blocked.
 //   - Draining otherwise, with what it waits for.
 //
 // Errors name the node: its pods could not be listed or read.
@@ -190,7 +187,9 @@ func (d *Drainer) round(ctx context.Context, h *drain.Helper, node *corev1.Node,
 			if ctx.Err() != nil {
 				return left, ctx.Err()
 			}
-			if e.gone, e.refusal = judgeEviction(err); e.gone {
+			e.gone, e.refusal = judgeEviction(err)
+			e.refused = e.refusal != "" && apierrors.IsTooManyRequests(err)
+			if e.gone {
 				continue
 			}
 			if e.refusal != "" {
@@ -256,12 +255,14 @@ func (d *Drainer) verdict(node *corev1.Node, batch []*evicting) (DrainResult, st
 		name := e.pod.Namespace + "/" + e.pod.Name
 		switch p := &e.pod; {
 		case e.gone:
-		case e.refusal != "":
+		case e.refused:
 			blocking = append(blocking, fmt.Sprintf("%s: eviction refused: %s", name, e.refusal))
+		case e.refusal != "":
+			waiting = append(waiting, fmt.Sprintf("%s: eviction failed (retried; not a budget refusal): %s", name, e.refusal))
 		case p.DeletionTimestamp == nil:
 			waiting = append(waiting, name+": its namespace is being deleted")
-		case NodeReady(node) && now.After(p.DeletionTimestamp.Add(TerminationMargin)):
-			blocking = append(blocking, fmt.Sprintf("%s: still terminating %s after its grace period ended (%s)",
+		case now.After(p.DeletionTimestamp.Time):
+			waiting = append(waiting, fmt.Sprintf("%s: terminating, still there %s after its grace period ended (%s)",
 				name, now.Sub(p.DeletionTimestamp.Time).Round(time.Second), p.DeletionTimestamp.UTC().Format(time.RFC3339)))
 		default:
 			waiting = append(waiting, fmt.Sprintf("%s: terminating, its grace period ends %s", name, p.DeletionTimestamp.UTC().Format(time.RFC3339)))

@@ -50,10 +50,10 @@ func terminating(pod *corev1.Pod, now time.Time, requestedAgo time.Duration) *co
 	return pod
 }
 
-// One drain step judges each pod: only refused evictions, or pods stuck
-// past their grace period plus TerminationMargin, make a node Blocked
-// (past the drain timeout); a graceful termination longer than the drain
-// timeout is waited for; pods already terminating on a node that is not
+// One drain step judges each pod: only refused evictions (429) make a
+// node Blocked (past the drain timeout); a graceful termination longer
+// than the drain timeout, even one past its grace period, is
+// "terminating"; another Eviction API error is retried and reported; pods already terminating on a node that is not
 // Ready are not waited for past UnreachablePodWait; pods that arrive
 // during the step are evicted by the next one.
 func TestDrainJudgesEachPod(t *testing.T) {
@@ -92,12 +92,12 @@ func TestDrainJudgesEachPod(t *testing.T) {
 		{name: "a pod evicted earlier and within its grace period is waited for, not evicted again", drainingFor: 20 * time.Minute,
 			objects: []runtime.Object{terminating(appPod("broker-0", 3600), now, 15*time.Minute)}, want: Draining,
 			wantMsg: []string{"apps/broker-0: terminating"}, wantEvicted: map[string]int{"apps/broker-0": 0}},
-		{name: "a pod still there past its grace period plus the margin is blocked", drainingFor: 20 * time.Minute,
-			objects: []runtime.Object{terminating(appPod("stuck-0", 30), now, 30*time.Second+TerminationMargin+time.Second)}, want: Blocked,
-			wantMsg: []string{"node n1 could not be drained", "apps/stuck-0: still terminating 1m1s after its grace period ended"}},
-		{name: "a pod past its grace period but within the margin is waited for", drainingFor: 20 * time.Minute,
-			objects: []runtime.Object{terminating(appPod("slow-0", 30), now, 30*time.Second+TerminationMargin/2)}, want: Draining,
-			wantMsg: []string{"apps/slow-0: terminating"}},
+		{name: "a pod still there long past its grace period is terminating, not blocked", drainingFor: 20 * time.Minute,
+			objects: []runtime.Object{terminating(appPod("stuck-0", 30), now, 30*time.Second+10*time.Minute)}, want: Draining,
+			wantMsg: []string{"apps/stuck-0: terminating, still there 10m0s after its grace period ended"}},
+		{name: "an eviction failing past the drain timeout for another reason than a budget is retried, not blocked", drainingFor: 20 * time.Minute,
+			outcome: fakeeviction.Fail, objects: []runtime.Object{appPod("web-1", 30)}, want: Draining,
+			wantMsg: []string{"apps/web-1: eviction failed (retried; not a budget refusal)", "more than one PodDisruptionBudget"}},
 		{name: "a pod terminating on a NotReady node past the bound is not waited for", drainingFor: time.Minute, notReady: true,
 			objects: []runtime.Object{terminating(appPod("web-1", 600), now, UnreachablePodWait+time.Second)}, want: Drained,
 			wantEvicted: map[string]int{"apps/web-1": 0}},

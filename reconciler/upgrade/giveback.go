@@ -109,7 +109,17 @@ func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	}
 
 	// 2. More nodes to drain, once no instance is launching (a surge
-	// instance not in service yet is not given back before it serves).
+	// instance not in service yet is not given back before it serves)
+	// and the last batch's own replacements are Ready nodes (a surge node
+	// replaced for balance, SurgeKeptForBalance, included).
+	gate := ""
+	if more && surge-held > 0 {
+		v, err := r.judgeBatch(ctx, ig, obs, nodes, r.Drainer.Now())
+		if err != nil {
+			return "", err
+		}
+		gate = v.waiting + v.stopped
+	}
 	want := surge - held
 	launching := 0
 	for _, in := range mem {
@@ -119,7 +129,7 @@ func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	}
 	var blocked []string
 	fits := false
-	if want > 0 && launching == 0 && more {
+	if want > 0 && launching == 0 && more && gate == "" {
 		var candidates []providers.Instance
 		for _, in := range mem {
 			node := nodes[in.ProviderID]
@@ -175,6 +185,8 @@ func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 		return "", nil
 	case launching > 0:
 		return fmt.Sprintf("giving back %d capacity unit(s) of surge once %d launching instance(s) are in service", surge, launching), nil
+	case gate != "":
+		return fmt.Sprintf("giving back %d capacity unit(s) of surge after the last batch: %s", surge, gate), nil
 	case held == 0 && !fits:
 		// Every instance weighs more than what is left: giving one back
 		// would take capacity others want. The cluster-autoscaler, which

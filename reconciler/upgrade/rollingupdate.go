@@ -60,6 +60,10 @@ type Progress struct {
 	// leaving the group, and on AWS they can stay listed for minutes
 	// (a termination lifecycle hook waits for the node's drain).
 	Updated, Total int
+	// Stopped is true when the rotation stopped because MaxNeverJoined
+	// consecutive replacements never became Ready nodes (see Stopped);
+	// Message says why.
+	Stopped bool
 	// Message says what the rotation is doing or waiting for.
 	Message string
 }
@@ -102,10 +106,13 @@ func leavingMessage(ids []string) string {
 
 // RollingUpdate rotates drifted instances a batch of maxUnavailable at a
 // time: cordon, drain through the Eviction API, terminate in the group
-// without decrementing its capacity, and wait until every replacement's
-// node is Ready before the next batch. All of its state is in the cloud
-// (instance states) and on the nodes (drain annotations), so a restarted
-// controller continues where it stopped.
+// without decrementing its capacity, and wait until the batch's own
+// replacements (status.rotationBatch: the instances launched for it, by
+// id) are Ready nodes before the next batch. After MaxNeverJoined
+// consecutive replacements that never joined, the rotation stops. Its
+// state is in the cloud (instance states), on the nodes (drain
+// annotations) and in the group's status (surge and batch records), so a
+// restarted controller continues where it stopped.
 type RollingUpdate struct {
 	Drainer *Drainer
 	// Drains, when set, runs the drains in the background (a Step never
@@ -150,6 +157,17 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		if r.Drains != nil {
 			r.Drains.Cancel(client.ObjectKeyFromObject(ig)) // the last batch's drained nodes
 		}
+		return p, nil
+	}
+	// The batch in flight is judged by its own replacements: joined, still
+	// coming, or never joined (at MaxNeverJoined the rotation stops and
+	// nothing more is drained or terminated).
+	batchState, err := r.judgeBatch(ctx, ig, obs, nodes, r.Drainer.Now())
+	if err != nil {
+		return p, err
+	}
+	if batchState.stopped != "" {
+		p.Stopped, p.Message = true, batchState.stopped
 		return p, nil
 	}
 	if len(drifted) == 0 || GivingBack(obs, nodes) {
@@ -226,9 +244,16 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return p, nil
 	}
 
-	// 2. Wait until the previous batch's replacements are Ready and the
-	// group holds its desired capacity (in capacity units: with weights,
-	// Desired counts units, as Auto Scaling does).
+	// 2. Wait until the previous batch's own replacements are Ready nodes
+	// (a replacement removed before it joined, with a decrement or not,
+	// does not count: the batch waits for another), then until every
+	// instance on the latest version is a Ready node and the group holds
+	// its desired capacity (in capacity units: with weights, Desired
+	// counts units, as Auto Scaling does).
+	if batchState.waiting != "" {
+		p.Message = batchState.waiting
+		return p, nil
+	}
 	waiting := 0
 	inService := 0
 	for _, in := range obs.Instances {
@@ -270,7 +295,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		batchSize = surge // the surge instances are Ready: drain as much old capacity
 	case MaxSurge(ig, obs.Desired, obs.Max) > 0:
 		if want := surgeFor(pick(drifted, MaxSurge(ig, obs.Desired, obs.Max))); want > 0 && want <= obs.Max-obs.Desired {
-			return r.startSurge(ctx, ig, p, want, rot)
+			return r.startSurge(ctx, ig, obs, p, want, rot)
 		}
 		// No room under maxSize for a whole instance: this batch goes by
 		// maxUnavailable.
@@ -403,10 +428,11 @@ func surgeFor(batch []providers.Instance) int { return providers.Capacity(batch,
 // that was never added, which the next batch drains with decrements
 // (capacity dips by at most want, as with maxUnavailable); the reverse
 // order could add capacity that is never given back.
-func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, p Progress, want int, rot providers.Rotator) (Progress, error) {
+func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation, p Progress, want int, rot providers.Rotator) (Progress, error) {
 	if err := r.recordSurge(ctx, ig, want); err != nil {
 		return p, err
 	}
+	asked := r.Drainer.Now()
 	added, err := rot.AddCapacity(ctx, ig, want)
 	if err != nil {
 		// The record stays: the call may have taken effect with its answer
@@ -420,6 +446,11 @@ func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGro
 		if err := r.recordSurge(ctx, ig, max(added, 0)); err != nil {
 			return p, err
 		}
+	}
+	// The surge instances are the batch's replacements: it drains nothing
+	// until they are Ready nodes.
+	if err := r.owe(ctx, ig, obs, added, asked); err != nil {
+		return p, err
 	}
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeAdded, "Rotate",
 		"Added %d capacity unit(s) for maxSurge on top of the desired capacity as it was; they are given back as old instances go", added)
@@ -475,10 +506,12 @@ func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.Insta
 		}
 		atMin()
 	}
+	asked := r.Drainer.Now()
 	if err := rot.Terminate(ctx, ig, in.ID, false); err != nil {
 		return surge, false, fmt.Errorf("terminating drained instance %s: %w", in.ID, err)
 	}
-	return surge, false, nil
+	// Auto Scaling launches a replacement: the batch waits for it.
+	return surge, false, r.owe(ctx, ig, obs, in.Units(), asked)
 }
 
 // outstandingSurge is status.surgeCapacity as stored in the API server

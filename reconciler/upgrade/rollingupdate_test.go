@@ -69,6 +69,9 @@ func (g *fakeGroup) launch(weight int) {
 		}
 	}
 	g.addIn(zone, fmt.Sprintf("i-new%d", g.next), weight, true)
+	// Launched now (after the call that asked for it), so the batch that
+	// asked claims it as its replacement.
+	g.instances[len(g.instances)-1].LaunchTime = time.Now()
 }
 
 // zoneCounts counts the group's instances per zone.
@@ -158,6 +161,9 @@ type rollout struct {
 	events *events.FakeRecorder
 	// notReady are instance ids whose nodes are NotReady.
 	notReady map[string]bool
+	// noNode, when set, names the instances that never get a node (a
+	// kubelet that never joins).
+	noNode func(id string) bool
 	// between runs before step i (the cluster-autoscaler acting).
 	between func(i int)
 	// maxUnavailableSeen is the most capacity units ever unavailable
@@ -192,6 +198,9 @@ func (r *rollout) nodes() map[string]*corev1.Node {
 	ctx := context.Background()
 	out := map[string]*corev1.Node{}
 	for _, in := range r.group.instances {
+		if r.noNode != nil && r.noNode(in.ID) {
+			continue
+		}
 		n := &corev1.Node{}
 		err := r.kube.Get(ctx, client.ObjectKey{Name: in.ID}, n)
 		if err != nil {

@@ -9,6 +9,7 @@
 package fakeeviction
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -34,7 +35,14 @@ const (
 	// Refuse answers 429 TooManyRequests, as a PodDisruptionBudget that
 	// allows no disruption does.
 	Refuse
+	// Fail answers 500 InternalError, as the API server does for a pod
+	// that more than one PodDisruptionBudget selects.
+	Fail
 )
+
+// FailureMessage is the message of a failed eviction (Fail), the API
+// server's for a pod under two budgets.
+const FailureMessage = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 // RefusalMessage is the message of a refused eviction, the API server's.
 const RefusalMessage = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -124,6 +132,8 @@ func (s *Server) evict(a clienttesting.Action) (bool, runtime.Object, error) {
 	switch s.outcome(pod) {
 	case Refuse:
 		return true, nil, apierrors.NewTooManyRequests(RefusalMessage, 1)
+	case Fail:
+		return true, nil, apierrors.NewInternalError(errors.New(FailureMessage))
 	case Terminate:
 		grace := int64(30)
 		if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// A launch template version whose instances never join (issue 24 item 4):
+// the first replacement is removed before it joins with a capacity
+// decrement, as the cluster-autoscaler's cleanup of unregistered nodes
+// does, and no second old node is drained for it (before, the group's
+// totals matched the lowered desired capacity and the next batch
+// started); the next two replacements time out and are replaced by node
+// health; at the third the rotation stops (Upgrading RotationStopped, a
+// Warning Event naming version 2), the two old nodes stay schedulable,
+// and an app of 3 replicas under a budget of minAvailable 2 never has
+// fewer than 2 available.
+func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	const ns = "e2e-neverjoin"
+	namespace(t, ns)
+	ig := shortGroup(ns, "workers", 2, 4)
+	ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{StartupTimeout: &metav1.Duration{Duration: 20 * time.Second}}
+	create(t, ig)
+	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	// Three nodes above minSize 2, so a decrement is allowed.
+	_, err := asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	old := map[string]bool{}
+	_, group := asgTags(t, name)
+	for _, in := range group.Instances {
+		old[aws.ToString(in.InstanceId)] = true
+	}
+	g.Expect(old).To(HaveLen(3))
+	d := teamApp(t, ns, 3, intstr.FromInt32(2))
+
+	// Every instance launched from now on never becomes a Node.
+	environment.Bridge.SetNeverJoin(func(group, id string) bool { return strings.Contains(group, ns) && !old[id] })
+	t.Cleanup(func() { environment.Bridge.SetNeverJoin(nil) })
+
+	stop, done := make(chan struct{}), make(chan struct{})
+	minPods, samples := int32(1<<30), 0
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if n := availableReplicas(d); n >= 0 {
+				minPods, samples = min(minPods, n), samples+1
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	})
+
+	cur := get(t, ig)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.EKS.Configuration.InstanceType = "m5.large"
+	g.Expect(admin.Patch(ctx, cur, patch)).To(Succeed())
+
+	// inGroup returns the ids of the group's instances not terminating,
+	// old and new.
+	inGroup := func() (olds, news []string) {
+		_, group := asgTags(t, name)
+		for _, in := range group.Instances {
+			id := aws.ToString(in.InstanceId)
+			switch {
+			case strings.HasPrefix(string(in.LifecycleState), "Terminating"):
+			case old[id]:
+				olds = append(olds, id)
+			default:
+				news = append(news, id)
+			}
+		}
+		return olds, news
+	}
+	// cordoned names the nodes of the old instances still in service
+	// that are cordoned (the first batch's node goes with its instance).
+	cordoned := func() []string {
+		olds, _ := inGroup()
+		var out []string
+		for _, n := range groupNodes(t, ig) {
+			for _, id := range olds {
+				if strings.HasSuffix(n.Spec.ProviderID, "/"+id) && n.Spec.Unschedulable {
+					out = append(out, n.Name)
+				}
+			}
+		}
+		return out
+	}
+
+	// 1. The first replacement is removed with a decrement before it
+	// joins (the cluster-autoscaler's cleanup of unregistered nodes).
+	var first string
+	g.Eventually(func() int {
+		_, news := inGroup()
+		if len(news) > 0 {
+			first = news[0]
+		}
+		return len(news)
+	}, 3*time.Minute, time.Second).Should(BeNumerically(">", 0), "the first batch launched a replacement")
+	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String(first), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Consistently(func(g Gomega) {
+		olds, _ := inGroup()
+		g.Expect(olds).To(HaveLen(2), "no second old instance is terminated")
+		g.Expect(cordoned()).To(BeEmpty(), "no second old node is drained")
+	}, 45*time.Second, 2*time.Second).Should(Succeed())
+	g.Expect(get(t, ig).Status.Conditions).To(ContainElement(And(
+		HaveField("Type", v1alpha1.ConditionUpgrading), HaveField("Message", ContainSubstring("waiting for this batch's replacements")))))
+
+	// 2. The autoscaler raises the desired capacity again (pods pending
+	// somewhere): two more replacements never join; node health replaces
+	// the first after the startup timeout; at the third the rotation
+	// stops.
+	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() string {
+		c := meta.FindStatusCondition(get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
+		if c == nil {
+			return ""
+		}
+		return c.Reason + ": " + c.Message
+	}, 4*time.Minute, time.Second).Should(HavePrefix(upgrade.ReasonRotationStopped+": "), "the rotation stops")
+	stopped := get(t, ig)
+	g.Expect(stopped.Status.CurrentState).To(Equal(v1alpha1.StateError))
+	g.Expect(stopped.Status.RotationBatch).NotTo(BeNil())
+	g.Expect(stopped.Status.RotationBatch.NeverJoined).To(HaveLen(upgrade.MaxNeverJoined))
+	g.Expect(stopped.Status.RotationBatch.NeverJoined).To(ContainElement(first))
+	g.Expect(healthEvents(t, ig, upgrade.ReasonRotationStopped)).To(ConsistOf(ContainSubstring("version 2 never became Ready nodes")))
+
+	// 3. Stopped: the old nodes stay, schedulable, and keep the app.
+	g.Consistently(func(g Gomega) {
+		olds, _ := inGroup()
+		g.Expect(olds).To(HaveLen(2))
+		g.Expect(cordoned()).To(BeEmpty())
+		c := meta.FindStatusCondition(get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
+		g.Expect(c.Reason).To(Equal(upgrade.ReasonRotationStopped))
+	}, 30*time.Second, 2*time.Second).Should(Succeed())
+	g.Expect(availableReplicas(d)).To(BeEquivalentTo(3))
+	close(stop)
+	<-done
+	g.Expect(samples).To(BeNumerically(">", 10))
+	g.Expect(minPods).To(BeNumerically(">=", 2), "the PodDisruptionBudget (minAvailable 2 of 3) held at every sample")
+}
