@@ -55,6 +55,9 @@ type Options struct {
 	ImageRecheck time.Duration
 	// KeepVersions is how many launch template versions are kept. Default 3.
 	KeepVersions int
+	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
+	// provisioner creates (see CNIPolicy). Default off.
+	NodeRoleCNIPolicy bool
 }
 
 // Provisioner implements providers.Provisioner and providers.Rotator for
@@ -406,7 +409,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 	c := ig.Spec.EKS.Configuration
 	key := "byo\x00" + c.RoleName + "\x00" + c.InstanceProfileName
 	if !byoRole(ig) {
-		raw, err := json.Marshal(nodeRole(ig))
+		raw, err := json.Marshal(nodeRole(ig, p.opts.NodeRoleCNIPolicy))
 		if err != nil {
 			return "", "", err
 		}
@@ -416,7 +419,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 		r := v.([2]string)
 		return r[0], r[1], nil
 	}
-	arn, profile, err := ensureRole(ctx, p.aws.IAM, ig)
+	arn, profile, err := ensureRole(ctx, p.aws.IAM, ig, p.opts.NodeRoleCNIPolicy)
 	if err != nil {
 		return "", "", err
 	}

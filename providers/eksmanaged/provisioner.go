@@ -48,6 +48,14 @@ type Provisioner struct {
 	aws   *awsp.Clients
 	reads *eksprov.Reads
 	nodes client.Reader
+	opts  Options
+}
+
+// Options are the eks-managed provisioner's settings.
+type Options struct {
+	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
+	// provisioner creates (see eks.CNIPolicy). Default off.
+	NodeRoleCNIPolicy bool
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
@@ -58,11 +66,11 @@ var _ providers.Provisioner = (*Provisioner)(nil)
 // Nodes of a replacement node group (label eks.amazonaws.com/nodegroup),
 // which must be Ready before the node group it replaces is deleted (nil:
 // the node group's ACTIVE state alone decides).
-func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader) *Provisioner {
+func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader, opts Options) *Provisioner {
 	if reads == nil {
 		reads = eksprov.NewReads(0)
 	}
-	return &Provisioner{aws: clients, reads: reads, nodes: nodes}
+	return &Provisioner{aws: clients, reads: reads, nodes: nodes, opts: opts}
 }
 
 // readsID identifies the group in Reads.
@@ -461,7 +469,7 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 	}
 	key := "byo\x00" + c.NodeRole
 	if c.NodeRole == "" {
-		raw, err := json.Marshal(nodeRole(ig))
+		raw, err := json.Marshal(nodeRole(ig, p.opts.NodeRoleCNIPolicy))
 		if err != nil {
 			return refs{}, err
 		}
@@ -476,7 +484,7 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 			return refs{}, err
 		}
 		r.roleARN = c.NodeRole
-	} else if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig)); err != nil {
+	} else if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig, p.opts.NodeRoleCNIPolicy)); err != nil {
 		return refs{}, err
 	}
 	p.reads.Store(gid, stageRole, key, r.roleARN)
@@ -554,7 +562,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	}
 	// The created role is deleted whatever nodeRole says now: the owner
 	// tag tells whether it is ours.
-	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig)); err != nil {
+	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
 		return false, err
 	}
 	p.reads.Forget(readsID(ig))

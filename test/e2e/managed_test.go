@@ -151,7 +151,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.CapacityType).To(Equal(ekstypes.CapacityTypesOnDemand))
 	sc := ng.ScalingConfig
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{1, 3, 1}))
-	g.Expect(attachedPolicies(t, role)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR, eksprov.PolicyCNI))
+	g.Expect(attachedPolicies(t, role)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR)) // no CNI policy without --node-role-cni-policy (issue 25)
 
 	// Scaling, labels and taints: UpdateNodegroupConfig, which moto applies.
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
