@@ -72,6 +72,7 @@ type Provisioner struct {
 	launched  *launchedVersions
 	templates ownedTemplates
 	pools     *instancePools
+	capacity  *podCapacity
 	warm      warmPools
 
 	reads  *Reads
@@ -110,6 +111,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
 		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
+		capacity: &podCapacity{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		reads:    NewReads(opts.CloudResync),
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
@@ -246,6 +248,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	}
 	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMaxPods(ctx, p.capacity, ig, typeNames(c.InstanceType, instanceTypes)); err != nil {
 		return nil, err
 	}
 	stage = stageRole
