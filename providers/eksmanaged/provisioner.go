@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -49,6 +50,9 @@ type Provisioner struct {
 	reads *eksprov.Reads
 	nodes client.Reader
 	opts  Options
+	// templates remembers launch templates whose ownership was checked:
+	// "<name>/<group uid>" -> template id.
+	templates sync.Map
 }
 
 // Options are the eks-managed provisioner's settings.
@@ -123,6 +127,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	want, err := desiredNodegroup(ig, r)
 	if err != nil {
 		return nil, err
+	}
+	if want.keyPair == "" {
+		if want.template, err = p.template(ctx, ig, want); err != nil {
+			return nil, err
+		}
 	}
 	found, err := p.find(ctx, ig, want)
 	if err != nil {
@@ -491,10 +500,29 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 	return r, nil
 }
 
+// template returns the launch template version the node group is to use
+// (ensureTemplate), read again only when the settings change (or per
+// Reads).
+func (p *Provisioner) template(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup) (*templateRef, error) {
+	gid, settings := readsID(ig), settingsOf(want)
+	if v, ok := p.reads.Load(gid, gid, stageTemplate, settings.description()); ok {
+		ref := v.(templateRef)
+		return &ref, nil
+	}
+	ref, err := p.ensureTemplate(ctx, ig, want.cluster, settings)
+	if err != nil {
+		p.reads.Drop(gid, stageTemplate)
+		return nil, err
+	}
+	p.reads.Store(gid, stageTemplate, settings.description(), ref)
+	return &ref, nil
+}
+
 // Stages of a group's reads (see eks.Reads).
 const (
-	stageRole   = "managed-role"
-	stageSteady = "managed-active" // the node group ACTIVE alone, by shape hash
+	stageTemplate = "managed-template"
+	stageRole     = "managed-role"
+	stageSteady   = "managed-active" // the node group ACTIVE alone, by shape hash
 )
 
 // observe reports the node group: Active when ACTIVE, Updating while EKS
@@ -563,6 +591,10 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	// The created role is deleted whatever nodeRole says now: the owner
 	// tag tells whether it is ours.
 	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
+		return false, err
+	}
+	// The launch template last: no node group uses it any more.
+	if err := p.deleteTemplate(ctx, ig, cluster); err != nil {
 		return false, err
 	}
 	p.reads.Forget(readsID(ig))

@@ -54,6 +54,7 @@ func withInstanceType(ig *v1alpha1.InstanceGroup, it string) string {
 	if err != nil {
 		panic(err)
 	}
+	want.template = &templateRef{name: templateName(ig)} // the controller's launch template
 	return replacementName(ig, want.shape())
 }
 
