@@ -7,8 +7,13 @@
 // (UpdateNodegroupVersion), one update at a time, and its tags
 // (TagResource, UntagResource), in place.
 //
+// Every node group without SSH remote access uses the group's launch
+// template (launchtemplate.go: IMDSv2 required, hop limit 1, the disk);
+// a new version of it is a version update (UpdateNodegroupVersion).
+//
 // Fields EKS fixes at creation (node role, subnets, instance types, AMI
-// type, disk size, remote access, capacity type: the shape) are changed
+// type, launch template, disk size without one, remote access, capacity
+// type: the shape) are changed
 // blue/green: a new node group named after the shape's hash is created,
 // and once it is ACTIVE with its nodes Ready and the controller has
 // drained the group's other node groups' nodes (providers.Disruptions:
@@ -92,7 +97,8 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // Apply converges the group's managed node groups to the spec, one step
 // per call. References are resolved first (EC2 DescribeSubnets,
 // DescribeSecurityGroups; IAM GetRole or the owned role's calls, see
-// eks.EnsureOwnedRole). The group's node groups are found (EKS
+// eks.EnsureOwnedRole), then the launch template (ensureTemplate) unless
+// the spec asks for SSH remote access. The group's node groups are found (EKS
 // ListNodegroups, then DescribeNodegroup of the names that can be the
 // group's; only those tagged for the group count). The one whose shape is
 // the spec's is converged: tags in place (TagResource, UntagResource),
@@ -562,7 +568,8 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 // and returns false until none is left, a replacement and the node group
 // it replaces alike (an error names a node group that failed to delete,
 // which is tried again); then it deletes the node role the group created,
-// if any (see eks.DeleteOwnedRole), and returns true. A node group of the
+// if any (see eks.DeleteOwnedRole), and its launch template (deleteTemplate),
+// and returns true. A node group of the
 // group's name that another owner tagged is never deleted; a missing
 // cluster has no node groups left.
 func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (bool, error) {
