@@ -31,8 +31,12 @@ func TestValidateTenantInput(t *testing.T) {
 		{"an instance type", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Labels = map[string]string{"node.kubernetes.io/instance-type": "p5.48xlarge"}
 		}, "labels[node.kubernetes.io/instance-type]: Forbidden: the kubelet derives"},
-		{"os", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Labels = map[string]string{"kubernetes.io/os": "windows"} }, "labels[kubernetes.io/os]: Forbidden"},
-		{"arch, upper case", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Labels = map[string]string{"Kubernetes.io/arch": "arm64"} }, "Forbidden: the kubelet derives"},
+		{"os", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"kubernetes.io/os": "windows"}
+		}, "labels[kubernetes.io/os]: Forbidden"},
+		{"arch, upper case", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"Kubernetes.io/arch": "arm64"}
+		}, "Forbidden: the kubelet derives"},
 		{"a beta label", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Labels = map[string]string{"beta.kubernetes.io/instance-type": "m5.large"}
 		}, "labels[beta.kubernetes.io/instance-type]: Forbidden"},
