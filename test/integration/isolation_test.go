@@ -91,7 +91,11 @@ func TestNodeIsolationKeepsOtherNamespacesOff(t *testing.T) {
 
 	// Team A's group gets its namespace's taint (the label is the
 	// controller's on every group's nodes).
-	g.Expect(a.client.Create(ctx, shortIG(nsA, "nodes"))).To(Succeed())
+	nodes := shortIG(nsA, "nodes")
+	g.Expect(a.client.Create(ctx, nodes)).To(Succeed())
+	// Deleted at the end: a group left behind would make later tests'
+	// ConfigMaps invalid (admission's dry run skips groups being deleted).
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), nodes) })
 	taints := getIG(t, nsA, "nodes").Spec.EKS.Configuration.Taints
 	g.Expect(taints).To(ContainElement(corev1.Taint{Key: boundaries.IsolationTaintKey, Value: nsA, Effect: corev1.TaintEffectNoSchedule}))
 

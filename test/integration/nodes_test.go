@@ -5,6 +5,7 @@ package integration
 // tenants whose RBAC covers InstanceGroups in their own namespace only.
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -59,6 +60,7 @@ func TestTenantCannotSpoofNodeLabels(t *testing.T) {
 	ig := shortIG(ns, "fine")
 	ig.Spec.EKS.Configuration.Labels = map[string]string{"node.kubernetes.io/exclude-from-external-load-balancers": "true", "team": "a"}
 	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), ig) }) // left, it would make later tests' ConfigMaps invalid
 }
 
 // Attacks 21 (N13) and 12 (N8): a managed node group's AMI fields and the
@@ -89,6 +91,7 @@ func TestTenantCannotPinManagedAMIsOrSetMaxPods(t *testing.T) {
 	shared["enforcement"] = "deny"
 	mustSetConfigMap(t, shared)
 	g.Expect(tn.client.Create(ctx, m)).To(Succeed())
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), m) })
 	c := getIG(t, ns, "pinned").Spec.EKSManaged.Configuration
 	g.Expect([]string{c.AmiType, c.Version, c.ReleaseVersion}).To(Equal([]string{"AL2_x86_64", "1.20", "1.20.4-20210621"}))
 }
