@@ -132,4 +132,3 @@ func TestManagedTemplateDeletedWithTheGroupAndNeverForeign(t *testing.T) {
 		t.Fatalf("Delete touched a foreign template: %v, %v", done, err)
 	}
 }
-
