@@ -52,7 +52,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	// the drain timeout (at least the poll period, so the wait is seen).
 	hookHeartbeat := awsp.DrainHookHeartbeat(drainTimeout, orDuration(opts.CloudPollPeriod, 2*time.Minute))
 	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod,
-		DrainHookHeartbeat: hookHeartbeat})
+		DrainHookHeartbeat: hookHeartbeat, NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy})
 	slots, err := upgradeSlots(mgr, opts, st)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
-			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads(), kube),
+			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads(), kube, eksmanaged.Options{NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy}),
 			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod}),
 		},
 		Rolling: &upgrade.RollingUpdate{

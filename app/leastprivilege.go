@@ -31,6 +31,11 @@ type LeastPrivilege struct {
 	// IAMPermissionsBoundary is the managed policy ARN set as permissions
 	// boundary on every role the controller creates.
 	IAMPermissionsBoundary string
+	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
+	// controller creates (see eks.CNIPolicy), for clusters whose VPC CNI
+	// still takes its ENI rights from the node role. Off: the VPC CNI
+	// needs its own role (IRSA or EKS Pod Identity for aws-node).
+	NodeRoleCNIPolicy bool
 }
 
 func (l *LeastPrivilege) bindFlags(fs *flag.FlagSet) {
@@ -44,6 +49,7 @@ func (l *LeastPrivilege) bindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&l.IAMPath, "iam-path", awsp.DefaultIAMPath, "IAM path of every role and instance profile the controller creates; the controller's IAM policy allows creating and passing roles under it only.")
+	fs.BoolVar(&l.NodeRoleCNIPolicy, "node-role-cni-policy", false, "Attach AmazonEKS_CNI_Policy to the node roles the controller creates (left off a group with the irsa-enabled annotation), for clusters whose VPC CNI (aws-node) still uses the node role: every pod that reaches the node's credentials then has the CNI's ENI rights. Off (default): give aws-node its own role through IRSA or EKS Pod Identity before upgrading, as the policy is detached from existing created roles.")
 	fs.StringVar(&l.IAMPermissionsBoundary, "iam-permissions-boundary", "", "ARN of the managed policy set as permissions boundary on every role the controller creates (the shipped controller IAM policy refuses CreateRole without it).")
 }
 

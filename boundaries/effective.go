@@ -24,6 +24,9 @@ type Input struct {
 	// provisioner), so that the seed manifests applied there by the admin
 	// behave as they always did.
 	AdminNamespace bool
+	// Namespace is the group's namespace, for node isolation
+	// (Config.NodeIsolation); required when that is on.
+	Namespace string
 }
 
 // Result is the effective spec and what was enforced to get it.
@@ -262,6 +265,12 @@ func (c *Config) Effective(in Input) (Result, error) {
 		if err := setPath(out, r.segs, deepCopy(v), "spec"); err != nil {
 			return Result{}, fmt.Errorf("%w (boundary %s)", err, r.kind)
 		}
+	}
+	if c.NodeIsolation && !in.AdminNamespace {
+		if in.Namespace == "" {
+			return Result{}, isolationError()
+		}
+		isolate(out, in.Namespace)
 	}
 	sort.Slice(res.Overrides, func(i, j int) bool { return res.Overrides[i].Path < res.Overrides[j].Path })
 	res.Spec = out

@@ -32,6 +32,7 @@ type canonicalConfig struct {
 	Enforcement   Enforcement            `json:"enforcement"`
 	Excluded      bool                   `json:"namespaceExcluded"`
 	Sensitive     []string               `json:"sensitive"`
+	NodeIsolation bool                   `json:"nodeIsolation,omitempty"`
 }
 
 type canonicalConditional struct {
@@ -75,6 +76,7 @@ func (c *Config) computeHash(namespaceExcluded bool) string {
 		Enforcement:   c.Enforcement,
 		Excluded:      namespaceExcluded,
 		Sensitive:     sortedCopy(c.Sensitive),
+		NodeIsolation: c.NodeIsolation,
 	}
 	if cc.Enforcement == "" {
 		cc.Enforcement = EnforcementWarn

@@ -38,7 +38,7 @@ const (
 )
 
 // dataKeys lists the allowed data keys, sorted, for messages.
-var dataKeys = []string{KeyAllowlists, KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyEnforcement, KeyExcludedNamespaces, KeyQuotas, KeyRollout, KeySharedAnnotations}
+var dataKeys = []string{KeyAllowlists, KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyEnforcement, KeyExcludedNamespaces, KeyNodeIsolation, KeyQuotas, KeyRollout, KeySharedAnnotations}
 
 // Config is a parsed boundary ConfigMap. Parse returns it validated; a
 // hand-built Config is accepted by Effective and Hash as well.
@@ -85,6 +85,9 @@ type Config struct {
 	// Allowlists is the parsed `allowlists` key (allowlist.go); nil when
 	// absent, which gives every list its default.
 	Allowlists *Allowlists
+	// NodeIsolation gives every tenant group the isolation taint of its
+	// namespace (data.nodeIsolation: perNamespace; see isolation.go).
+	NodeIsolation bool
 }
 
 // Conditional is one entry of `conditionals`.
@@ -132,7 +135,7 @@ func Parse(data map[string]string) (*Config, error) {
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
 		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout,
-			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas, KeyAllowlists:
+			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas, KeyAllowlists, KeyNodeIsolation:
 		default:
 			p.addf("data.%s: unknown key (valid: %s)", k, strings.Join(dataKeys, ", "))
 		}
@@ -153,6 +156,7 @@ func Parse(data map[string]string) (*Config, error) {
 		p.rollout(c, v)
 	}
 	p.tenancy(c, data)
+	p.parseNodeIsolation(c, data)
 	if v, ok := p.yaml(data, KeyAllowlists); ok {
 		c.Allowlists = p.allowlists(v)
 	}

@@ -6,7 +6,9 @@ import (
 )
 
 // SensitivePaths are the security-sensitive paths of every provisioner:
-// what runs on a node and as whom (user data, bootstrap arguments, image,
+// what runs on a node and as whom (user data, bootstrap arguments and
+// options such as the kubelet's max-pods, image — for a managed node group
+// its AMI type, Kubernetes version and AMI release version —,
 // volumes and snapshots, IAM role, profile and policies, SSH key, metadata
 // options), where it runs (cluster, subnets, security groups, placement and
 // tenancy) and lifecycle hooks (an IAM role and a notification target).
@@ -15,6 +17,7 @@ import (
 // admin shares them explicitly (issue 11, "Boundaries fail closed").
 var SensitivePaths = []string{
 	"spec.eks.configuration.bootstrapArguments",
+	"spec.eks.configuration.bootstrapOptions",
 	"spec.eks.configuration.clusterName",
 	"spec.eks.configuration.image",
 	"spec.eks.configuration.instanceProfileName",
@@ -29,11 +32,14 @@ var SensitivePaths = []string{
 	"spec.eks.configuration.subnets",
 	"spec.eks.configuration.userData",
 	"spec.eks.configuration.volumes",
+	"spec.eks-managed.configuration.amiType",
 	"spec.eks-managed.configuration.clusterName",
 	"spec.eks-managed.configuration.keyPairName",
 	"spec.eks-managed.configuration.nodeRole",
+	"spec.eks-managed.configuration.releaseVersion",
 	"spec.eks-managed.configuration.securityGroups",
 	"spec.eks-managed.configuration.subnets",
+	"spec.eks-managed.configuration.version",
 	"spec.eks-fargate.clusterName",
 	"spec.eks-fargate.podExecutionRoleArn",
 	"spec.eks-fargate.subnets",
@@ -63,6 +69,12 @@ var equivalents = []equivalent{
 	{[]string{"spec.eks.configuration.securityGroups", "spec.eks-managed.configuration.securityGroups"}, false},
 	{[]string{"spec.eks.configuration.keyPairName", "spec.eks-managed.configuration.keyPairName"}, false},
 	{[]string{"spec.eks.configuration.instanceType", "spec.eks-managed.configuration.instanceType"}, true},
+	// A managed node group's image is its AMI type, Kubernetes version and
+	// AMI release version: a rule on image governs each (one pair each, so
+	// that a rule on one of them does not spread to the other two).
+	{[]string{"spec.eks.configuration.image", "spec.eks-managed.configuration.amiType"}, false},
+	{[]string{"spec.eks.configuration.image", "spec.eks-managed.configuration.version"}, false},
+	{[]string{"spec.eks.configuration.image", "spec.eks-managed.configuration.releaseVersion"}, false},
 	{[]string{"spec.eks.configuration.volSize", "spec.eks-managed.configuration.volSize"}, true},
 	{[]string{"spec.eks.configuration.labels", "spec.eks-managed.configuration.labels"}, true},
 	{[]string{"spec.eks.configuration.taints", "spec.eks-managed.configuration.taints"}, true},

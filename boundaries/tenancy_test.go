@@ -89,6 +89,30 @@ func TestEffectiveRulesFollowTheProvisioner(t *testing.T) {
 			overrides: []Override{{"spec.eks-fargate.podExecutionRoleArn", "arn:aws:iam::1:role/admin", nil}},
 		},
 		{
+			name:   "eks-managed amiType, version and releaseVersion are sensitive like image: removed when not shared",
+			data:   map[string]string{},
+			tenant: "provisioner: eks-managed\neks-managed: {configuration: {amiType: AL2_x86_64, version: '1.20', releaseVersion: 1.20.4-20210621, instanceType: m5.large}}",
+			want:   "provisioner: eks-managed\neks-managed: {configuration: {instanceType: m5.large}}",
+			overrides: []Override{
+				{"spec.eks-managed.configuration.amiType", "AL2_x86_64", nil},
+				{"spec.eks-managed.configuration.releaseVersion", "1.20.4-20210621", nil},
+				{"spec.eks-managed.configuration.version", "1.20", nil},
+			},
+		},
+		{
+			name:   "sharing image shares the managed node group's AMI fields",
+			data:   map[string]string{"boundaries": "shared: {replace: [spec.eks.configuration.image]}"},
+			tenant: "provisioner: eks-managed\neks-managed: {configuration: {amiType: AL2023_x86_64_STANDARD, version: '1.31', releaseVersion: 1.31.0-20241024}}",
+			want:   "provisioner: eks-managed\neks-managed: {configuration: {amiType: AL2023_x86_64_STANDARD, version: '1.31', releaseVersion: 1.31.0-20241024}}",
+		},
+		{
+			name:      "bootstrapOptions (the kubelet's max-pods) is sensitive",
+			data:      map[string]string{},
+			tenant:    "eks: {configuration: {bootstrapOptions: {maxPods: 100000}, instanceType: m5.large}}",
+			want:      "eks: {configuration: {instanceType: m5.large}}",
+			overrides: []Override{{"spec.eks.configuration.bootstrapOptions", map[string]any{"maxPods": int64(100000)}, nil}},
+		},
+		{
 			name:   "a derived default never creates another provisioner's section",
 			data:   restricted,
 			tenant: "eks: {minSize: 1}",

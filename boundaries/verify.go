@@ -48,5 +48,8 @@ func (c *Config) Verify(in Input, final map[string]any) ([]string, error) {
 			out = append(out, fmt.Sprintf("%s is %s but the boundaries give %s", r.path, compactJSON(got), compactJSON(want)))
 		}
 	}
+	if c.NodeIsolation && !in.AdminNamespace {
+		out = append(out, missingIsolation(f, in.Namespace)...)
+	}
 	return out, nil
 }

@@ -231,7 +231,7 @@ func collectAffected(ctx context.Context, c client.Reader, cfg *boundaries.Confi
 		if err != nil {
 			continue
 		}
-		res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations,
+		res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, Namespace: ig.Namespace,
 			NamespaceExcluded: cfg.Excluded(ig.Namespace), AdminNamespace: ig.Namespace == adminNamespace})
 		if err != nil {
 			continue

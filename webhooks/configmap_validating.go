@@ -158,7 +158,7 @@ func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded, adm
 	if err != nil {
 		return err.Error()
 	}
-	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded, AdminNamespace: admin})
+	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded, AdminNamespace: admin, Namespace: ig.Namespace})
 	if err != nil {
 		return err.Error()
 	}

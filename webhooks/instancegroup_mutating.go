@@ -129,7 +129,7 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		warnings = append(warnings, w...)
 	}
 	res, err := cfg.Effective(boundaries.Input{
-		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded, AdminNamespace: req.Namespace == m.ConfigMap.Namespace,
+		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded, AdminNamespace: req.Namespace == m.ConfigMap.Namespace, Namespace: req.Namespace,
 	})
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))

@@ -37,7 +37,7 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, ol
 		if err != nil {
 			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
 		}
-		probs, err := canonicalConfig(rev.Config).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS}, obj.spec())
+		probs, err := canonicalConfig(rev.Config).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS, Namespace: ig.Namespace}, obj.spec())
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
 		}
@@ -122,5 +122,5 @@ func BoundaryViolations(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, admi
 		return nil, err
 	}
 	NormalizeSpellings(submitted)
-	return canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: ig.Namespace == adminNamespace}, stored)
+	return canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: ig.Namespace == adminNamespace, Namespace: ig.Namespace}, stored)
 }

@@ -328,6 +328,10 @@ func validateEKSManaged(m *v1alpha1.EKSManagedSpec, path *field.Path) field.Erro
 	if len(c.SecurityGroups) > 0 && c.KeyPairName == "" {
 		errs = append(errs, field.Required(cp.Child("keyPairName"), "securityGroups are the sources allowed SSH remote access, which needs a key pair"))
 	}
+	if c.KeyPairName != "" && len(c.SecurityGroups) == 0 {
+		// EKS opens port 22 to 0.0.0.0/0 for a key without sources.
+		errs = append(errs, field.Required(cp.Child("securityGroups"), "SSH remote access with keyPairName needs the source security groups allowed to connect (EKS would open port 22 to the whole internet)"))
+	}
 	return errs
 }
 

@@ -11,19 +11,28 @@ import (
 	"github.com/instancemgr/instance-manager/providers/nodeargs"
 )
 
-// kubeletLabels are the kubernetes.io and k8s.io node labels a kubelet may
-// set on its own Node under the NodeRestriction admission plugin; every
-// other label of those domains (node-role.kubernetes.io/...,
-// node-restriction.kubernetes.io/...) is refused in a group's labels.
-var kubeletLabels = []string{
-	"beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os",
-	"failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
-	"kubernetes.io/arch", "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type",
-	"topology.kubernetes.io/region", "topology.kubernetes.io/zone",
-}
-
-// kubeletLabelDomains are the domains whose every label a kubelet may set.
-var kubeletLabelDomains = []string{"kubelet.kubernetes.io", "node.kubernetes.io"}
+// Node labels a group may not set (issue 25, N8). The NodeRestriction
+// admission plugin lets a kubelet set, of the kubernetes.io and k8s.io
+// domains, only its well-known labels and the kubelet.kubernetes.io and
+// node.kubernetes.io domains. Of those, the well-known ones describe the
+// node itself (the kubelet derives them from the host and the cloud):
+// set by a group, one node passes for another (its hostname attracts pods
+// bound to another node's local volumes, a zone strands zone-pinned
+// volumes). Every other kubernetes.io/k8s.io label is the cluster's
+// (node-role.kubernetes.io, node-restriction.kubernetes.io). Labels of
+// other node-pool owners (EKS managed node groups, Karpenter) would
+// attract pods placed on the platform's pools.
+var (
+	// derivedLabels are labels the kubelet (or the cloud) derives from
+	// the instance; derivedLabelDomains are domains of such labels.
+	derivedLabels       = []string{"kubernetes.io/arch", "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type"}
+	derivedLabelDomains = []string{"beta.kubernetes.io", "failure-domain.beta.kubernetes.io", "topology.kubernetes.io", "topology.k8s.aws"}
+	// kubeletLabelDomains are the kubernetes.io domains a group may use
+	// (NodeRestriction's kubelet domains), derived labels aside.
+	kubeletLabelDomains = []string{"kubelet.kubernetes.io", "node.kubernetes.io"}
+	// poolOwnerDomains are the domains of other node-pool owners.
+	poolOwnerDomains = []string{"eks.amazonaws.com", "karpenter.sh", "karpenter.k8s.aws"}
+)
 
 func inDomain(domain, base string) bool {
 	return domain == base || strings.HasSuffix(domain, "."+base)
@@ -35,16 +44,21 @@ func reservedLabel(key string) string {
 	if !ok {
 		return ""
 	}
-	domain = strings.ToLower(domain)
+	domain, lower := strings.ToLower(domain), strings.ToLower(key)
 	switch {
 	case inDomain(domain, "instancemgr.keikoproj.io"):
 		return "the instancemgr.keikoproj.io/ prefix is reserved for the labels instance-manager sets"
+	case slices.Contains(derivedLabels, lower) || slices.ContainsFunc(derivedLabelDomains, func(d string) bool { return inDomain(domain, d) }):
+		return "the kubelet derives this label from the instance (" + strings.Join(derivedLabels, ", ") + " and the " +
+			strings.Join(derivedLabelDomains, ", ") + " domains are refused): a node would pass for another node, zone or type"
+	case slices.ContainsFunc(poolOwnerDomains, func(d string) bool { return inDomain(domain, d) }):
+		return "the " + strings.Join(poolOwnerDomains, ", ") + " domains belong to other node-pool owners (EKS managed node groups, Karpenter): their pods would be placed on this group's nodes"
 	case inDomain(domain, "kubernetes.io") || inDomain(domain, "k8s.io"):
-		if slices.Contains(kubeletLabels, key) || slices.Contains(kubeletLabelDomains, domain) {
+		if slices.Contains(kubeletLabelDomains, domain) {
 			return ""
 		}
-		return "the kubernetes.io/ and k8s.io/ prefixes are reserved (NodeRestriction lets kubelets set only " +
-			strings.Join(kubeletLabels, ", ") + " and the " + strings.Join(kubeletLabelDomains, ", ") + " domains)"
+		return "the kubernetes.io/ and k8s.io/ prefixes are reserved (a group may use only the " + strings.Join(kubeletLabelDomains, ", ") +
+			" domains, which the NodeRestriction admission plugin lets kubelets set, and not the labels the kubelet derives)"
 	}
 	return ""
 }

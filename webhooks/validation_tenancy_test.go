@@ -14,9 +14,48 @@ func TestValidateTenantInput(t *testing.T) {
 		want   string // substring of the error; "" = valid
 	}{
 		{"a plain label", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Labels = map[string]string{"team": "a"} }, ""},
-		{"a kubelet-settable label", func(ig *v1alpha1.InstanceGroup) {
-			ig.Spec.EKS.Configuration.Labels = map[string]string{"node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "a"}
+		{"a label of a domain the kubelet may set", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"node.kubernetes.io/exclude-from-external-load-balancers": "true", "kubelet.kubernetes.io/x": "y"}
 		}, ""},
+		// Labels the kubelet derives (issue 25, N8): a node would pass for
+		// another.
+		{"another node's hostname", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"kubernetes.io/hostname": "ip-10-0-0-1.ec2.internal"}
+		}, "spec.eks.configuration.labels[kubernetes.io/hostname]: Forbidden: the kubelet derives this label"},
+		{"a zone", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"topology.kubernetes.io/zone": "us-west-2a"}
+		}, "labels[topology.kubernetes.io/zone]: Forbidden: the kubelet derives"},
+		{"any topology label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"topology.kubernetes.io/rack": "r1"}
+		}, "labels[topology.kubernetes.io/rack]: Forbidden"},
+		{"an instance type", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"node.kubernetes.io/instance-type": "p5.48xlarge"}
+		}, "labels[node.kubernetes.io/instance-type]: Forbidden: the kubelet derives"},
+		{"os", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"kubernetes.io/os": "windows"}
+		}, "labels[kubernetes.io/os]: Forbidden"},
+		{"arch, upper case", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"Kubernetes.io/arch": "arm64"}
+		}, "Forbidden: the kubelet derives"},
+		{"a beta label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"beta.kubernetes.io/instance-type": "m5.large"}
+		}, "labels[beta.kubernetes.io/instance-type]: Forbidden"},
+		{"a failure-domain label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"failure-domain.beta.kubernetes.io/zone": "a"}
+		}, "labels[failure-domain.beta.kubernetes.io/zone]: Forbidden"},
+		// Other node-pool owners' labels.
+		{"an EKS node group", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"eks.amazonaws.com/nodegroup": "system"}
+		}, "labels[eks.amazonaws.com/nodegroup]: Forbidden: the eks.amazonaws.com, karpenter.sh, karpenter.k8s.aws domains belong to other node-pool owners"},
+		{"a Karpenter node pool", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"karpenter.sh/nodepool": "default"}
+		}, "labels[karpenter.sh/nodepool]: Forbidden"},
+		{"a Karpenter AWS label", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"karpenter.k8s.aws/instance-family": "m5"}
+		}, "labels[karpenter.k8s.aws/instance-family]: Forbidden"},
+		{"a node role", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"node-role.kubernetes.io/system": ""}
+		}, "labels[node-role.kubernetes.io/system]: Forbidden: the kubernetes.io/ and k8s.io/ prefixes are reserved"},
 		{"a control-plane role label", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
 		}, "spec.eks.configuration.labels[node-role.kubernetes.io/control-plane]: Forbidden: the kubernetes.io/ and k8s.io/ prefixes are reserved"},

@@ -116,6 +116,22 @@ func TestValidateInstanceGroup(t *testing.T) {
 			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSManaged
 			ig.Spec.EKSManaged = &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "c", Subnets: []string{"s"}}}
 		}, []string{"spec.strategy.type", "must be managed"}},
+		{"eks-managed SSH key without sources (N14)", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSManaged
+			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged
+			ig.Spec.EKSManaged = &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "c", Subnets: []string{"s"}, KeyPairName: "k"}}
+		}, []string{"spec.eks-managed.configuration.securityGroups: Required value", "port 22"}},
+		{"eks-managed SSH key with sources", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSManaged
+			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged
+			ig.Spec.EKSManaged = &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "c", Subnets: []string{"s"}, KeyPairName: "k", SecurityGroups: []string{"sg-1"}}}
+		}, nil},
+		{"eks-managed labels of another pool", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSManaged
+			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged
+			ig.Spec.EKSManaged = &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "c", Subnets: []string{"s"},
+				NodeLabels: map[string]string{"karpenter.sh/nodepool": "x"}, Labels: map[string]string{"kubernetes.io/hostname": "h"}}}
+		}, []string{"spec.eks-managed.configuration.nodeLabels[karpenter.sh/nodepool]: Forbidden", "spec.eks-managed.configuration.labels[kubernetes.io/hostname]: Forbidden"}},
 		{"fargate selectors", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSFargate
 			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged

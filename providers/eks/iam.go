@@ -14,13 +14,11 @@ import (
 )
 
 // nodePolicies are the policy ARNs a created role carries: the worker
-// policies (AmazonEKS_CNI_Policy left off with irsa-enabled) plus
-// spec.eks.configuration.managedPolicies (names or ARNs).
-func nodePolicies(ig *v1alpha1.InstanceGroup) []string {
-	out := []string{PolicyWorkerNode, PolicyECR, PolicySSM}
-	if ig.Annotations[v1alpha1.AnnotationIRSAEnabled] != "true" {
-		out = append(out, PolicyCNI)
-	}
+// policies (AmazonEKS_CNI_Policy only as CNIPolicy says, with cni the
+// --node-role-cni-policy flag) plus spec.eks.configuration.managedPolicies
+// (names or ARNs).
+func nodePolicies(ig *v1alpha1.InstanceGroup, cni bool) []string {
+	out := append([]string{PolicyWorkerNode, PolicyECR, PolicySSM}, CNIPolicy(ig, cni)...)
 	for _, p := range ig.Spec.EKS.Configuration.ManagedPolicies {
 		if !strings.HasPrefix(p, "arn:") {
 			p = "arn:aws:iam::aws:policy/" + p
@@ -36,12 +34,12 @@ func byoRole(ig *v1alpha1.InstanceGroup) bool {
 }
 
 // nodeRole is the role and instance profile the group creates when the
-// spec brings none.
-func nodeRole(ig *v1alpha1.InstanceGroup) OwnedRole {
+// spec brings none; cni as for nodePolicies.
+func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) OwnedRole {
 	return OwnedRole{
 		Name: roleName(ig), Owner: ownerOf(ig), Legacy: legacyNames(ig), TrustPolicy: NodeTrustPolicy,
 		Description: "Nodes of InstanceGroup " + Owner(ig) + " (instance-manager)",
-		Policies:    nodePolicies(ig), InstanceProfile: true,
+		Policies:    nodePolicies(ig, cni), InstanceProfile: true,
 		Field: "spec.eks.configuration.roleName", Hint: "name it in roleName and instanceProfileName to use it",
 		PoliciesField: "spec.eks.configuration.managedPolicies",
 	}
@@ -50,11 +48,11 @@ func nodeRole(ig *v1alpha1.InstanceGroup) OwnedRole {
 // ensureRole returns the ARN of the nodes' role and the name of their
 // instance profile: the ones named in the spec (which must exist; IAM
 // GetRole, GetInstanceProfile), or a role and profile the group creates and
-// owns (EnsureOwnedRole).
-func ensureRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup) (string, string, error) {
+// owns (EnsureOwnedRole; cni as for nodePolicies).
+func ensureRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup, cni bool) (string, string, error) {
 	c := ig.Spec.EKS.Configuration
 	if !byoRole(ig) {
-		r := nodeRole(ig)
+		r := nodeRole(ig, cni)
 		arn, err := EnsureOwnedRole(ctx, api, r)
 		return arn, r.Name, err
 	}
@@ -81,5 +79,5 @@ func ensureRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup
 // touched: DeleteOwnedRole only deletes a role whose ownership tags name
 // this group.
 func deleteRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup) error {
-	return DeleteOwnedRole(ctx, api, nodeRole(ig))
+	return DeleteOwnedRole(ctx, api, nodeRole(ig, false)) // by name: the policies do not matter
 }

@@ -9,14 +9,17 @@ import (
 
 func TestNodePolicies(t *testing.T) {
 	ig := eksGroup(v1alpha1.EKSConfiguration{ManagedPolicies: []string{"CloudWatchAgentServerPolicy", "arn:aws:iam::1:policy/custom"}})
-	got := nodePolicies(ig)
+	if slices.Contains(nodePolicies(ig, false), PolicyCNI) {
+		t.Error("AmazonEKS_CNI_Policy on a created node role without --node-role-cni-policy")
+	}
+	got := nodePolicies(ig, true)
 	for _, want := range []string{PolicyCNI, "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy", "arn:aws:iam::1:policy/custom"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("policies %v lack %s", got, want)
 		}
 	}
 	ig.Annotations = map[string]string{v1alpha1.AnnotationIRSAEnabled: "true"}
-	if slices.Contains(nodePolicies(ig), PolicyCNI) {
+	if slices.Contains(nodePolicies(ig, true), PolicyCNI) {
 		t.Error("irsa-enabled keeps AmazonEKS_CNI_Policy on the node role")
 	}
 }

@@ -64,6 +64,9 @@ type Options struct {
 	// Default awsp.DrainHookHeartbeat(10m, PollPeriod); clamped to AWS's
 	// 30 s to 7200 s.
 	DrainHookHeartbeat time.Duration
+	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
+	// provisioner creates (see CNIPolicy). Default off.
+	NodeRoleCNIPolicy bool
 }
 
 // Provisioner implements providers.Provisioner and providers.Rotator for
@@ -78,6 +81,7 @@ type Provisioner struct {
 	launched  *launchedVersions
 	templates ownedTemplates
 	pools     *instancePools
+	capacity  *podCapacity
 	warm      warmPools
 
 	reads  *Reads
@@ -124,6 +128,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
 		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
+		capacity: &podCapacity{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		reads:    NewReads(opts.CloudResync),
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
@@ -267,6 +272,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	}
 	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMaxPods(ctx, p.capacity, ig, typeNames(c.InstanceType, instanceTypes)); err != nil {
 		return nil, err
 	}
 	stage = stageRole
@@ -435,7 +443,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 	c := ig.Spec.EKS.Configuration
 	key := "byo\x00" + c.RoleName + "\x00" + c.InstanceProfileName
 	if !byoRole(ig) {
-		raw, err := json.Marshal(nodeRole(ig))
+		raw, err := json.Marshal(nodeRole(ig, p.opts.NodeRoleCNIPolicy))
 		if err != nil {
 			return "", "", err
 		}
@@ -445,7 +453,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 		r := v.([2]string)
 		return r[0], r[1], nil
 	}
-	arn, profile, err := ensureRole(ctx, p.aws.IAM, ig)
+	arn, profile, err := ensureRole(ctx, p.aws.IAM, ig, p.opts.NodeRoleCNIPolicy)
 	if err != nil {
 		return "", "", err
 	}

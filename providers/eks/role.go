@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
@@ -28,6 +29,21 @@ const (
 	PolicyECR        = "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly"
 	PolicySSM        = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 )
+
+// CNIPolicy is what a node role the controller creates gets of
+// AmazonEKS_CNI_Policy: nothing by default, because every process that
+// reaches the node's credentials (IMDS) would get the VPC CNI's rights to
+// move IP addresses and security groups of any ENI in the region; the
+// VPC CNI takes its own role (IRSA or EKS Pod Identity for the aws-node
+// service account). With keep (the --node-role-cni-policy flag, for
+// clusters whose aws-node still uses the node role) it is PolicyCNI,
+// unless the group's irsa-enabled annotation is "true".
+func CNIPolicy(ig *v1alpha1.InstanceGroup, keep bool) []string {
+	if !keep || ig.Annotations[v1alpha1.AnnotationIRSAEnabled] == "true" {
+		return nil
+	}
+	return []string{PolicyCNI}
+}
 
 // OwnedRole is an IAM role an InstanceGroup creates and owns: it carries
 // the ownership tags of Owner (package ownership), and only a role whose

@@ -121,7 +121,7 @@ func (b bootstrap) Validate() error {
 }
 
 // splitExtraArgs parses the bootstrap arguments into bootstrap-script
-// flags and kubelet flags (joined to ours: bootstrap.sh honours only one
+// words (nodeargs.Args.BootstrapWords: "--name value") and kubelet flags (joined to ours: bootstrap.sh honours only one
 // --kubelet-extra-args). Arguments that do not parse give nothing; Validate
 // reports them.
 func splitExtraArgs(args string) (rest []string, kubelet []string) {
@@ -129,7 +129,7 @@ func splitExtraArgs(args string) (rest []string, kubelet []string) {
 	if err != nil {
 		return nil, nil
 	}
-	return a.Bootstrap, a.Kubelet
+	return a.BootstrapWords(), a.Kubelet
 }
 
 func (b bootstrap) script(stage string) string {

@@ -58,7 +58,7 @@ func TestUserDataShapes(t *testing.T) {
 		want   []string // in order
 	}{
 		{v1alpha1.OSFamilyAmazonLinux2, []string{"#!/bin/bash", "echo pre",
-			"/etc/eks/bootstrap.sh 'prod' --kubelet-extra-args '--node-labels=team=a --max-pods=58 --v=2' --apiserver-endpoint 'https://prod.eks.example' --b64-cluster-ca 'Q0E=' '--container-runtime=containerd'",
+			"/etc/eks/bootstrap.sh 'prod' --kubelet-extra-args '--node-labels=team=a --max-pods=58 --v=2' --apiserver-endpoint 'https://prod.eks.example' --b64-cluster-ca 'Q0E=' '--container-runtime' 'containerd'",
 			"echo post"}},
 		{v1alpha1.OSFamilyAmazonLinux2023, []string{"multipart/mixed", "echo pre", "kind: NodeConfig", "apiServerEndpoint: https://prod.eks.example",
 			"cidr: 10.100.0.0/16", "maxPods: 58", `- "--node-labels=team=a"`, `- "--v=2"`, "echo post"}},
@@ -88,8 +88,10 @@ func TestSplitExtraArgs(t *testing.T) {
 	}{
 		{"", nil, nil},
 		{"--kubelet-extra-args=--v=2", nil, []string{"--v=2"}},
-		{"--use-max-pods false --kubelet-extra-args '--v=2 --max-pods=20'", []string{"--use-max-pods=false"}, []string{"--v=2", "--max-pods=20"}},
-		{`--kubelet-extra-args "--v=4" --dns-cluster-ip 10.0.0.10`, []string{"--dns-cluster-ip=10.0.0.10"}, []string{"--v=4"}},
+		// bootstrap.sh reads "--flag value" (N16: "--flag=value" was ignored).
+		{"--use-max-pods false --kubelet-extra-args '--v=2 --max-pods=20'", []string{"--use-max-pods", "false"}, []string{"--v=2", "--max-pods=20"}},
+		{`--kubelet-extra-args "--v=4" --ip-family=ipv6 --enable-docker-bridge`, []string{"--ip-family", "ipv6", "--enable-docker-bridge"}, []string{"--v=4"}},
+		{`--kubelet-extra-args "--v=4" --dns-cluster-ip 10.0.0.10`, nil, nil}, // refused (N16)
 		{"--kubelet-extra-args '--v=2' ; id > /tmp/pwned", nil, nil},
 	}
 	for _, tc := range cases {

@@ -35,6 +35,10 @@ type nodegroup struct {
 	version       string
 	release       string
 	tags          map[string]string
+	// template is the controller's launch template version the node
+	// group uses (see launchtemplate.go); nil with SSH remote access,
+	// which EKS allows only with its own template.
+	template *templateRef
 }
 
 // refs are the spec's references resolved against AWS.
@@ -126,7 +130,10 @@ func (ng nodegroup) createInput() *eks.CreateNodegroupInput {
 	if ng.amiType != "" {
 		in.AmiType = ekstypes.AMITypes(ng.amiType)
 	}
-	if ng.diskSize > 0 {
+	if t := ng.template; t != nil {
+		// The disk is the template's: EKS refuses diskSize with one.
+		in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: awssdk.String(t.id), Version: awssdk.String(t.version)}
+	} else if ng.diskSize > 0 {
 		in.DiskSize = awssdk.Int32(ng.diskSize)
 	}
 	if ng.keyPair != "" {

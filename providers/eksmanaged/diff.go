@@ -107,18 +107,27 @@ func configUpdate(have *ekstypes.Nodegroup, want nodegroup) (*eks.UpdateNodegrou
 
 // versionUpdate is the EKS UpdateNodegroupVersion request when the spec
 // sets a Kubernetes version or AMI release version the node group does
-// not have, or nil. The version is always sent (the spec's, else the node
+// not have, or the controller's launch template has a version the node
+// group does not use (its IMDS settings or disk size changed), or nil. The version is always sent (the spec's, else the node
 // group's own) because EKS reads a missing version as "the cluster's".
 // It also describes the change, for messages.
 func versionUpdate(have *ekstypes.Nodegroup, want nodegroup) (*eks.UpdateNodegroupVersionInput, string) {
 	hv, hr := awssdk.ToString(have.Version), awssdk.ToString(have.ReleaseVersion)
 	versionChanged := want.version != "" && want.version != hv
 	releaseChanged := want.release != "" && want.release != hr
-	if !versionChanged && !releaseChanged {
+	var templateChanged bool
+	if t, h := want.template, have.LaunchTemplate; t != nil && h != nil && awssdk.ToString(h.Id) == t.id {
+		templateChanged = awssdk.ToString(h.Version) != t.version
+	}
+	if !versionChanged && !releaseChanged && !templateChanged {
 		return nil, ""
 	}
 	in := &eks.UpdateNodegroupVersionInput{ClusterName: awssdk.String(want.cluster), NodegroupName: awssdk.String(want.name), Version: awssdk.String(hv)}
 	var what []string
+	if templateChanged {
+		in.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: awssdk.String(want.template.id), Version: awssdk.String(want.template.version)}
+		what = append(what, fmt.Sprintf("launch template %s version %s -> %s", want.template.name, awssdk.ToString(have.LaunchTemplate.Version), want.template.version))
+	}
 	if versionChanged {
 		in.Version = awssdk.String(want.version)
 		what = append(what, fmt.Sprintf("version %s -> %s", hv, want.version))
@@ -140,7 +149,9 @@ type immutableChange struct {
 
 // immutableChanges lists the fields of want that differ from the existing
 // node group but cannot be changed on it (its shape): node role, subnets,
-// instance types, AMI type, disk size, remote access and capacity type. A
+// instance types, AMI type, launch template (whether it has the
+// controller's, and which), disk size (without a launch template; with
+// one it is the template's), remote access and capacity type. A
 // field the spec leaves empty (instance types, AMI type, disk size, key
 // pair) is not compared: EKS chose its value. A node group with any
 // change is replaced.
@@ -163,7 +174,23 @@ func immutableChanges(have *ekstypes.Nodegroup, want nodegroup, c *v1alpha1.EKSM
 	if want.amiType != "" && string(have.AmiType) != want.amiType {
 		add("amiType", have.AmiType, want.amiType)
 	}
-	if want.diskSize > 0 && awssdk.ToInt32(have.DiskSize) != want.diskSize {
+	haveTemplate, wantTemplate := "none (EKS's)", "none (EKS's)"
+	if have.LaunchTemplate != nil {
+		haveTemplate = awssdk.ToString(have.LaunchTemplate.Name)
+		if haveTemplate == "" {
+			haveTemplate = awssdk.ToString(have.LaunchTemplate.Id)
+		}
+	}
+	if want.template != nil {
+		wantTemplate = want.template.name
+	}
+	switch {
+	case have.LaunchTemplate == nil && want.template == nil:
+	case have.LaunchTemplate == nil || want.template == nil || awssdk.ToString(have.LaunchTemplate.Id) != want.template.id:
+		// EKS keeps a node group on the template it was created with.
+		add("launchTemplate", haveTemplate, wantTemplate)
+	}
+	if want.template == nil && want.diskSize > 0 && awssdk.ToInt32(have.DiskSize) != want.diskSize {
 		add("volSize", awssdk.ToInt32(have.DiskSize), want.diskSize)
 	}
 	if want.keyPair != "" {

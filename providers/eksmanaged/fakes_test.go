@@ -2,7 +2,9 @@ package eksmanaged
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,6 +15,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/smithy-go"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 )
@@ -56,6 +59,14 @@ func (f *fakeEKS) CreateNodegroup(_ context.Context, in *eks.CreateNodegroupInpu
 		RemoteAccess: in.RemoteAccess, Labels: in.Labels, Taints: in.Taints, Tags: in.Tags, CapacityType: in.CapacityType,
 		Version: in.Version, ReleaseVersion: in.ReleaseVersion, Status: ekstypes.NodegroupStatusCreating,
 		NodegroupArn: awssdk.String(nodegroupARN(*in.ClusterName, *in.NodegroupName)),
+	}
+	if lt := in.LaunchTemplate; lt != nil {
+		// EKS's rules for a launch template (as moto checks them too).
+		if in.DiskSize != nil || in.RemoteAccess != nil {
+			return nil, &ekstypes.InvalidParameterException{Message: awssdk.String("disk size or remote access with a launch template")}
+		}
+		c := *lt
+		ng.LaunchTemplate = &c
 	}
 	if ng.Version == nil {
 		ng.Version = awssdk.String("1.29") // the cluster's
@@ -190,6 +201,14 @@ func (f *fakeEKS) UpdateNodegroupVersion(_ context.Context, in *eks.UpdateNodegr
 	if *in.Version == "9.99" {
 		return nil, &ekstypes.InvalidParameterException{Message: awssdk.String("Requested Nodegroup release version 9.99 is invalid")}
 	}
+	if lt := in.LaunchTemplate; lt != nil {
+		if ng.LaunchTemplate == nil || awssdk.ToString(ng.LaunchTemplate.Id) != awssdk.ToString(lt.Id) {
+			return nil, &ekstypes.InvalidParameterException{Message: awssdk.String("a node group keeps the launch template it was created with")}
+		}
+		c := *lt
+		ng.LaunchTemplate = &c
+		f.calls[len(f.calls)-1] += " template " + awssdk.ToString(lt.Version)
+	}
 	ng.Version = in.Version
 	ng.ReleaseVersion = awssdk.String(*in.Version + ".9-latest")
 	if in.ReleaseVersion != nil {
@@ -242,11 +261,108 @@ func copyGroup(ng *ekstypes.Nodegroup) *ekstypes.Nodegroup {
 	return &c
 }
 
-// fakeEC2 knows subnets and security groups by id and Name tag.
+// fakeEC2 knows subnets and security groups by id and Name tag, and
+// holds launch templates.
 type fakeEC2 struct {
 	awsp.EC2API
-	subnets map[string]string // id -> Name
-	groups  map[string]string // id -> Name
+	subnets   map[string]string // id -> Name
+	groups    map[string]string // id -> Name
+	templates map[string]*fakeTemplate
+}
+
+// fakeTemplate is a launch template: its tags and versions (data and
+// description), version n at index n-1.
+type fakeTemplate struct {
+	id, name string
+	tags     []ec2types.Tag
+	versions []ec2types.ResponseLaunchTemplateData
+	descs    []string
+}
+
+func templateNotFound() error {
+	return &smithy.GenericAPIError{Code: "InvalidLaunchTemplateName.NotFoundException", Message: "not found"}
+}
+
+func (f *fakeEC2) template(name, id *string) *fakeTemplate {
+	for _, t := range f.templates {
+		if t.name == awssdk.ToString(name) || t.id == awssdk.ToString(id) {
+			return t
+		}
+	}
+	return nil
+}
+
+// stored is the data EC2 keeps of a request (the fields the controller
+// writes).
+func stored(d *ec2types.RequestLaunchTemplateData) ec2types.ResponseLaunchTemplateData {
+	out := ec2types.ResponseLaunchTemplateData{}
+	if m := d.MetadataOptions; m != nil {
+		out.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptions{HttpEndpoint: m.HttpEndpoint, HttpTokens: m.HttpTokens, HttpPutResponseHopLimit: m.HttpPutResponseHopLimit}
+	}
+	for _, b := range d.BlockDeviceMappings {
+		out.BlockDeviceMappings = append(out.BlockDeviceMappings, ec2types.LaunchTemplateBlockDeviceMapping{DeviceName: b.DeviceName,
+			Ebs: &ec2types.LaunchTemplateEbsBlockDevice{VolumeSize: b.Ebs.VolumeSize, VolumeType: b.Ebs.VolumeType}})
+	}
+	if d.IamInstanceProfile != nil || d.InstanceType != "" || d.ImageId != nil || d.UserData != nil || d.KeyName != nil {
+		panic("a managed node group's launch template with a field EKS forbids or the controller does not set")
+	}
+	return out
+}
+
+func (f *fakeEC2) CreateLaunchTemplate(_ context.Context, in *ec2.CreateLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error) {
+	if f.template(in.LaunchTemplateName, nil) != nil {
+		return nil, &smithy.GenericAPIError{Code: "InvalidLaunchTemplateName.AlreadyExistsException"}
+	}
+	if f.templates == nil {
+		f.templates = map[string]*fakeTemplate{}
+	}
+	t := &fakeTemplate{id: fmt.Sprintf("lt-%d", len(f.templates)+1), name: *in.LaunchTemplateName,
+		versions: []ec2types.ResponseLaunchTemplateData{stored(in.LaunchTemplateData)}, descs: []string{awssdk.ToString(in.VersionDescription)}}
+	for _, s := range in.TagSpecifications {
+		t.tags = append(t.tags, s.Tags...)
+	}
+	f.templates[t.id] = t
+	return &ec2.CreateLaunchTemplateOutput{LaunchTemplate: &ec2types.LaunchTemplate{LaunchTemplateId: &t.id, LaunchTemplateName: &t.name, LatestVersionNumber: awssdk.Int64(1)}}, nil
+}
+
+func (f *fakeEC2) CreateLaunchTemplateVersion(_ context.Context, in *ec2.CreateLaunchTemplateVersionInput, _ ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
+	t := f.template(in.LaunchTemplateName, in.LaunchTemplateId)
+	if t == nil {
+		return nil, templateNotFound()
+	}
+	t.versions, t.descs = append(t.versions, stored(in.LaunchTemplateData)), append(t.descs, awssdk.ToString(in.VersionDescription))
+	return &ec2.CreateLaunchTemplateVersionOutput{LaunchTemplateVersion: &ec2types.LaunchTemplateVersion{LaunchTemplateId: &t.id, VersionNumber: awssdk.Int64(int64(len(t.versions)))}}, nil
+}
+
+func (f *fakeEC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+	t := f.template(in.LaunchTemplateName, in.LaunchTemplateId)
+	if t == nil {
+		return nil, templateNotFound()
+	}
+	n := len(t.versions)
+	return &ec2.DescribeLaunchTemplateVersionsOutput{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{{LaunchTemplateId: &t.id, LaunchTemplateName: &t.name,
+		VersionNumber: awssdk.Int64(int64(n)), VersionDescription: awssdk.String(t.descs[n-1]), LaunchTemplateData: &t.versions[n-1]}}}, nil
+}
+
+func (f *fakeEC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
+	out := &ec2.DescribeLaunchTemplatesOutput{}
+	for _, t := range f.templates {
+		if slices.Contains(in.LaunchTemplateNames, t.name) || slices.Contains(in.LaunchTemplateIds, t.id) {
+			out.LaunchTemplates = append(out.LaunchTemplates, ec2types.LaunchTemplate{LaunchTemplateId: &t.id, LaunchTemplateName: &t.name, Tags: t.tags})
+		}
+	}
+	if len(out.LaunchTemplates) == 0 {
+		return nil, templateNotFound()
+	}
+	return out, nil
+}
+
+func (f *fakeEC2) DeleteLaunchTemplate(_ context.Context, in *ec2.DeleteLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.DeleteLaunchTemplateOutput, error) {
+	if f.templates[awssdk.ToString(in.LaunchTemplateId)] == nil {
+		return nil, templateNotFound()
+	}
+	delete(f.templates, *in.LaunchTemplateId)
+	return &ec2.DeleteLaunchTemplateOutput{}, nil
 }
 
 func matching(all map[string]string, filters []ec2types.Filter) []string {

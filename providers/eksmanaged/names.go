@@ -112,13 +112,10 @@ func legacyNames(ig *v1alpha1.InstanceGroup) bool {
 }
 
 // nodeRole is the role the group creates and owns when the spec names
-// none: EC2 trust, the worker node, ECR read-only and (unless the
-// irsa-enabled annotation says the CNI has its own role) CNI policies.
-func nodeRole(ig *v1alpha1.InstanceGroup) eks.OwnedRole {
-	policies := []string{eks.PolicyWorkerNode, eks.PolicyECR}
-	if ig.Annotations[v1alpha1.AnnotationIRSAEnabled] != "true" {
-		policies = append(policies, eks.PolicyCNI)
-	}
+// none: EC2 trust, the worker node and ECR read-only policies, and the
+// CNI policy only as eks.CNIPolicy says (cni: --node-role-cni-policy).
+func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) eks.OwnedRole {
+	policies := append([]string{eks.PolicyWorkerNode, eks.PolicyECR}, eks.CNIPolicy(ig, cni)...)
 	return eks.OwnedRole{
 		Name: roleName(ig), Owner: eks.OwnerOf(ig, ig.Spec.EKSManaged.Configuration.ClusterName), TrustPolicy: eks.NodeTrustPolicy,
 		Description: "Nodes of the managed node group of InstanceGroup " + eks.Owner(ig) + " (instance-manager)",

@@ -7,8 +7,13 @@
 // (UpdateNodegroupVersion), one update at a time, and its tags
 // (TagResource, UntagResource), in place.
 //
+// Every node group without SSH remote access uses the group's launch
+// template (launchtemplate.go: IMDSv2 required, hop limit 1, the disk);
+// a new version of it is a version update (UpdateNodegroupVersion).
+//
 // Fields EKS fixes at creation (node role, subnets, instance types, AMI
-// type, disk size, remote access, capacity type: the shape) are changed
+// type, launch template, disk size without one, remote access, capacity
+// type: the shape) are changed
 // blue/green: a new node group named after the shape's hash is created,
 // and once it is ACTIVE with its nodes Ready and the controller has
 // drained the group's other node groups' nodes (providers.Disruptions:
@@ -27,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -48,6 +54,17 @@ type Provisioner struct {
 	aws   *awsp.Clients
 	reads *eksprov.Reads
 	nodes client.Reader
+	opts  Options
+	// templates remembers launch templates whose ownership was checked:
+	// "<name>/<group uid>" -> template id.
+	templates sync.Map
+}
+
+// Options are the eks-managed provisioner's settings.
+type Options struct {
+	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
+	// provisioner creates (see eks.CNIPolicy). Default off.
+	NodeRoleCNIPolicy bool
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
@@ -58,11 +75,11 @@ var _ providers.Provisioner = (*Provisioner)(nil)
 // Nodes of a replacement node group (label eks.amazonaws.com/nodegroup),
 // which must be Ready before the node group it replaces is deleted (nil:
 // the node group's ACTIVE state alone decides).
-func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader) *Provisioner {
+func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader, opts Options) *Provisioner {
 	if reads == nil {
 		reads = eksprov.NewReads(0)
 	}
-	return &Provisioner{aws: clients, reads: reads, nodes: nodes}
+	return &Provisioner{aws: clients, reads: reads, nodes: nodes, opts: opts}
 }
 
 // readsID identifies the group in Reads.
@@ -80,7 +97,8 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // Apply converges the group's managed node groups to the spec, one step
 // per call. References are resolved first (EC2 DescribeSubnets,
 // DescribeSecurityGroups; IAM GetRole or the owned role's calls, see
-// eks.EnsureOwnedRole). The group's node groups are found (EKS
+// eks.EnsureOwnedRole), then the launch template (ensureTemplate) unless
+// the spec asks for SSH remote access. The group's node groups are found (EKS
 // ListNodegroups, then DescribeNodegroup of the names that can be the
 // group's; only those tagged for the group count). The one whose shape is
 // the spec's is converged: tags in place (TagResource, UntagResource),
@@ -115,6 +133,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	want, err := desiredNodegroup(ig, r)
 	if err != nil {
 		return nil, err
+	}
+	if want.keyPair == "" {
+		if want.template, err = p.template(ctx, ig, want); err != nil {
+			return nil, err
+		}
 	}
 	found, err := p.find(ctx, ig, want)
 	if err != nil {
@@ -461,7 +484,7 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 	}
 	key := "byo\x00" + c.NodeRole
 	if c.NodeRole == "" {
-		raw, err := json.Marshal(nodeRole(ig))
+		raw, err := json.Marshal(nodeRole(ig, p.opts.NodeRoleCNIPolicy))
 		if err != nil {
 			return refs{}, err
 		}
@@ -476,17 +499,36 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 			return refs{}, err
 		}
 		r.roleARN = c.NodeRole
-	} else if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig)); err != nil {
+	} else if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig, p.opts.NodeRoleCNIPolicy)); err != nil {
 		return refs{}, err
 	}
 	p.reads.Store(gid, stageRole, key, r.roleARN)
 	return r, nil
 }
 
+// template returns the launch template version the node group is to use
+// (ensureTemplate), read again only when the settings change (or per
+// Reads).
+func (p *Provisioner) template(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup) (*templateRef, error) {
+	gid, settings := readsID(ig), settingsOf(want)
+	if v, ok := p.reads.Load(gid, gid, stageTemplate, settings.description()); ok {
+		ref := v.(templateRef)
+		return &ref, nil
+	}
+	ref, err := p.ensureTemplate(ctx, ig, want.cluster, settings)
+	if err != nil {
+		p.reads.Drop(gid, stageTemplate)
+		return nil, err
+	}
+	p.reads.Store(gid, stageTemplate, settings.description(), ref)
+	return &ref, nil
+}
+
 // Stages of a group's reads (see eks.Reads).
 const (
-	stageRole   = "managed-role"
-	stageSteady = "managed-active" // the node group ACTIVE alone, by shape hash
+	stageTemplate = "managed-template"
+	stageRole     = "managed-role"
+	stageSteady   = "managed-active" // the node group ACTIVE alone, by shape hash
 )
 
 // observe reports the node group: Active when ACTIVE, Updating while EKS
@@ -526,7 +568,8 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 // and returns false until none is left, a replacement and the node group
 // it replaces alike (an error names a node group that failed to delete,
 // which is tried again); then it deletes the node role the group created,
-// if any (see eks.DeleteOwnedRole), and returns true. A node group of the
+// if any (see eks.DeleteOwnedRole), and its launch template (deleteTemplate),
+// and returns true. A node group of the
 // group's name that another owner tagged is never deleted; a missing
 // cluster has no node groups left.
 func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (bool, error) {
@@ -554,7 +597,11 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	}
 	// The created role is deleted whatever nodeRole says now: the owner
 	// tag tells whether it is ours.
-	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig)); err != nil {
+	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
+		return false, err
+	}
+	// The launch template last: no node group uses it any more.
+	if err := p.deleteTemplate(ctx, ig, cluster); err != nil {
 		return false, err
 	}
 	p.reads.Forget(readsID(ig))

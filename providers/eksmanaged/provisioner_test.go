@@ -29,7 +29,7 @@ type env struct {
 func newEnv() *env {
 	e := &env{eks: newFakeEKS(), iam: &fakeIAM{roles: map[string]*fakeRole{}}, nodes: fake.NewClientBuilder().Build()}
 	ec2 := &fakeEC2{subnets: map[string]string{"subnet-a": "private-a", "subnet-b": "private-b"}, groups: map[string]string{"sg-1": "ops"}}
-	e.p = New(&awsp.Clients{EKS: e.eks, IAM: e.iam, EC2: ec2}, nil, e.nodes)
+	e.p = New(&awsp.Clients{EKS: e.eks, IAM: e.iam, EC2: ec2}, nil, e.nodes, Options{})
 	return e
 }
 
@@ -57,12 +57,13 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	if !reflect.DeepEqual(ng.Subnets, []string{"subnet-a", "subnet-b"}) || ng.Tags[eksprov.TagInstanceGroup] != "team-a/web" {
 		t.Fatalf("node group subnets %v tags %v", ng.Subnets, ng.Tags)
 	}
-	// The created role: EC2 trust, owner tag, worker/ECR/CNI policies.
+	// The created role: EC2 trust, owner tag, worker/ECR policies; no CNI
+	// policy without --node-role-cni-policy (issue 25, N4).
 	role := e.iam.roles[ngName]
 	if role == nil || *ng.NodeRole != "arn:aws:iam::123456789012:role/"+ngName || obs.RoleARN != *ng.NodeRole {
 		t.Fatalf("node role %v, node group role %s", role, *ng.NodeRole)
 	}
-	if want := map[string]bool{eksprov.PolicyWorkerNode: true, eksprov.PolicyECR: true, eksprov.PolicyCNI: true}; !reflect.DeepEqual(role.policies, want) {
+	if want := map[string]bool{eksprov.PolicyWorkerNode: true, eksprov.PolicyECR: true}; !reflect.DeepEqual(role.policies, want) {
 		t.Errorf("policies %v, want %v", role.policies, want)
 	}
 
@@ -76,7 +77,12 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 		t.Fatalf("observation once ACTIVE %+v", obs)
 	}
 
-	// irsa-enabled drops the CNI policy from the created role.
+	// --node-role-cni-policy attaches it; irsa-enabled then drops it.
+	e.p.opts.NodeRoleCNIPolicy = true
+	e.apply(t, ig)
+	if !role.policies[eksprov.PolicyCNI] {
+		t.Errorf("CNI policy not attached with --node-role-cni-policy: %v", role.policies)
+	}
 	ig.Annotations = map[string]string{v1alpha1.AnnotationIRSAEnabled: "true"}
 	e.apply(t, ig)
 	if role.policies[eksprov.PolicyCNI] {

@@ -54,6 +54,7 @@ func withInstanceType(ig *v1alpha1.InstanceGroup, it string) string {
 	if err != nil {
 		panic(err)
 	}
+	want.template = &templateRef{name: templateName(ig)} // the controller's launch template
 	return replacementName(ig, want.shape())
 }
 
@@ -144,7 +145,7 @@ func TestApplyReplacementContinuesAfterARestart(t *testing.T) {
 
 	// A new process (nothing kept in memory) with the stale status: the
 	// replacement is found, not created again, and the old node group goes.
-	restarted := func() *Provisioner { return New(e.p.aws, nil, e.nodes) }
+	restarted := func() *Provisioner { return New(e.p.aws, nil, e.nodes, Options{}) }
 	e.p = restarted()
 	obs, calls := e.step(t, stale)
 	if !reflect.DeepEqual(calls, []string{"DeleteNodegroup " + ngName}) || obs.GroupName != next || !slices.Equal(obs.Retiring, []string{ngName}) {

@@ -23,12 +23,21 @@ type shape struct {
 	CapacityType  string   `json:"capacityType"`
 	KeyPair       string   `json:"keyPair,omitempty"`
 	SourceSGs     []string `json:"sourceSecurityGroups,omitempty"` // ids, sorted
+	// LaunchTemplate is the controller's launch template's name; a node
+	// group keeps the template it was created with (its versions change
+	// in place). With one, the disk size is the template's, not the
+	// shape's.
+	LaunchTemplate string `json:"launchTemplate,omitempty"`
 }
 
 // shape is the immutable part of ng.
 func (ng nodegroup) shape() shape {
-	return shape{NodeRole: ng.roleARN, Subnets: sorted(ng.subnets), InstanceTypes: sorted(ng.instanceTypes), AmiType: ng.amiType,
+	s := shape{NodeRole: ng.roleARN, Subnets: sorted(ng.subnets), InstanceTypes: sorted(ng.instanceTypes), AmiType: ng.amiType,
 		DiskSize: ng.diskSize, CapacityType: ng.capacityType, KeyPair: ng.keyPair, SourceSGs: sorted(ng.sourceSGs)}
+	if ng.template != nil {
+		s.LaunchTemplate, s.DiskSize = ng.template.name, 0
+	}
+	return s
 }
 
 // hash is the first shapeHashLen hex digits of the SHA-256 of the shape's

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -19,11 +20,39 @@ type Args struct {
 	Kubelet   []string
 }
 
+// BootstrapWords are the bootstrap script's flags as its command line
+// takes them: "--name" then, for a flag with a value, the value as the
+// next word (AL2's bootstrap.sh reads "--name value" only; "--name=value"
+// is an unknown positional word to it).
+func (a Args) BootstrapWords() []string {
+	var out []string
+	for _, f := range a.Bootstrap {
+		name, value, ok := strings.Cut(f, "=")
+		out = append(out, name)
+		if ok {
+			out = append(out, value)
+		}
+	}
+	return out
+}
+
 // BootstrapFlags are the bootstrap script (AL2 bootstrap.sh) flags a
 // group may pass. Cluster, endpoint, CA and kubelet arguments are the
-// controller's.
-var BootstrapFlags = []string{"container-runtime", "dns-cluster-ip", "enable-docker-bridge", "ip-family",
-	"pause-container-account", "pause-container-version", "use-max-pods"}
+// controller's, and so are those of reservedBootstrapFlags.
+var BootstrapFlags = []string{"container-runtime", "enable-docker-bridge", "ip-family",
+	"pause-container-version", "use-max-pods"}
+
+// reservedBootstrapFlags are bootstrap.sh flags that reach every pod on
+// the node, with why they are refused (issue 25, N16).
+var reservedBootstrapFlags = map[string]string{
+	"pause-container-account": "it chooses the account of the pod sandbox (pause) image every pod on the node runs",
+	"dns-cluster-ip":          "it chooses the DNS server of every pod on the node",
+}
+
+// MaxKubeletVerbosity is the highest kubelet --v a group may set: from 6
+// on the kubelet logs the URLs, then headers and bodies of its API
+// requests and responses, Secrets included.
+const MaxKubeletVerbosity = 4
 
 // KubeletFlags are the kubelet flags a group may pass through
 // --kubelet-extra-args: tuning only. Node identity, registration, labels,
@@ -90,6 +119,9 @@ func Parse(s string) (Args, error) {
 			out.Kubelet = append(out.Kubelet, k...)
 			continue
 		}
+		if why, ok := reservedBootstrapFlags[m[1]]; ok {
+			return out, fmt.Errorf("bootstrap flag --%s is not allowed: %s (allowed: --kubelet-extra-args, --%s)", m[1], why, strings.Join(BootstrapFlags, ", --"))
+		}
 		if !slices.Contains(BootstrapFlags, m[1]) {
 			return out, fmt.Errorf("bootstrap flag --%s is not allowed (allowed: --kubelet-extra-args, --%s)", m[1], strings.Join(BootstrapFlags, ", --"))
 		}
@@ -119,6 +151,11 @@ func parseKubelet(s string) ([]string, error) {
 		f, err := flag(name, value, hasValue)
 		if err != nil {
 			return nil, err
+		}
+		if m[1] == "v" {
+			if n, err := strconv.Atoi(value); !hasValue || err != nil || n < 0 || n > MaxKubeletVerbosity {
+				return nil, fmt.Errorf("kubelet flag --v=%s: the log level must be 0 to %d (higher levels log API request and response bodies, Secrets included)", value, MaxKubeletVerbosity)
+			}
 		}
 		out = append(out, f)
 	}

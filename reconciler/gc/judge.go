@@ -8,6 +8,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 )
 
 // found is a resource the sweep listed by the cluster's ownership tag.
@@ -54,6 +55,13 @@ func orphaned(f found, live *v1alpha1.InstanceGroup) string {
 		return ""
 	}
 	p := live.Spec.Provisioner
+	if p == v1alpha1.ProvisionerEKSManaged && f.kind == resourceLaunchTemplate {
+		// A managed node group's launch template (eksmanaged.TemplateName);
+		// the eks-managed provisioner deletes it with the group.
+		if m := live.Spec.EKSManaged; m != nil && m.Configuration != nil && m.Configuration.ClusterName == f.cluster && eksmanaged.TemplateName(live) == f.name {
+			return ""
+		}
+	}
 	if p != v1alpha1.ProvisionerEKS && p != v1alpha1.ProvisionerEKSCF {
 		return fmt.Sprintf("InstanceGroup %s now uses provisioner %q", o, p)
 	}

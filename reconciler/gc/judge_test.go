@@ -9,6 +9,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 )
 
 func TestOrphaned(t *testing.T) {
@@ -32,6 +33,10 @@ func TestOrphaned(t *testing.T) {
 	otherInstallation.tags[ownership.TagInstallation] = "inst-2"
 	renamed := res
 	renamed.name = "prod-acme-web"
+	managed := &v1alpha1.InstanceGroup{ObjectMeta: live.ObjectMeta, Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged,
+		EKSManaged: &v1alpha1.EKSManagedSpec{Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "prod"}}}}
+	managedTemplate := found{kind: resourceLaunchTemplate, name: eksmanaged.TemplateName(managed), cluster: "prod", tags: owner.Tags()}
+	eksTemplate := found{kind: resourceLaunchTemplate, name: eks.GroupName(live), cluster: "prod", tags: owner.Tags()}
 	cases := []struct {
 		name string
 		f    found
@@ -45,6 +50,9 @@ func TestOrphaned(t *testing.T) {
 		{"the group moved to another cluster", res, group("dev", v1alpha1.ProvisionerEKS), `now builds in cluster "dev"`},
 		{"the group moved to another provisioner", res, group("prod", v1alpha1.ProvisionerEKSManaged), `now uses provisioner "eks-managed"`},
 		{"the group uses another name", renamed, live, "now uses " + eks.GroupName(live)},
+		{"a managed group's launch template is its own", managedTemplate, managed, ""},
+		{"an eks template of a group now managed is an orphan", eksTemplate, managed, `now uses provisioner "eks-managed"`},
+		{"a managed template of a group back on eks is an orphan", managedTemplate, live, "now uses " + eks.GroupName(live)},
 		{"another installation's resource is never collected", otherInstallation, nil, ""},
 		{"no owner tag: never collected", found{kind: resourceASG, name: "x", cluster: "prod", tags: map[string]string{"instancemgr.keikoproj.io/cluster/prod": "owned", ownership.TagInstallation: "inst-1"}}, nil, ""},
 	}
