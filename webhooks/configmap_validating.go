@@ -28,7 +28,8 @@ const maxReportedGroups = 10
 // and its deletion while InstanceGroups exist (the boundaries would go with
 // it).
 type ConfigMapValidator struct {
-	// Client lists InstanceGroups and Namespaces for the dry run.
+	// Client lists InstanceGroups for the dry run: the manager's cache, so
+	// that an admission costs the API server no LIST.
 	Client client.Reader
 	// ConfigMap is the one boundary ConfigMap; others are allowed untouched.
 	ConfigMap types.NamespacedName

@@ -49,6 +49,18 @@ func TestNetworkPolicy(t *testing.T) {
 		if opened[int(webhookPort)] != 1 {
 			t.Errorf("the webhook port %d is opened by %d rules, want 1", webhookPort, opened[int(webhookPort)])
 		}
+		// The manager refuses other sources itself, where no CNI enforces
+		// the policy.
+		if got := managerFlags(t, r).WebhookAllowedSources; !slices.Equal(got, []string{"10.0.0.0/28"}) {
+			t.Errorf("--webhook-allowed-sources %v, want the policy's [10.0.0.0/28]", got)
+		}
+	})
+	t.Run("a selector peer: the manager does not guess the sources", func(t *testing.T) {
+		from := append([]any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}}}}, apiServerSource...)
+		r := render(t, release{Namespace: "im-system", Values: map[string]any{"networkPolicy": map[string]any{"webhookFrom": from}}})
+		if got := managerFlags(t, r).WebhookAllowedSources; len(got) != 0 {
+			t.Errorf("--webhook-allowed-sources %v with a selector among the peers, want none (the manager cannot match a selector)", got)
+		}
 	})
 	t.Run("metrics port separately", func(t *testing.T) {
 		monitoring := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}}
