@@ -99,6 +99,13 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
 			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
 		},
+		Quotas: func(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]string, error) {
+			all := &v1alpha1.InstanceGroupList{}
+			if err := mgr.GetClient().List(ctx, all); err != nil {
+				return nil, err
+			}
+			return webhooks.QuotaProblems(st.Get().Config, ig, webhooks.CreatedBefore(ig, all.Items), opts.ConfigNamespace), nil
+		},
 	}
 	workers := opts.Workers
 	if workers <= 0 {

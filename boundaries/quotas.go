@@ -21,8 +21,11 @@ import (
 //	    team-a: {maxGroups: 10, instanceTypes: ["m5.*"]}
 //	  total: {maxGroups: 100, maxTotalVCPU: 2048}                  # the whole cluster
 //	  vcpus: {p5.48xlarge: 192}                                    # complements the built-in estimate
+//	  awsLimits: {autoScalingGroupsPerRegion: 1000}                # AWS's quotas (defaults 30, 10, 500)
 //
-// A create or update past a bound is refused, naming the bound.
+// A create or update past a bound is refused, naming the bound. Without
+// the key, DefaultQuotas are in force (EffectiveQuotas); AWSLimits always
+// are, at their defaults when not written.
 type Quotas struct {
 	PerNamespace *Quota           `json:"perNamespace,omitempty"`
 	Namespaces   map[string]Quota `json:"namespaces,omitempty"`
@@ -31,6 +34,8 @@ type Quotas struct {
 	// (from the size: large 2, xlarge 4, Nxlarge 4N, ...) does not know or
 	// gets wrong.
 	VCPUs map[string]int64 `json:"vcpus,omitempty"`
+	// AWSLimits are the AWS quotas checked at admission (CheckAWSLimits).
+	AWSLimits *AWSLimits `json:"awsLimits,omitempty"`
 }
 
 // Quota is one set of bounds; an absent field is no bound.
@@ -94,6 +99,14 @@ func (q *Quotas) validate() []string {
 		check("total", t)
 		if t.MaxSize != nil || t.InstanceTypes != nil || t.Tenancies != nil || t.MaxVolumeSize != nil || t.MaxVolumeIops != nil || t.MaxWarmPoolSize != nil {
 			out = append(out, "total: only maxGroups, maxTotalVCPU and maxConcurrentUpgrades bound the cluster as a whole; put per-group bounds in perNamespace")
+		}
+	}
+	if l := q.AWSLimits; l != nil {
+		for name, v := range map[string]*int64{"managedNodeGroupsPerCluster": l.ManagedNodeGroupsPerCluster,
+			"fargateProfilesPerCluster": l.FargateProfilesPerCluster, "autoScalingGroupsPerRegion": l.AutoScalingGroupsPerRegion} {
+			if v != nil && *v < 1 {
+				out = append(out, fmt.Sprintf("awsLimits.%s: %d (valid: an integer >= 1, the AWS quota of the account)", name, *v))
+			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(q.VCPUs)) {
@@ -188,6 +201,14 @@ func (q *Quotas) checkGroup(ig *v1alpha1.InstanceGroup, qt *Quota, at string) []
 				out = append(out, fmt.Sprintf("instance type %q is not allowed by %s.instanceTypes (%s)", t, at, strings.Join(qt.InstanceTypes, ", ")))
 			}
 		}
+		if s.subFamilyOf != "" && matchesAny(s.subFamilyOf, qt.InstanceTypes) {
+			if probe, ok := subFamilyProbe(s.subFamilyOf); !ok || !matchesAny(probe, qt.InstanceTypes) {
+				family, generation, _ := v1alpha1.SubFamilyOf(s.subFamilyOf)
+				_, size, _ := strings.Cut(s.subFamilyOf, ".")
+				out = append(out, fmt.Sprintf("spec.eks.configuration.mixedInstancesPolicy.instancePool: %s launches any type of the %s%s sub-family at size %s, which %s.instanceTypes (%s) does not allow as a whole (e.g. %s%s*.%s); list mixedInstancesPolicy.instanceTypes instead",
+					v1alpha1.InstancePoolSubFamilyFlexible, family, generation, size, at, strings.Join(qt.InstanceTypes, ", "), family, generation, size))
+			}
+		}
 	}
 	if qt.Tenancies != nil && !slices.Contains(qt.Tenancies, s.tenancy) {
 		out = append(out, fmt.Sprintf("tenancy %q is not allowed by %s.tenancies (%s)", s.tenancy, at, strings.Join(qt.Tenancies, ", ")))
@@ -219,6 +240,9 @@ type groupShape struct {
 	tenancy       string
 	volumes       []volumeShape
 	warmPool      int64
+	// subFamilyOf is the base type of instancePool SubFamilyFlexible,
+	// whose derived types (same vCPUs as the base) are not listed.
+	subFamilyOf string
 }
 
 func shapeOf(ig *v1alpha1.InstanceGroup) groupShape {
@@ -236,6 +260,14 @@ func shapeOf(ig *v1alpha1.InstanceGroup) groupShape {
 				s.volumes = append(s.volumes, volumeShape{path: "spec.eks-managed.configuration.volSize", size: c.VolSize})
 			}
 		}
+		if len(s.instanceTypes) == 0 {
+			// EKS launches its default type: counted like a listed one.
+			amiType := ""
+			if m.Configuration != nil {
+				amiType = m.Configuration.AmiType
+			}
+			s.instanceTypes = []string{eksManagedDefaultType(amiType)}
+		}
 	case ig.Spec.EKS != nil && ig.Spec.Provisioner != v1alpha1.ProvisionerEKSFargate:
 		e := ig.Spec.EKS
 		s.section, s.maxSize = "spec.eks", e.MaxSize
@@ -249,6 +281,9 @@ func shapeOf(ig *v1alpha1.InstanceGroup) groupShape {
 			if m := c.MixedInstancesPolicy; m != nil {
 				for _, t := range m.InstanceTypes {
 					s.instanceTypes = append(s.instanceTypes, t.Type)
+				}
+				if len(m.InstanceTypes) == 0 && strings.EqualFold(m.InstancePool, v1alpha1.InstancePoolSubFamilyFlexible) {
+					s.subFamilyOf = c.InstanceType
 				}
 			}
 			if c.Placement != nil && c.Placement.Tenancy != "" {

@@ -16,8 +16,9 @@ import (
 // tenancy runs the checks of tenant confinement on the final object (see
 // InstanceGroupValidator). Groups in an excluded namespace skip the
 // boundary re-check; groups in an excluded namespace or the ConfigMap's own
-// (the admin's) skip the quotas and may select pods of any namespace for
-// Fargate. The error is a failure to list InstanceGroups.
+// (the admin's) skip the quotas but not AWS's limits (QuotaProblems), and
+// may select pods of any namespace for Fargate. The error is a failure to
+// list InstanceGroups.
 func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1alpha1.InstanceGroup) (field.ErrorList, error) {
 	var errs field.ErrorList
 	state := v.Boundaries.Get()
@@ -72,13 +73,17 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		}
 	}
 
-	if cfg != nil && cfg.Quotas != nil && !excluded && !adminNS {
+	if v.Reader != nil {
 		all := &v1alpha1.InstanceGroupList{}
 		if err := v.Reader.List(ctx, all); err != nil {
 			return nil, fmt.Errorf("listing InstanceGroups for the quotas: %w", err)
 		}
-		for _, p := range cfg.Quotas.Check(ig, all.Items) {
-			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("quota exceeded: %s (ConfigMap %s)", p, cm)))
+		where := "ConfigMap " + cm
+		if cfg == nil || cfg.Quotas == nil {
+			where = "the default quotas; ConfigMap " + cm + " sets none"
+		}
+		for _, p := range QuotaProblems(cfg, ig, all.Items, v.ConfigMap.Namespace) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("quota exceeded: %s (%s)", p, where)))
 		}
 	}
 	return errs, nil
