@@ -104,7 +104,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 			if err := mgr.GetClient().List(ctx, all); err != nil {
 				return nil, err
 			}
-			return webhooks.QuotaProblems(st.Get().Config, ig, webhooks.CreatedBefore(ig, all.Items), opts.ConfigNamespace), nil
+			return webhooks.QuotaProblems(st.Get().Config, ig, webhooks.CreatedBefore(ig, all.Items), opts.ConfigNamespace, true), nil
 		},
 	}
 	workers := opts.Workers

@@ -61,6 +61,16 @@ func TestDefaultQuotas(t *testing.T) {
 			}
 		})
 	}
+	// A namespace past maxGroups (the admin lowered it, or parallel creates
+	// got through) still gets its groups' updates; their sizes are checked.
+	eleven := append(ten, ig("a", "g10", "m5.large", 1))
+	if got := q.CheckUpdate(&eleven[0], eleven); len(got) != 0 {
+		t.Errorf("CheckUpdate past maxGroups = %q, want nothing", got)
+	}
+	grown := ig("a", "g0", "m5.large", 51)
+	if got := q.CheckUpdate(&grown, eleven); len(got) != 1 || !strings.Contains(got[0], "spec.eks.maxSize: 51 is above quotas.perNamespace.maxSize (50)") {
+		t.Errorf("CheckUpdate of a size past maxSize = %q", got)
+	}
 	if c := mustParse(t, map[string]string{"quotas": "{}"}); len(c.EffectiveQuotas().Check(&ten[0], ten)) != 0 {
 		t.Error(`quotas "{}" should turn the default bounds off`)
 	}

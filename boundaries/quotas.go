@@ -137,12 +137,24 @@ func (c *Config) QuotasFor(namespace string) (*Quota, string) {
 	return c.Quotas.ForNamespace(namespace)
 }
 
-// Check returns every bound ig breaks, given the other InstanceGroups of
-// the cluster (ig itself, by namespace and name, is skipped among them).
-// Each problem names the field, the bound in the ConfigMap and its value,
-// e.g. "spec.eks.maxSize: 50 is above quotas.perNamespace.maxSize (10)".
-// A nil Quotas bounds nothing.
+// Check returns every bound ig breaks when it is added beside the other
+// InstanceGroups of the cluster (ig itself, by namespace and name, is
+// skipped among them). Each problem names the field, the bound in the
+// ConfigMap and its value, e.g. "spec.eks.maxSize: 50 is above
+// quotas.perNamespace.maxSize (10)". A nil Quotas bounds nothing.
 func (q *Quotas) Check(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup) []string {
+	return q.check(ig, others, true)
+}
+
+// CheckUpdate is Check for a change of an existing group: the number of
+// groups does not change, so maxGroups is not checked (a namespace already
+// past it, e.g. after the admin lowered it, still gets its groups'
+// updates, finalizer removals included).
+func (q *Quotas) CheckUpdate(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup) []string {
+	return q.check(ig, others, false)
+}
+
+func (q *Quotas) check(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup, adding bool) []string {
 	if q == nil {
 		return nil
 	}
@@ -160,17 +172,17 @@ func (q *Quotas) Check(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGro
 	}
 	if qt, at := q.ForNamespace(ig.Namespace); qt != nil {
 		out = append(out, q.checkGroup(ig, qt, at)...)
-		out = append(out, q.checkAggregate(ig, same, qt, at, "namespace "+ig.Namespace)...)
+		out = append(out, q.checkAggregate(ig, same, qt, at, "namespace "+ig.Namespace, adding)...)
 	}
 	if q.Total != nil {
-		out = append(out, q.checkAggregate(ig, all, q.Total, "quotas.total", "the cluster")...)
+		out = append(out, q.checkAggregate(ig, all, q.Total, "quotas.total", "the cluster", adding)...)
 	}
 	return out
 }
 
-func (q *Quotas) checkAggregate(ig *v1alpha1.InstanceGroup, others []*v1alpha1.InstanceGroup, qt *Quota, at, where string) []string {
+func (q *Quotas) checkAggregate(ig *v1alpha1.InstanceGroup, others []*v1alpha1.InstanceGroup, qt *Quota, at, where string, adding bool) []string {
 	var out []string
-	if qt.MaxGroups != nil && int64(len(others)+1) > *qt.MaxGroups {
+	if adding && qt.MaxGroups != nil && int64(len(others)+1) > *qt.MaxGroups {
 		out = append(out, fmt.Sprintf("%d InstanceGroups in %s would be above %s.maxGroups (%d)", len(others)+1, where, at, *qt.MaxGroups))
 	}
 	if qt.MaxTotalVCPU != nil {

@@ -94,7 +94,7 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 		}
 	}
 	if v.Boundaries != nil && len(errs) == 0 {
-		more, err := v.tenancy(ctx, obj, ig)
+		more, err := v.tenancy(ctx, obj, ig, req.Operation == admissionv1.Create)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("InstanceGroup %s/%s: %w", req.Namespace, ig.Name, err))
 		}

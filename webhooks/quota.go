@@ -11,17 +11,26 @@ import (
 // (boundaries.Config.EffectiveQuotas: the ConfigMap's, or the defaults),
 // which groups of an excluded namespace or of adminNamespace (the
 // ConfigMap's) skip, then AWS's own limits, which every group counts
-// against. The validating webhook passes every other group; the
+// against. adding is false for an update of an existing group: the counts
+// (maxGroups, AWS's limits) do not change then, and are not checked. The
+// validating webhook passes every other group; the
 // reconciler, before it builds a group, only those created before it
 // (CreatedBefore), so that of groups admitted together past a quota the
 // later ones wait.
-func QuotaProblems(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup, adminNamespace string) []string {
+func QuotaProblems(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup, adminNamespace string, adding bool) []string {
 	q := cfg.EffectiveQuotas()
 	var out []string
 	if !cfg.Excluded(ig.Namespace) && ig.Namespace != adminNamespace {
-		out = append(out, q.Check(ig, others)...)
+		if adding {
+			out = append(out, q.Check(ig, others)...)
+		} else {
+			out = append(out, q.CheckUpdate(ig, others)...)
+		}
 	}
-	return append(out, q.CheckAWSLimits(ig, others)...)
+	if adding {
+		out = append(out, q.CheckAWSLimits(ig, others)...)
+	}
+	return out
 }
 
 // CreatedBefore returns the groups of all created before ig: an earlier

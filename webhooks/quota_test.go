@@ -81,7 +81,10 @@ func TestQuotaProblems(t *testing.T) {
 		{"but not AWS's limits", nil, newFargate, fargates, `11 eks-fargate groups of cluster "prod"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := QuotaProblems(tc.cfg, &tc.ig, tc.others, "admin-ns")
+			if tc.want != "" && len(QuotaProblems(tc.cfg, &tc.ig, tc.others, "admin-ns", false)) > 0 && strings.Contains(tc.want, "InstanceGroups in") {
+				t.Errorf("an update is refused on the number of groups, which it does not change")
+			}
+			got := QuotaProblems(tc.cfg, &tc.ig, tc.others, "admin-ns", true)
 			if tc.want == "" && len(got) > 0 || tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)) {
 				t.Errorf("QuotaProblems = %q, want %q", got, tc.want)
 			}

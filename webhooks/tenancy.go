@@ -19,7 +19,7 @@ import (
 // (the admin's) skip the quotas but not AWS's limits (QuotaProblems), and
 // may select pods of any namespace for Fargate. The error is a failure to
 // list InstanceGroups.
-func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1alpha1.InstanceGroup) (field.ErrorList, error) {
+func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1alpha1.InstanceGroup, creating bool) (field.ErrorList, error) {
 	var errs field.ErrorList
 	state := v.Boundaries.Get()
 	cfg := state.Config
@@ -82,7 +82,7 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig *v1
 		if cfg == nil || cfg.Quotas == nil {
 			where = "the default quotas; ConfigMap " + cm + " sets none"
 		}
-		for _, p := range QuotaProblems(cfg, ig, all.Items, v.ConfigMap.Namespace) {
+		for _, p := range QuotaProblems(cfg, ig, all.Items, v.ConfigMap.Namespace, creating) {
 			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("quota exceeded: %s (%s)", p, where)))
 		}
 	}
