@@ -477,6 +477,13 @@ func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
 // setInstallation sets the installation id of the ownership tags: id, or
 // the UID of the kube-system Namespace (stable for the cluster's life).
 func setInstallation(r client.Reader, id string) error {
+	if id != "" {
+		// Two releases given one id (one values file for blue/green
+		// clusters) would each take the other's resources for its own;
+		// the garbage collector judges only its clusters' (--cluster-name).
+		ctrl.Log.WithName("setup").Info("WARNING: --installation-id is set: it must differ between installations that share an AWS account and region " +
+			"(the default, the kube-system Namespace's UID, always does); resources of clusters other than --cluster-name/--additional-cluster-names are never collected")
+	}
 	if id == "" {
 		ns := &corev1.Namespace{}
 		if err := r.Get(context.Background(), types.NamespacedName{Name: "kube-system"}, ns); err != nil {

@@ -66,7 +66,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	}
 	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drainer: drainer, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
-		DryRun: opts.GCDryRun,
+		DryRun: opts.GCDryRun, Clusters: opts.LeastPrivilege.clusters(),
 	}}); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
