@@ -75,6 +75,16 @@ type Options struct {
 	// reset, CVE-2023-44487), and the webhook Service is reachable from
 	// any pod unless a NetworkPolicy restricts it.
 	WebhookHTTP2 bool
+	// WebhookAllowedSources are the API server's source addresses (CIDRs):
+	// a request to the webhook port from elsewhere is refused unread
+	// (webhooks.FrontDoor). Empty: any source, with a start-up warning.
+	WebhookAllowedSources []string
+	// WebhookRatePerSource bounds each source address's requests per
+	// second to the webhook port (bursts of twice as many); <= 0: none.
+	WebhookRatePerSource float64
+	// WebhookAWSRatePerRequester bounds the AWS reads per second that one
+	// requester's admissions cause (cloud checks, image owners); <= 0: none.
+	WebhookAWSRatePerRequester float64
 	// ControllerUsername is the user the API server sees for this process:
 	// only it may change the provenance annotations. Default: the pod's
 	// service account, system:serviceaccount:$POD_NAMESPACE:$SERVICE_ACCOUNT_NAME.
@@ -201,6 +211,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	fs.BoolVar(&o.WebhookHTTP2, "webhook-http2", false, "Serve the admission webhooks over HTTP/2 as well as HTTP/1.1: the API server then sends every review over one connection instead of opening a TLS connection per review in a burst (off by default: HTTP/2 rapid-reset attacks, CVE-2023-44487; enable where a NetworkPolicy lets only the API server reach the webhook port).")
+	fs.Func("webhook-allowed-sources", "The API server's source addresses (comma-separated CIDRs, e.g. the subnets of EKS's control-plane network interfaces): a request to the webhook port from any other address is refused unread. The chart passes networkPolicy.webhookFrom's ipBlocks. Empty: any source (the webhooks then trust whoever reaches the port).", func(v string) error {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				o.WebhookAllowedSources = append(o.WebhookAllowedSources, c)
+			}
+		}
+		return nil
+	})
+	fs.Float64Var(&o.WebhookRatePerSource, "webhook-rate-per-source", webhooks.DefaultSourceRate, "Requests per second one source address may send to the webhook port (bursts of twice as many); more are refused with 429 before they are read. 0: no bound.")
+	fs.Float64Var(&o.WebhookAWSRatePerRequester, "webhook-aws-rate-per-requester", webhooks.DefaultRequesterAWSRate, "AWS reads per second (bursts of 10 times as many) that one user's admissions may cause on a replica (cloud checks of new references, image owners; answers are cached); beyond it admission answers \"could not check, retry\". 0: no bound.")
 	fs.StringVar(&o.ControllerUsername, "controller-username", "", "Username of this controller as the API server authenticates it (default: from POD_NAMESPACE and SERVICE_ACCOUNT_NAME).")
 	fs.BoolVar(&o.CertRotation, "cert-rotation", false, "Create and rotate the webhook serving certificate in --webhook-secret-name and inject its CA into the webhook configurations (off: the certificate in --webhook-cert-dir is provided, e.g. by cert-manager).")
 	fs.StringVar(&o.WebhookServiceName, "webhook-service-name", "instance-manager-webhook", "Name of the webhook Service in $POD_NAMESPACE; the rotated certificate is for <name>.<namespace>.svc.")
@@ -334,15 +354,30 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The webhooks' AWS reads go through clients of their own, charged to
+	// the requester (webhooks.AWSBudget); their lists come from the
+	// manager's cache, never live from the API server.
+	admissionAWS, err := awsClients(opts, dry, awsp.ClusterGuard(opts.LeastPrivilege.clusterAllowed(st)),
+		webhooks.AWSBudget(opts.WebhookAWSRatePerRequester, int(10*opts.WebhookAWSRatePerRequester)))
+	if err != nil {
+		return nil, err
+	}
 	var cloud webhooks.CloudChecker
 	if opts.CloudChecks {
-		cloud = &refcheck.Checker{AWS: clients, TTL: time.Minute}
+		cloud = &refcheck.Checker{AWS: admissionAWS, TTL: time.Minute}
 	}
-	webhooks.Register(mgr.GetWebhookServer(),
+	door, err := webhooks.NewFrontDoor(opts.WebhookAllowedSources, opts.WebhookRatePerSource, int(2*opts.WebhookRatePerSource))
+	if err != nil {
+		return nil, err
+	}
+	if len(door.Sources) == 0 {
+		ctrl.Log.WithName("setup").Info("WARNING: --webhook-allowed-sources is not set: the webhook port answers any source, and the webhooks trust the AdmissionReviews it sends; set it to the API server's addresses (chart value networkPolicy.webhookFrom)")
+	}
+	webhooks.Register(mgr.GetWebhookServer(), door,
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
-		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetAPIReader(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
-			Allowlists: opts.LeastPrivilege.allowlists(opts, clients, st), Cloud: cloud},
-		&webhooks.ConfigMapValidator{Client: mgr.GetAPIReader(), ConfigMap: configMap, Cloud: cloud},
+		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetClient(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
+			Allowlists: opts.LeastPrivilege.allowlists(opts, admissionAWS, st), Cloud: cloud},
+		&webhooks.ConfigMapValidator{Client: mgr.GetClient(), ConfigMap: configMap, Cloud: cloud},
 	)
 	recordName := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: RolloutRecordName}
 	records, err := recordCache(mgr, recordName)
@@ -442,6 +477,13 @@ func (c cacheRunnable) GetCache() cache.Cache { return c.Cache }
 // setInstallation sets the installation id of the ownership tags: id, or
 // the UID of the kube-system Namespace (stable for the cluster's life).
 func setInstallation(r client.Reader, id string) error {
+	if id != "" {
+		// Two releases given one id (one values file for blue/green
+		// clusters) would each take the other's resources for its own;
+		// the garbage collector judges only its clusters' (--cluster-name).
+		ctrl.Log.WithName("setup").Info("WARNING: --installation-id is set: it must differ between installations that share an AWS account and region " +
+			"(the default, the kube-system Namespace's UID, always does); resources of clusters other than --cluster-name/--additional-cluster-names are never collected")
+	}
 	if id == "" {
 		ns := &corev1.Namespace{}
 		if err := r.Get(context.Background(), types.NamespacedName{Name: "kube-system"}, ns); err != nil {

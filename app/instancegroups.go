@@ -75,7 +75,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	}
 	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drains: drains, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
-		DryRun: opts.GCDryRun,
+		DryRun: opts.GCDryRun, Clusters: opts.LeastPrivilege.clusters(),
 	}}); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
@@ -107,6 +107,13 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		Boundaries:        st, AllowNoBoundaries: opts.AllowNoBoundaries,
 		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
 			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
+		},
+		Quotas: func(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]string, error) {
+			all := &v1alpha1.InstanceGroupList{}
+			if err := mgr.GetClient().List(ctx, all); err != nil {
+				return nil, err
+			}
+			return webhooks.QuotaProblems(st.Get().Config, ig, webhooks.CreatedBefore(ig, all.Items), opts.ConfigNamespace, true), nil
 		},
 	}
 	workers := opts.Workers

@@ -60,6 +60,17 @@ restricted:
       securityGroups:
       - sg-1234
 `,
+	"quotas": `# The default quotas (README "Quotas"), written out, and the instance
+# types tenants may ask for.
+perNamespace:
+  maxGroups: 10
+  maxSize: 50
+  maxTotalVCPU: 512
+  maxVolumeSize: 1024
+  maxWarmPoolSize: 50
+  instanceTypes: ["m5*.*", "c5*.*", "r5*.*", "t3.*", "t2.*"]
+total: {maxGroups: 200, maxTotalVCPU: 4096}
+`,
 }
 
 // tenantShortSpec is the spec of examples/tenant-short.yaml.

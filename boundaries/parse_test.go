@@ -31,6 +31,16 @@ func TestParseExampleConfigMap(t *testing.T) {
 		Enforcement: EnforcementWarn,
 		Sensitive:   SensitivePaths,
 		CRDKinds:    DefaultCRDKinds,
+		// The default quotas written out, with an instance type allowlist.
+		Quotas: &Quotas{
+			PerNamespace: &Quota{MaxGroups: ptrTo(10), MaxSize: ptrTo(50), MaxTotalVCPU: ptrTo(512), MaxVolumeSize: ptrTo(1024), MaxWarmPoolSize: ptrTo(50),
+				InstanceTypes: []string{"m5*.*", "c5*.*", "r5*.*", "t3.*", "t2.*"}},
+			Total: &Quota{MaxGroups: ptrTo(200), MaxTotalVCPU: ptrTo(4096)},
+		},
+	}
+	if d := DefaultQuotas(); *d.PerNamespace.MaxGroups != *want.Quotas.PerNamespace.MaxGroups || *d.PerNamespace.MaxTotalVCPU != *want.Quotas.PerNamespace.MaxTotalVCPU ||
+		*d.Total.MaxGroups != *want.Quotas.Total.MaxGroups {
+		t.Error("the example's quotas no longer write out the defaults (README \"Quotas\")")
 	}
 	if mu, _ := getPath(c.Defaults, []string{"spec", "strategy", "rollingUpdate", "maxUnavailable"}); mu != int64(1) {
 		t.Errorf("maxUnavailable = %#v, want int64(1)", mu)

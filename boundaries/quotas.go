@@ -21,8 +21,11 @@ import (
 //	    team-a: {maxGroups: 10, instanceTypes: ["m5.*"]}
 //	  total: {maxGroups: 100, maxTotalVCPU: 2048}                  # the whole cluster
 //	  vcpus: {p5.48xlarge: 192}                                    # complements the built-in estimate
+//	  awsLimits: {autoScalingGroupsPerRegion: 1000}                # AWS's quotas (defaults 30, 10, 500)
 //
-// A create or update past a bound is refused, naming the bound.
+// A create or update past a bound is refused, naming the bound. Without
+// the key, DefaultQuotas are in force (EffectiveQuotas); AWSLimits always
+// are, at their defaults when not written.
 type Quotas struct {
 	PerNamespace *Quota           `json:"perNamespace,omitempty"`
 	Namespaces   map[string]Quota `json:"namespaces,omitempty"`
@@ -31,6 +34,8 @@ type Quotas struct {
 	// (from the size: large 2, xlarge 4, Nxlarge 4N, ...) does not know or
 	// gets wrong.
 	VCPUs map[string]int64 `json:"vcpus,omitempty"`
+	// AWSLimits are the AWS quotas checked at admission (CheckAWSLimits).
+	AWSLimits *AWSLimits `json:"awsLimits,omitempty"`
 }
 
 // Quota is one set of bounds; an absent field is no bound.
@@ -96,6 +101,14 @@ func (q *Quotas) validate() []string {
 			out = append(out, "total: only maxGroups, maxTotalVCPU and maxConcurrentUpgrades bound the cluster as a whole; put per-group bounds in perNamespace")
 		}
 	}
+	if l := q.AWSLimits; l != nil {
+		for name, v := range map[string]*int64{"managedNodeGroupsPerCluster": l.ManagedNodeGroupsPerCluster,
+			"fargateProfilesPerCluster": l.FargateProfilesPerCluster, "autoScalingGroupsPerRegion": l.AutoScalingGroupsPerRegion} {
+			if v != nil && *v < 1 {
+				out = append(out, fmt.Sprintf("awsLimits.%s: %d (valid: an integer >= 1, the AWS quota of the account)", name, *v))
+			}
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(q.VCPUs)) {
 		if q.VCPUs[k] < 1 {
 			out = append(out, fmt.Sprintf("vcpus.%s: %d (valid: an integer >= 1)", k, q.VCPUs[k]))
@@ -124,12 +137,24 @@ func (c *Config) QuotasFor(namespace string) (*Quota, string) {
 	return c.Quotas.ForNamespace(namespace)
 }
 
-// Check returns every bound ig breaks, given the other InstanceGroups of
-// the cluster (ig itself, by namespace and name, is skipped among them).
-// Each problem names the field, the bound in the ConfigMap and its value,
-// e.g. "spec.eks.maxSize: 50 is above quotas.perNamespace.maxSize (10)".
-// A nil Quotas bounds nothing.
+// Check returns every bound ig breaks when it is added beside the other
+// InstanceGroups of the cluster (ig itself, by namespace and name, is
+// skipped among them). Each problem names the field, the bound in the
+// ConfigMap and its value, e.g. "spec.eks.maxSize: 50 is above
+// quotas.perNamespace.maxSize (10)". A nil Quotas bounds nothing.
 func (q *Quotas) Check(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup) []string {
+	return q.check(ig, others, true)
+}
+
+// CheckUpdate is Check for a change of an existing group: the number of
+// groups does not change, so maxGroups is not checked (a namespace already
+// past it, e.g. after the admin lowered it, still gets its groups'
+// updates, finalizer removals included).
+func (q *Quotas) CheckUpdate(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup) []string {
+	return q.check(ig, others, false)
+}
+
+func (q *Quotas) check(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGroup, adding bool) []string {
 	if q == nil {
 		return nil
 	}
@@ -147,17 +172,17 @@ func (q *Quotas) Check(ig *v1alpha1.InstanceGroup, others []v1alpha1.InstanceGro
 	}
 	if qt, at := q.ForNamespace(ig.Namespace); qt != nil {
 		out = append(out, q.checkGroup(ig, qt, at)...)
-		out = append(out, q.checkAggregate(ig, same, qt, at, "namespace "+ig.Namespace)...)
+		out = append(out, q.checkAggregate(ig, same, qt, at, "namespace "+ig.Namespace, adding)...)
 	}
 	if q.Total != nil {
-		out = append(out, q.checkAggregate(ig, all, q.Total, "quotas.total", "the cluster")...)
+		out = append(out, q.checkAggregate(ig, all, q.Total, "quotas.total", "the cluster", adding)...)
 	}
 	return out
 }
 
-func (q *Quotas) checkAggregate(ig *v1alpha1.InstanceGroup, others []*v1alpha1.InstanceGroup, qt *Quota, at, where string) []string {
+func (q *Quotas) checkAggregate(ig *v1alpha1.InstanceGroup, others []*v1alpha1.InstanceGroup, qt *Quota, at, where string, adding bool) []string {
 	var out []string
-	if qt.MaxGroups != nil && int64(len(others)+1) > *qt.MaxGroups {
+	if adding && qt.MaxGroups != nil && int64(len(others)+1) > *qt.MaxGroups {
 		out = append(out, fmt.Sprintf("%d InstanceGroups in %s would be above %s.maxGroups (%d)", len(others)+1, where, at, *qt.MaxGroups))
 	}
 	if qt.MaxTotalVCPU != nil {
@@ -186,6 +211,14 @@ func (q *Quotas) checkGroup(ig *v1alpha1.InstanceGroup, qt *Quota, at string) []
 		for _, t := range s.instanceTypes {
 			if !matchesAny(t, qt.InstanceTypes) {
 				out = append(out, fmt.Sprintf("instance type %q is not allowed by %s.instanceTypes (%s)", t, at, strings.Join(qt.InstanceTypes, ", ")))
+			}
+		}
+		if s.subFamilyOf != "" && matchesAny(s.subFamilyOf, qt.InstanceTypes) {
+			if probe, ok := subFamilyProbe(s.subFamilyOf); !ok || !matchesAny(probe, qt.InstanceTypes) {
+				family, generation, _ := v1alpha1.SubFamilyOf(s.subFamilyOf)
+				_, size, _ := strings.Cut(s.subFamilyOf, ".")
+				out = append(out, fmt.Sprintf("spec.eks.configuration.mixedInstancesPolicy.instancePool: %s launches any type of the %s%s sub-family at size %s, which %s.instanceTypes (%s) does not allow as a whole (e.g. %s%s*.%s); list mixedInstancesPolicy.instanceTypes instead",
+					v1alpha1.InstancePoolSubFamilyFlexible, family, generation, size, at, strings.Join(qt.InstanceTypes, ", "), family, generation, size))
 			}
 		}
 	}
@@ -219,6 +252,9 @@ type groupShape struct {
 	tenancy       string
 	volumes       []volumeShape
 	warmPool      int64
+	// subFamilyOf is the base type of instancePool SubFamilyFlexible,
+	// whose derived types (same vCPUs as the base) are not listed.
+	subFamilyOf string
 }
 
 func shapeOf(ig *v1alpha1.InstanceGroup) groupShape {
@@ -236,6 +272,14 @@ func shapeOf(ig *v1alpha1.InstanceGroup) groupShape {
 				s.volumes = append(s.volumes, volumeShape{path: "spec.eks-managed.configuration.volSize", size: c.VolSize})
 			}
 		}
+		if len(s.instanceTypes) == 0 {
+			// EKS launches its default type: counted like a listed one.
+			amiType := ""
+			if m.Configuration != nil {
+				amiType = m.Configuration.AmiType
+			}
+			s.instanceTypes = []string{eksManagedDefaultType(amiType)}
+		}
 	case ig.Spec.EKS != nil && ig.Spec.Provisioner != v1alpha1.ProvisionerEKSFargate:
 		e := ig.Spec.EKS
 		s.section, s.maxSize = "spec.eks", e.MaxSize
@@ -249,6 +293,9 @@ func shapeOf(ig *v1alpha1.InstanceGroup) groupShape {
 			if m := c.MixedInstancesPolicy; m != nil {
 				for _, t := range m.InstanceTypes {
 					s.instanceTypes = append(s.instanceTypes, t.Type)
+				}
+				if len(m.InstanceTypes) == 0 && strings.EqualFold(m.InstancePool, v1alpha1.InstancePoolSubFamilyFlexible) {
+					s.subFamilyOf = c.InstanceType
 				}
 			}
 			if c.Placement != nil && c.Placement.Tenancy != "" {

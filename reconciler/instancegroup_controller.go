@@ -105,6 +105,9 @@ type InstanceGroupReconciler struct {
 	// Violations re-checks a stored spec against the boundaries in force
 	// (webhooks.BoundaryViolations); nil checks the hash only.
 	Violations Violations
+	// Quotas, when set, re-checks the quotas before a group is first
+	// built (QuotaCheck); nil: admission's check alone.
+	Quotas QuotaCheck
 
 	backoff *failureBackoff
 	owners  nodeOwners // provider id -> group, for Nodes without the group's labels
@@ -173,6 +176,10 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		default:
 			return r.hold(ctx, ig, reason, msg)
 		}
+	}
+
+	if res, held, err := r.quotaGate(ctx, ig); held || err != nil {
+		return res, err
 	}
 
 	if name == v1alpha1.ProvisionerEKS {

@@ -23,12 +23,16 @@ const maxReportedGroups = 10
 
 // ConfigMapValidator is the validating admission webhook for the boundary
 // ConfigMap (BOUNDARIES.md "Bad input gets a clear error"). It rejects a
-// ConfigMap that does not parse strictly, a change that would make any
-// existing InstanceGroup's effective spec invalid, naming up to 10 of them,
-// and its deletion while InstanceGroups exist (the boundaries would go with
-// it).
+// ConfigMap that does not parse strictly, a shared rule on an ancestor of
+// sensitive paths it does not name (boundaries.Config.AncestorSharings),
+// a change that would make any existing InstanceGroup's effective spec
+// invalid, naming up to 10 of them, and its deletion while InstanceGroups
+// exist (the boundaries would go with it). It warns when a change would
+// make groups' kept submissions effective again on sensitive paths the
+// boundaries in force replace (boundaries.Resurrected).
 type ConfigMapValidator struct {
-	// Client lists InstanceGroups and Namespaces for the dry run.
+	// Client lists InstanceGroups for the dry run: the manager's cache, so
+	// that an admission costs the API server no LIST.
 	Client client.Reader
 	// ConfigMap is the one boundary ConfigMap; others are allowed untouched.
 	ConfigMap types.NamespacedName
@@ -56,6 +60,14 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("ConfigMap %s is invalid: %v", v.ConfigMap, err))
 	}
+	if sharings := cfg.AncestorSharings(); len(sharings) > 0 {
+		var each []string
+		for _, a := range sharings {
+			each = append(each, a.String())
+		}
+		return admission.Denied(fmt.Sprintf("ConfigMap %s is refused: %s. A rule on an ancestor would hand these sensitive paths to every tenant; "+
+			"name each one in data.boundaries: in shared to share it, in restricted to keep it the admin's", v.ConfigMap, strings.Join(each, "; ")))
+	}
 	var warnings []string
 	if action, ok := cm.Annotations[record.AnnotationAction]; ok {
 		// A common slip: the action goes on the rollout record.
@@ -71,6 +83,11 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 			current, _ = boundaries.Parse(old.Data)
 		}
 	}
+	resurrected, err := resurrections(ctx, v.Client, current, cfg, v.ConfigMap.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
+	}
+	warnings = append(warnings, resurrected...)
 	broken, total, err := DryRun(ctx, v.Client, cfg, current, v.ConfigMap.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
@@ -193,4 +210,47 @@ func SubmittedSpec(ig *v1alpha1.InstanceGroup) (map[string]any, error) {
 		return nil, fmt.Errorf("metadata.annotations[%s] is not a JSON object: %v", v1alpha1.AnnotationSubmittedSpec, err)
 	}
 	return spec, nil
+}
+
+// resurrections returns the admission warning, if any, for the groups whose
+// kept submission next makes effective again on sensitive paths that
+// current replaces (boundaries.Resurrected): up to 10 groups named with
+// their paths, and how many more. Errors come from listing InstanceGroups.
+func resurrections(ctx context.Context, c client.Reader, current, next *boundaries.Config, adminNamespace string) ([]string, error) {
+	if current == nil {
+		return nil, nil
+	}
+	igs := &v1alpha1.InstanceGroupList{}
+	if err := c.List(ctx, igs); err != nil {
+		return nil, err
+	}
+	var named []string
+	total := 0
+	for i := range igs.Items {
+		ig := &igs.Items[i]
+		if ig.DeletionTimestamp != nil {
+			continue
+		}
+		submitted, err := SubmittedSpec(ig)
+		if err != nil {
+			continue // the dry run reports it
+		}
+		paths := boundaries.Resurrected(current, next, submitted, ig.Annotations, ig.Namespace, ig.Namespace == adminNamespace)
+		if len(paths) == 0 {
+			continue
+		}
+		total++
+		if len(named) < maxReportedGroups {
+			named = append(named, fmt.Sprintf("%s/%s (%s)", ig.Namespace, ig.Name, strings.Join(paths, ", ")))
+		}
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	msg := fmt.Sprintf("this change makes %d InstanceGroup(s) take values their tenants submitted on sensitive paths that the boundaries in force replace "+
+		"(kept in the submission by warn mode), at their next admission: %s", total, strings.Join(named, "; "))
+	if total > len(named) {
+		msg += fmt.Sprintf("; and %d more", total-len(named))
+	}
+	return []string{msg}, nil
 }

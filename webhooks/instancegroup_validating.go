@@ -33,8 +33,10 @@ type InstanceGroupValidator struct {
 	// Boundaries is the last valid boundary ConfigMap; nil skips the
 	// boundary, crd, Fargate and quota checks (unit tests of the rest).
 	Boundaries *store.Store
-	// Reader lists InstanceGroups for the quotas, live (not from a cache
-	// that may lag behind a create a moment ago).
+	// Reader lists InstanceGroups for the quotas: the manager's cache, so
+	// that an admission costs the API server no LIST. The cache may lag
+	// behind a create of a moment ago; the reconciler re-checks the quotas
+	// before it builds a group (reconciler.QuotaCheck).
 	Reader client.Reader
 	// ConfigMap names the boundary ConfigMap; its namespace is the
 	// admin's, like the ConfigMap's excludedNamespaces.

@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"net/http"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,11 +29,17 @@ const (
 	validateCMWebhook           = "boundaries.validate.instancemgr.keikoproj.io"
 )
 
-// Register serves the three handlers on the manager's webhook server.
-func Register(server webhook.Server, m *InstanceGroupMutator, v *InstanceGroupValidator, c *ConfigMapValidator) {
-	server.Register(PathMutateInstanceGroup, &admission.Webhook{Handler: m})
-	server.Register(PathValidateInstanceGroup, &admission.Webhook{Handler: v})
-	server.Register(PathValidateConfigMap, &admission.Webhook{Handler: c})
+// Register serves the three handlers on the manager's webhook server,
+// each behind door (nil: none) and charging the AWS calls it makes to the
+// request's user (AWSBudget).
+func Register(server webhook.Server, door *FrontDoor, m *InstanceGroupMutator, v *InstanceGroupValidator, c *ConfigMapValidator) {
+	for path, h := range map[string]admission.Handler{PathMutateInstanceGroup: m, PathValidateInstanceGroup: v, PathValidateConfigMap: c} {
+		var served http.Handler = &admission.Webhook{Handler: withRequester(h)}
+		if door != nil {
+			served = door.Wrap(served)
+		}
+		server.Register(path, served)
+	}
 }
 
 // ClientConfig says where the API server reaches the webhook server: either

@@ -16,11 +16,13 @@ import (
 // tenancy runs the checks of tenant confinement on the final object (see
 // InstanceGroupValidator); old is the stored group on an update, nil on a
 // create. Groups in an excluded namespace skip the boundary re-check;
-// groups in an excluded namespace or the ConfigMap's own (the admin's) skip
-// the quotas and may select pods of any namespace for Fargate. The crd
-// strategy's template is checked when it is new or changed. The error is a
-// failure to list InstanceGroups.
+// groups in an excluded namespace or the ConfigMap's own (the admin's)
+// skip the quotas but not AWS's limits (QuotaProblems), and may select
+// pods of any namespace for Fargate. The crd strategy's template is
+// checked when it is new or changed. The error is a failure to list
+// InstanceGroups.
 func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, old *v1alpha1.InstanceGroup) (field.ErrorList, error) {
+	creating := old == nil
 	var errs field.ErrorList
 	state := v.Boundaries.Get()
 	cfg := state.Config
@@ -79,13 +81,17 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, ol
 		}
 	}
 
-	if cfg != nil && cfg.Quotas != nil && !excluded && !adminNS {
+	if v.Reader != nil {
 		all := &v1alpha1.InstanceGroupList{}
 		if err := v.Reader.List(ctx, all); err != nil {
 			return nil, fmt.Errorf("listing InstanceGroups for the quotas: %w", err)
 		}
-		for _, p := range cfg.Quotas.Check(ig, all.Items) {
-			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("quota exceeded: %s (ConfigMap %s)", p, cm)))
+		where := "ConfigMap " + cm
+		if cfg == nil || cfg.Quotas == nil {
+			where = "the default quotas; ConfigMap " + cm + " sets none"
+		}
+		for _, p := range QuotaProblems(cfg, ig, all.Items, v.ConfigMap.Namespace, creating) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("quota exceeded: %s (%s)", p, where)))
 		}
 	}
 	return errs, nil

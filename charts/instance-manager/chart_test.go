@@ -81,10 +81,7 @@ func TestLint(t *testing.T) {
 		"boundaries":   boundaryValues(t),
 	} {
 		t.Run(name, func(t *testing.T) {
-			args := []string{"lint", "--strict", chartDir}
-			if values != nil {
-				args = append(args, "--values", writeValues(t, values))
-			}
+			args := []string{"lint", "--strict", chartDir, "--values", writeValues(t, withRequired(values))}
 			out, err := run(helm, args...)
 			if err != nil {
 				t.Fatalf("helm lint: %v\n%s", err, out)

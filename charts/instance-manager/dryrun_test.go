@@ -194,7 +194,7 @@ func renderingCases(t *testing.T) []renderingCase {
 			"allowNoBoundaries":         true,
 			"dryRun":                    true,
 			"clusterAutoscaler":         map[string]any{"priorityConfigMap": map[string]any{"enabled": true}},
-			"networkPolicy": map[string]any{"enabled": true, "metricsFrom": []any{
+			"networkPolicy": map[string]any{"enabled": true, "webhookFrom": apiServerSource, "metricsFrom": []any{
 				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
 			}},
 		}},

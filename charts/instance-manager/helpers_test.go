@@ -122,13 +122,31 @@ func writeValues(t testing.TB, values map[string]any) string {
 	return f.Name()
 }
 
-// template runs helm template for r and returns the manifest and helm's error.
+// apiServerSource is the one value every install must give: the API
+// server's source addresses for the webhook port's NetworkPolicy (values
+// networkPolicy.webhookFrom, README "Webhook network policy"); here the
+// subnet of an EKS control plane's network interfaces.
+var apiServerSource = []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/28"}}}
+
+// withRequired returns values with networkPolicy.webhookFrom set to
+// apiServerSource when they say nothing about networkPolicy (the tests of
+// the policy itself give their own).
+func withRequired(values map[string]any) map[string]any {
+	if _, ok := values["networkPolicy"]; ok {
+		return values
+	}
+	out := map[string]any{"networkPolicy": map[string]any{"webhookFrom": apiServerSource}}
+	for k, v := range values {
+		out[k] = v
+	}
+	return out
+}
+
+// template runs helm template for r (with withRequired's values) and
+// returns the manifest and helm's error.
 func template(t testing.TB, r release, extra ...string) (string, error) {
 	t.Helper()
-	args := []string{"template", r.name(), chartDir, "--namespace", r.Namespace}
-	if r.Values != nil {
-		args = append(args, "--values", writeValues(t, r.Values))
-	}
+	args := []string{"template", r.name(), chartDir, "--namespace", r.Namespace, "--values", writeValues(t, withRequired(r.Values))}
 	return run(tool(t, "helm"), append(args, extra...)...)
 }
 

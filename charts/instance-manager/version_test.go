@@ -60,7 +60,7 @@ func TestPackagedChart(t *testing.T) {
 			t.Errorf("the packaged chart holds %s", name)
 		}
 	}
-	manifest, err := run(helm, "template", "instance-manager", pkg, "--namespace", "instance-manager")
+	manifest, err := run(helm, "template", "instance-manager", pkg, "--namespace", "instance-manager", "--values", writeValues(t, withRequired(nil)))
 	if err != nil {
 		t.Fatalf("helm template %s: %v", pkg, err)
 	}

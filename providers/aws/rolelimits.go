@@ -26,11 +26,28 @@ type RoleLimits struct {
 	PermissionsBoundary string
 }
 
-// Validate returns an error naming the flag when Path is not an IAM path
-// or PermissionsBoundary is set but not a policy ARN.
+// reservedIAMPaths are IAM paths the controller must not own: the root
+// (the policy's role${IAM_PATH}* would then match every role of the
+// account) and the prefixes AWS keeps for roles it creates itself
+// (service-linked roles under /aws-service-role/, IAM Identity Center's
+// under /aws-reserved/, console-created service roles under
+// /service-role/; IAM User Guide, "IAM identifiers", "Paths").
+var reservedIAMPaths = []string{"/aws-service-role/", "/aws-reserved/", "/service-role/"}
+
+// Validate returns an error naming the flag when Path is not an IAM path,
+// is the root "/" or under a prefix AWS reserves (reservedIAMPaths), or
+// PermissionsBoundary is set but not a policy ARN.
 func (l RoleLimits) Validate() error {
 	if !strings.HasPrefix(l.Path, "/") || !strings.HasSuffix(l.Path, "/") || len(l.Path) > 512 {
 		return fmt.Errorf("--iam-path %q: an IAM path starts and ends with \"/\" (e.g. %s), at most 512 characters", l.Path, DefaultIAMPath)
+	}
+	if l.Path == "/" {
+		return fmt.Errorf("--iam-path \"/\": the controller's IAM policy lets it create, pass and delete roles under its path, and \"/\" is every role of the account; use a path of its own (e.g. %s)", DefaultIAMPath)
+	}
+	for _, r := range reservedIAMPaths {
+		if strings.HasPrefix(l.Path, r) {
+			return fmt.Errorf("--iam-path %q: %s is where AWS keeps the roles it creates itself; use a path of its own (e.g. %s)", l.Path, r, DefaultIAMPath)
+		}
 	}
 	if b := l.PermissionsBoundary; b != "" && (!strings.HasPrefix(b, "arn:") || !strings.Contains(b, ":policy/")) {
 		return fmt.Errorf("--iam-permissions-boundary %q: must be the ARN of a managed policy, arn:aws:iam::<account>:policy/<name>", b)

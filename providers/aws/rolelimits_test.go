@@ -69,12 +69,16 @@ func TestRoleLimitsValidate(t *testing.T) {
 		ok     bool
 	}{
 		{RoleLimits{Path: DefaultIAMPath}, true},
-		{RoleLimits{Path: "/"}, true},
+		{RoleLimits{Path: "/"}, false},
+		{RoleLimits{Path: "/aws-service-role/"}, false},
+		{RoleLimits{Path: "/aws-reserved/sso.amazonaws.com/"}, false},
+		{RoleLimits{Path: "/service-role/"}, false},
+		{RoleLimits{Path: "/teams/service-role/"}, true},
 		{RoleLimits{Path: "/a/b/", PermissionsBoundary: "arn:aws:iam::111122223333:policy/boundary"}, true},
 		{RoleLimits{Path: "instance-manager"}, false},
 		{RoleLimits{Path: "/instance-manager"}, false},
 		{RoleLimits{Path: ""}, false},
-		{RoleLimits{Path: "/", PermissionsBoundary: "boundary"}, false},
+		{RoleLimits{Path: "/a/", PermissionsBoundary: "boundary"}, false},
 	} {
 		if err := tc.limits.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v: Validate() = %v, want ok=%v", tc.limits, err, tc.ok)

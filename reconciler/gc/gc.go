@@ -52,6 +52,12 @@ type Options struct {
 	MaxDeletions int
 	// DryRun only reports orphans.
 	DryRun bool
+	// Clusters are the EKS clusters this installation manages
+	// (--cluster-name, --additional-cluster-names): a resource whose
+	// ownership tags name another cluster is never judged, even when it
+	// carries this installation's tag (two releases installed with one
+	// --installation-id, review 2026-11-26 N12). Empty: any cluster.
+	Clusters []string
 }
 
 // Collector runs the sweep; it is a manager.Runnable that needs leader
@@ -142,7 +148,7 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 	seen := map[string]bool{}
 	for _, f := range list {
 		o, ok := f.owner()
-		if !ok {
+		if !ok || len(c.Opts.Clusters) > 0 && !slices.Contains(c.Opts.Clusters, f.cluster) {
 			continue
 		}
 		reason := orphaned(f, live[o.String()])

@@ -157,3 +157,36 @@ func TestSweep(t *testing.T) {
 		})
 	}
 }
+
+// Review 2026-11-26 N12 (attack 18): two releases installed with one
+// --installation-id in one account and region find each other's groups
+// tagged with "their" installation; each judges only its own clusters'.
+func TestSweepJudgesOnlyItsClusters(t *testing.T) {
+	ownership.SetInstallation("inst-1")
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	tags := func(cluster, name string) map[string]string {
+		return ownership.Owner{Cluster: cluster, Namespace: "team", Name: name, UID: types.UID("u-" + name)}.Tags()
+	}
+	f := &fakeAWS{
+		groups:    map[string]map[string]string{"blue-a": tags("blue", "a"), "green-a": tags("green", "a")},
+		templates: map[string]map[string]string{},
+	}
+	col := &Collector{Client: fake.NewClientBuilder().WithScheme(scheme).Build(), AWS: &awsp.Clients{AutoScaling: f, EC2: f, IAM: f},
+		Opts: Options{Grace: 0, Clusters: []string{"blue"}}, Now: time.Now}
+	for i := 0; i < 2; i++ {
+		rep, err := col.Sweep(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rep.Orphans {
+			if strings.Contains(o, "green") {
+				t.Errorf("another cluster's resource judged: %s", o)
+			}
+		}
+	}
+	if !slices.Contains(f.deleted, "asg blue-a") || slices.Contains(f.deleted, "asg green-a") {
+		t.Errorf("deleted %v, want blue-a only", f.deleted)
+	}
+}

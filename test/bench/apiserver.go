@@ -323,8 +323,18 @@ func fanOut(ctx context.Context, c client.Client, data map[string]string, n int)
 	return fan, time.Since(start), nil
 }
 
+// atScale sets the quotas of a boundary ConfigMap's data for the bench's
+// thousands of groups: no namespace or cluster bound, and room in AWS's
+// Auto Scaling group limit (the emulator enforces none; the default quotas
+// and limits, boundaries.DefaultQuotas, would refuse the 11th group of a
+// namespace and the 501st Auto Scaling group). It returns data.
+func atScale(data map[string]string) map[string]string {
+	data["quotas"] = "awsLimits: {autoScalingGroupsPerRegion: 100000}\n"
+	return data
+}
+
 // exampleBoundaries is the data of the repository's example boundary
-// ConfigMap.
+// ConfigMap, atScale.
 func exampleBoundaries() map[string]string {
 	raw, err := os.ReadFile(harness.ExamplesPath("boundaries-configmap.yaml"))
 	if err != nil {
@@ -334,7 +344,7 @@ func exampleBoundaries() map[string]string {
 	if err := yaml.UnmarshalStrict(raw, cm); err != nil {
 		fail("decoding the example ConfigMap", err)
 	}
-	return cm.Data
+	return atScale(cm.Data)
 }
 
 func envInt(name string, def int) int {

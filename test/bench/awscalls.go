@@ -108,7 +108,7 @@ func (w *world) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return harness.SetBoundaries(ctx, w.admin, data)
+	return harness.SetBoundaries(ctx, w.admin, atScale(data))
 }
 
 func (w *world) stop() {
@@ -241,6 +241,7 @@ func benchWorkload(w *world, report func(string, float64, string)) error {
 	if err != nil {
 		return err
 	}
+	atScale(data)
 	before, start = awsp.CallCounts(), time.Now()
 	if err := harness.WriteBoundaries(ctx, w.admin, data); err != nil {
 		return err

@@ -117,6 +117,7 @@ func benchRSS(report func(string, float64, string), heapProfile string) error {
 	}
 	// The defaults name a cluster moto does not have (see above).
 	data["defaults"] = strings.Replace(data["defaults"], "clusterName: "+cloud.Cluster, "clusterName: bench-absent", 1)
+	atScale(data)
 	if err := harness.SetBoundaries(ctx, admin, data); err != nil {
 		return fmt.Errorf("the manager did not load the boundaries (log: %s): %w", logFile.Name(), err)
 	}

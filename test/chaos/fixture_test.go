@@ -108,5 +108,9 @@ restricted:
         value: a-default-value
 `, f.cluster, image, f.subnetNames[0], f.subnets[1]),
 		"rollout": fmt.Sprintf("maxConcurrentUpgrades: %d\n", maxConcurrent),
+		// The suite's scale (30 groups in one namespace, 50 tenants) is above the default
+		// quotas (boundaries.DefaultQuotas, tested in boundaries and
+		// test/integration); AWS's limits stay at their defaults.
+		"quotas": "perNamespace: {maxGroups: 100}\n",
 	}
 }

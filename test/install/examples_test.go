@@ -99,6 +99,10 @@ certManager:
   enabled: false
 extraArgs:
 - --poll-interval=2s
+networkPolicy:
+  webhookFrom:
+  - ipBlock:
+      cidr: 127.0.0.1/32
 nodeSelector:
   instancemgr.keikoproj.io/demo-runs-out-of-cluster: "true"
 `

@@ -103,6 +103,9 @@ func ExampleTenantGroup() (*v1alpha1.InstanceGroup, error) {
 //   - a nodeSelector no node has, which holds the Deployment's pods
 //     Pending: the manager runs in the calling process instead (the local
 //     environment runs no container images);
+//   - networkPolicy.webhookFrom: the local API server's address (the
+//     chart requires the API server's source; the local world has no CNI,
+//     so the policy is rendered but not enforced);
 //   - extraArgs: extra manager flags, e.g. shorter intervals.
 //
 // Errors: a data key that is not YAML.
@@ -119,6 +122,7 @@ func ChartValues(boundaries map[string]string, extraArgs ...string) (map[string]
 		"boundaryConfigMap": cm,
 		"certManager":       map[string]any{"enabled": false},
 		"nodeSelector":      map[string]any{OutOfClusterNodeLabel: "true"},
+		"networkPolicy":     map[string]any{"webhookFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "127.0.0.1/32"}}}},
 	}
 	if len(extraArgs) > 0 {
 		values["extraArgs"] = extraArgs

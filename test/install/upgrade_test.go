@@ -2,6 +2,7 @@ package install_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,8 +57,17 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	}
 	cloud, values := exampleValues(t, e)
 
-	// The previous release, with a group built by its replica.
-	old, err := install.InstallChart(ctx, e, previousChart, values)
+	// The previous release, with a group built by its replica, and the
+	// values it knows: its schema refuses networkPolicy (on by default
+	// since, with the API server's addresses required) and
+	// boundaryConfigMap.quotas (quotas on by default since; the example
+	// writes them out). The upgrade brings them, as the README says.
+	oldValues := maps.Clone(values)
+	delete(oldValues, "networkPolicy")
+	oldCM := maps.Clone(values["boundaryConfigMap"].(map[string]any))
+	delete(oldCM, "quotas")
+	oldValues["boundaryConfigMap"] = oldCM
+	old, err := install.InstallChart(ctx, e, previousChart, oldValues)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,12 @@ func run(m *testing.M) int {
 	}
 	mgr, err := harness.StartManager(e.Config, e.Envtest.WebhookInstallOptions, app.Options{AWS: &e.AWS, LeastPrivilege: app.LeastPrivilege{
 		ClusterName: lpHomeCluster, AdditionalClusterNames: lpAdditionalClusters, IAMPermissionsBoundary: lpBoundary, // leastprivilege_test.go
-	}})
+	},
+		// The local API server calls the webhooks from 127.0.0.1; any
+		// other address is a caller the NetworkPolicy keeps out on a real
+		// cluster (webhookport_test.go).
+		WebhookAllowedSources: []string{apiServerSource},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
