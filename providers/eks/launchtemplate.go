@@ -52,7 +52,7 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
 		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Latest"}})
 	if err != nil {
-		if isLaunchTemplateNotFound(err) {
+		if IsLaunchTemplateNotFound(err) {
 			return templateState{}, nil
 		}
 		return templateState{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
@@ -94,7 +94,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 	if !st.exists {
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(templateTags(ig))}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: EC2Tags(templateTags(ig))}},
 		})
 		if err != nil {
 			return 0, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -164,16 +164,16 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string) error {
 	out, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	if err != nil {
-		if isLaunchTemplateNotFound(err) {
+		if IsLaunchTemplateNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if ownerOf(ig).Check("launch template", name, ec2TagMap(lt.Tags)) != nil {
+		if ownerOf(ig).Check("launch template", name, EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
-		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !isLaunchTemplateNotFound(err) {
+		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !IsLaunchTemplateNotFound(err) {
 			return fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", name, err)
 		}
 	}
@@ -203,13 +203,13 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, ig *v1alpha
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		tags := ec2TagMap(lt.Tags)
+		tags := EC2TagMap(lt.Tags)
 		owner := ownerOf(ig)
 		if err := owner.Check("launch template", name, tags); err != nil {
 			return err
 		}
 		if missing := owner.Missing(tags); len(missing) > 0 {
-			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: ec2Tags(missing)}); err != nil {
+			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(missing)}); err != nil {
 				return fmt.Errorf("ec2 CreateTags on launch template %s: %w", name, err)
 			}
 		}
@@ -218,11 +218,13 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, ig *v1alpha
 	return nil
 }
 
-func ec2TagMap(tags []ec2types.Tag) map[string]string {
+// EC2TagMap returns EC2 tags as a map of key to value.
+func EC2TagMap(tags []ec2types.Tag) map[string]string {
 	return ownership.TagMap(tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
 }
 
-func ec2Tags(m map[string]string) []ec2types.Tag {
+// EC2Tags returns m as EC2 tags, sorted by key.
+func EC2Tags(m map[string]string) []ec2types.Tag {
 	out := make([]ec2types.Tag, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
@@ -230,11 +232,14 @@ func ec2Tags(m map[string]string) []ec2types.Tag {
 	return out
 }
 
-func isLaunchTemplateNotFound(err error) bool {
+// IsLaunchTemplateNotFound reports whether err is EC2's answer for a
+// launch template that does not exist (by name or id; a malformed id
+// names none either).
+func IsLaunchTemplateNotFound(err error) bool {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
-		case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound":
+		case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound", "InvalidLaunchTemplateId.Malformed":
 			return true
 		}
 	}

@@ -5,17 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
@@ -125,7 +121,7 @@ func TemplateName(ig *v1alpha1.InstanceGroup) string { return templateName(ig) }
 func (p *Provisioner) ensureTemplate(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster string, want launchSettings) (templateRef, error) {
 	api, name := p.aws.EC2, templateName(ig)
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: []string{"$Latest"}})
-	if err != nil && !isTemplateNotFound(err) {
+	if err != nil && !eksprov.IsLaunchTemplateNotFound(err) {
 		return templateRef{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
 	}
 	owner := eksprov.OwnerOf(ig, cluster)
@@ -133,7 +129,7 @@ func (p *Provisioner) ensureTemplate(ctx context.Context, ig *v1alpha1.InstanceG
 		tags := owner.Tags()
 		created, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: want.request(), VersionDescription: awssdk.String(want.description()),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(tags)}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: eksprov.EC2Tags(tags)}},
 		})
 		if err != nil {
 			return templateRef{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -172,7 +168,7 @@ func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.Insta
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", ref.name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if err := owner.Check("launch template", ref.name, ec2TagMap(lt.Tags)); err != nil {
+		if err := owner.Check("launch template", ref.name, eksprov.EC2TagMap(lt.Tags)); err != nil {
 			return err
 		}
 	}
@@ -186,43 +182,20 @@ func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.Insta
 func (p *Provisioner) deleteTemplate(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster string) error {
 	name := templateName(ig)
 	out, err := p.aws.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
-	if isTemplateNotFound(err) {
+	if eksprov.IsLaunchTemplateNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if eksprov.OwnerOf(ig, cluster).Check("launch template", name, ec2TagMap(lt.Tags)) != nil {
+		if eksprov.OwnerOf(ig, cluster).Check("launch template", name, eksprov.EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
-		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !isTemplateNotFound(err) {
+		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !eksprov.IsLaunchTemplateNotFound(err) {
 			return fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", name, err)
 		}
 	}
 	p.templates.Delete(name + "/" + string(ig.UID))
 	return nil
-}
-
-func ec2TagMap(tags []ec2types.Tag) map[string]string {
-	return ownership.TagMap(tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
-}
-
-func ec2Tags(m map[string]string) []ec2types.Tag {
-	out := make([]ec2types.Tag, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
-	}
-	return out
-}
-
-func isTemplateNotFound(err error) bool {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound", "InvalidLaunchTemplateId.Malformed":
-			return true
-		}
-	}
-	return false
 }
