@@ -126,6 +126,16 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 		}
 		return len(news)
 	}, 3*time.Minute, time.Second).Should(BeNumerically(">", 0), "the first batch launched a replacement")
+	// The autoscaler's cleanup comes long after the launch (its
+	// max-node-provision-time): by then the controller has listed the
+	// replacement and recorded it as the batch's. Terminating it before
+	// any listing saw it would test a replacement nobody knew of.
+	g.Eventually(func() []string {
+		if b := get(t, ig).Status.RotationBatch; b != nil {
+			return b.Pending
+		}
+		return nil
+	}, 2*time.Minute, 500*time.Millisecond).Should(ContainElement(first), "the batch records its replacement")
 	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(first), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	g.Expect(err).NotTo(HaveOccurred())
