@@ -2,7 +2,6 @@ package autoscaling
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -195,22 +194,7 @@ func TestRolloutAndAutoscalerScaleUpBothFinish(t *testing.T) {
 	ready.Spec.EKS.Configuration.InstanceType = "t3.large"
 	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
 
-	g.Eventually(func() string {
-		st := get(t, ig)
-		running, pending := pods(t, d)
-		upgrading := ""
-		for _, c := range st.Status.Conditions {
-			if c.Type == v1alpha1.ConditionUpgrading {
-				upgrading = string(c.Status)
-			}
-		}
-		if st.Status.LatestTemplateVersion == "2" && st.Status.NodesUpdated == st.Status.NodesTotal && upgrading == "False" &&
-			st.Status.CurrentState == v1alpha1.StateReady && running == 3 && pending == 0 {
-			return "done"
-		}
-		return fmt.Sprintf("%s, upgrading=%s, %d of %d updated, pods running %d pending %d",
-			st.Status.CurrentState, upgrading, st.Status.NodesUpdated, st.Status.NodesTotal, running, pending)
-	}, 8*time.Minute, 2*time.Second).Should(Equal("done"), "the rollout finished and the three pods run")
+	g.Eventually(func() string { return rotatedAndRunning(t, ig, d, 3) }, 8*time.Minute, 2*time.Second).Should(Equal("done"), "the rollout finished and the three pods run")
 	stop()
 	t.Logf("rollout and scale-up finished in %s", time.Since(began).Round(time.Second))
 	// The Nodes of the last terminated instances go with the bridge's next

@@ -228,3 +228,24 @@ func pods(t *testing.T, d *appsv1.Deployment) (running, pending int) {
 	}
 	return running, pending
 }
+
+// rotatedAndRunning returns "done" once ig runs launch template version 2 on every
+// instance, is Ready with Upgrading False, and d has want pods running and
+// none pending; otherwise what it sees.
+func rotatedAndRunning(t *testing.T, ig *v1alpha1.InstanceGroup, d *appsv1.Deployment, want int) string {
+	t.Helper()
+	st := get(t, ig)
+	running, pending := pods(t, d)
+	upgrading := ""
+	for _, c := range st.Status.Conditions {
+		if c.Type == v1alpha1.ConditionUpgrading {
+			upgrading = string(c.Status)
+		}
+	}
+	if st.Status.LatestTemplateVersion == "2" && st.Status.NodesUpdated == st.Status.NodesTotal && upgrading == "False" &&
+		st.Status.CurrentState == v1alpha1.StateReady && running == want && pending == 0 {
+		return "done"
+	}
+	return fmt.Sprintf("%s, upgrading=%s, %d of %d updated, pods running %d pending %d",
+		st.Status.CurrentState, upgrading, st.Status.NodesUpdated, st.Status.NodesTotal, running, pending)
+}

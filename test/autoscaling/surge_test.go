@@ -2,7 +2,6 @@ package autoscaling
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -83,22 +82,7 @@ func TestSurgeRotationWhileTheAutoscalerScalesIn(t *testing.T) {
 	ready.Spec.EKS.Configuration.InstanceType = "t3.large"
 	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
 
-	g.Eventually(func() string {
-		st := get(t, ig)
-		running, pending := pods(t, d)
-		upgrading := ""
-		for _, c := range st.Status.Conditions {
-			if c.Type == v1alpha1.ConditionUpgrading {
-				upgrading = string(c.Status)
-			}
-		}
-		if st.Status.LatestTemplateVersion == "2" && st.Status.NodesUpdated == st.Status.NodesTotal && upgrading == "False" &&
-			st.Status.CurrentState == v1alpha1.StateReady && running == 2 && pending == 0 {
-			return "done"
-		}
-		return fmt.Sprintf("%s, upgrading=%s, %d of %d updated, pods running %d pending %d",
-			st.Status.CurrentState, upgrading, st.Status.NodesUpdated, st.Status.NodesTotal, running, pending)
-	}, 8*time.Minute, 2*time.Second).Should(Equal("done"), "the rotation finished and both pods run")
+	g.Eventually(func() string { return rotatedAndRunning(t, ig, d, 2) }, 8*time.Minute, 2*time.Second).Should(Equal("done"), "the rotation finished and both pods run")
 	t.Logf("rotation finished in %s", time.Since(began).Round(time.Second))
 	// The autoscaler removes the node the app no longer needs, during the
 	// rotation or after it (nodes being rotated carry its
