@@ -100,6 +100,12 @@ func run(m *testing.M) int {
 		AWS: &awsCfg, MaxConcurrentUpgrades: 5, Workers: 4,
 		DrainTimeout: 30 * time.Second, PollInterval: time.Second, ResyncInterval: 10 * time.Second,
 		GCPeriod: time.Hour, GCGrace: time.Hour,
+		// The autoscaler's terminations wait in the drain hook until a
+		// listing shows them (a settled group accepts one up to twice this
+		// old); 30 s keeps that under a minute here, where the 2-minute
+		// default made TestSurgeRotationWhileTheAutoscalerScalesIn wait past
+		// its 4 minutes on a loaded machine.
+		CloudPollPeriod: 30 * time.Second,
 		AutoscalerPriorityConfigMap: "kube-system/" + priorityConfigMap,
 	})
 	if err == nil {

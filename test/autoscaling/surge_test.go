@@ -114,7 +114,7 @@ func TestSurgeRotationWhileTheAutoscalerScalesIn(t *testing.T) {
 		}
 		return types
 	}, 4*time.Minute, time.Second).Should(And(HaveLen(2), HaveEach("t3.large")),
-		"two nodes, each of the new type (an instance the autoscaler terminated waits in the hook until the next listing, up to --cloud-poll-period)")
+		"two nodes, each of the new type (an instance the autoscaler terminated waits in the hook until the next listing, up to twice --cloud-poll-period, 30 s in this suite)")
 	_, minNow, _, _ := asg(t, name)
 	g.Expect(minNow).To(BeEquivalentTo(1))
 	mu.Lock()
