@@ -171,8 +171,10 @@ help: ## List the targets.
 
 ##@ Tools
 
-.PHONY: tools
-tools: $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/helm $(BIN)/controller-gen $(VENV)/bin/moto_server cluster-autoscaler ## Build every tool the tests need (cached).
+.PHONY: tools tool-builds
+tools: ## Build every tool the tests need (cached; side by side, as the Go builds use the CPU and the Python venvs mostly wait on the package index).
+	@$(MAKE) --no-print-directory -j4 --output-sync=target tool-builds
+tool-builds: $(KUBE_BINS) $(BIN)/etcd $(BIN)/kwok $(BIN)/helm $(BIN)/controller-gen $(VENV)/bin/moto_server $(BIN)/checkov/bin/checkov cluster-autoscaler
 
 $(KUBE_BINS) &: tools/kube/go.mod tools/kube/go.sum
 	@mkdir -p $(BIN)
@@ -239,6 +241,12 @@ endif
 
 $(VENV)/bin/moto_server: test/env/requirements.txt
 	$(call timed,moto (.venv),python3 -m venv $(VENV) && $(VENV)/bin/pip install --quiet --disable-pip-version-check -r test/env/requirements.txt)
+
+# The chart's security scanner, in a venv of its own (its dependencies would
+# move moto's); every version pinned in the requirements file.
+$(BIN)/checkov/bin/checkov: charts/instance-manager/testdata/checkov-requirements.txt
+	$(call timed,checkov (bin/checkov),rm -rf $(BIN)/checkov && python3 -m venv $(BIN)/checkov && $(BIN)/checkov/bin/pip install --quiet --disable-pip-version-check --no-deps -r $<)
+	@touch $@
 	@touch $@
 
 ##@ Local environment

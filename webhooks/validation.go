@@ -204,6 +204,12 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 		if p, err := strconv.ParseFloat(c.SpotPrice, 64); err != nil || p <= 0 || !spotPrice.MatchString(c.SpotPrice) {
 			errs = append(errs, field.Invalid(cp.Child("spotPrice"), c.SpotPrice, `must be a positive decimal hourly price in USD, e.g. "0.67"`))
 		}
+		if eks.WarmPool != nil {
+			// Amazon EC2 Auto Scaling User Guide, "Warm pools": a group
+			// that launches Spot Instances cannot have one; admitted, the
+			// Auto Scaling group would be built and PutWarmPool refused.
+			errs = append(errs, field.Forbidden(path.Child("warmPool"), "Auto Scaling does not support a warm pool for a group that launches Spot Instances (spotPrice); remove warmPool or spotPrice"))
+		}
 	}
 	if (c.RoleName == "") != (c.InstanceProfileName == "") {
 		errs = append(errs, field.Invalid(cp.Child("instanceProfileName"), c.InstanceProfileName,

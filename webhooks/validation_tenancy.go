@@ -73,10 +73,16 @@ func validateNodeLabels(labels map[string]string, path *field.Path) field.ErrorL
 	return errs
 }
 
-// reservedTag returns why a tag key is reserved, or "": the ownership tags
+// reservedTag returns why a tag key is refused, or "": the ownership tags
 // of instance-manager and the cluster tags of Kubernetes and the
-// cluster-autoscaler decide what belongs to which group and cluster.
+// cluster-autoscaler decide what belongs to which group and cluster; a
+// comma would forge entries in the comma-separated record of the tag keys
+// the controller manages on an Auto Scaling group (and so have it delete
+// tags others added; AWS's tag character set has no comma either).
 func reservedTag(key string) string {
+	if strings.Contains(key, ",") {
+		return "tag keys may not contain a comma: instance-manager records the tag keys it manages as a comma-separated list"
+	}
 	k := strings.ToLower(key)
 	for _, p := range []string{"instancemgr.keikoproj.io/", "kubernetes.io/cluster/", "k8s.io/cluster-autoscaler/"} {
 		if strings.HasPrefix(k, p) {

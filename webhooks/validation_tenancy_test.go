@@ -71,6 +71,9 @@ func TestValidateTenantInput(t *testing.T) {
 		{"a cluster tag", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "kubernetes.io/cluster/prod", "value": "owned"}}
 		}, "tag keys starting with kubernetes.io/cluster/"},
+		{"a tag key that forges the managed-tags record", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "team,CostCenter", "value": "a"}}
+		}, "spec.eks.configuration.tags[0].key: Forbidden: tag keys may not contain a comma"},
 		{"shell in bootstrap arguments", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.BootstrapArguments = "--kubelet-extra-args '--v=2' ; id > /tmp/pwned"
 		}, "spec.eks.configuration.bootstrapArguments: Invalid value"},

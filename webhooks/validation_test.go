@@ -39,6 +39,10 @@ func TestValidateInstanceGroup(t *testing.T) {
 			ig.Annotations = map[string]string{v1alpha1.AnnotationOSFamily: v1alpha1.OSFamilyWindows}
 			ig.Spec.EKS.WarmPool = &v1alpha1.WarmPoolSpec{MinSize: 1, MaxSize: -1}
 		}, []string{"spec.eks.warmPool", "Start-EKSBootstrap.ps1", "use an amazonlinux2, amazonlinux2023 or bottlerocket group"}},
+		{"warm pool with spot price", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.SpotPrice = "0.5"
+			ig.Spec.EKS.WarmPool = &v1alpha1.WarmPoolSpec{MinSize: 1, MaxSize: -1}
+		}, []string{"spec.eks.warmPool", "Spot Instances (spotPrice)"}},
 		{"image latest", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Image = "latest" }, nil},
 		{"image ssm", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Image = "ssm://my/ami" }, nil},
 		{"bad image", func(ig *v1alpha1.InstanceGroup) { ig.Spec.EKS.Configuration.Image = "ubuntu" }, []string{"spec.eks.configuration.image"}},
