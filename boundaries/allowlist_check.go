@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -101,6 +102,9 @@ type AllowContext struct {
 	// count as the admin's too: the older revision a group runs during a
 	// progressive rollout.
 	AdminConfigs []*Config
+	// Annotations are the group's: a conditional's values count as the
+	// admin's only for the groups it matches.
+	Annotations map[string]string
 }
 
 // CheckAllowlists returns a Forbidden error for every reference in spec
@@ -117,9 +121,9 @@ func (c *Config) CheckAllowlists(spec *v1alpha1.InstanceGroupSpec, ctx AllowCont
 	if c != nil {
 		lists = c.Allowlists
 	}
-	admin := c.adminSpecs()
+	admin := c.adminSpecs(ctx.Annotations)
 	for _, other := range ctx.AdminConfigs {
-		admin = append(admin, other.adminSpecs()...)
+		admin = append(admin, other.adminSpecs(ctx.Annotations)...)
 	}
 	adminValues := map[string]bool{}
 	for _, s := range admin {
@@ -206,15 +210,27 @@ func describeList(list string, entries []string, written bool, clusters []string
 	}
 }
 
-// adminSpecs decodes defaults and every conditional's defaults; those
-// that do not decode (Parse has refused them already) are skipped.
-func (c *Config) adminSpecs() []*v1alpha1.InstanceGroupSpec {
+// adminSpecs decodes defaults and the defaults of every conditional that
+// matches annotations (a value the admin grants to some groups is not
+// granted to all); those that do not decode or parse (Parse has refused
+// them already) are skipped.
+func (c *Config) adminSpecs(annotations map[string]string) []*v1alpha1.InstanceGroupSpec {
 	if c == nil {
 		return nil
 	}
 	docs := []map[string]any{c.Defaults}
+	set := labels.Set(annotations)
 	for _, cond := range c.Conditionals {
-		docs = append(docs, cond.Defaults)
+		sel := cond.Selector
+		if sel == nil {
+			var err error
+			if sel, err = labels.Parse(cond.AnnotationSelector); err != nil {
+				continue
+			}
+		}
+		if sel.Matches(set) {
+			docs = append(docs, cond.Defaults)
+		}
 	}
 	var out []*v1alpha1.InstanceGroupSpec
 	for _, d := range docs {

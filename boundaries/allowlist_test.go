@@ -100,6 +100,7 @@ func TestCheckAllowlists(t *testing.T) {
 		spec     string
 		owners   map[string][]string
 		admin    bool     // the group is in the ConfigMap's namespace
+		annots   map[string]string
 		want     []string // substrings, one per expected error; none = allowed
 	}{
 		{name: "the admin's namespace: only the cluster is checked", admin: true, clusters: []string{"prod"},
@@ -133,6 +134,11 @@ func TestCheckAllowlists(t *testing.T) {
 		{name: "image owners", data: map[string]string{KeyAllowlists: "imageOwners: ['602401143452']\n"}, owners: map[string][]string{"ami-eks": {"602401143452"}, "ami-evil": {"999999999999"}},
 			spec: `eks: {configuration: {image: ami-evil}}`,
 			want: []string{`spec.eks.configuration.image: Forbidden: image "ami-evil" is owned by 999999999999, which is not in the boundary ConfigMap's data.allowlists.imageOwners (allowed: 602401143452)`}},
+		{name: "a conditional's role is the admin's for the groups it matches", data: map[string]string{KeyConditionals: conditionalRole},
+			annots: map[string]string{"team": "gpu"}, spec: `eks: {configuration: {roleName: gpu-nodes, instanceProfileName: gpu-nodes}}`},
+		{name: "a conditional's role is not granted to the groups it does not match", data: map[string]string{KeyConditionals: conditionalRole},
+			annots: map[string]string{"team": "web"}, spec: `eks: {configuration: {roleName: gpu-nodes, instanceProfileName: gpu-nodes}}`,
+			want: []string{`spec.eks.configuration.roleName: Forbidden: "gpu-nodes"`, `spec.eks.configuration.instanceProfileName: Forbidden: "gpu-nodes"`}},
 		{name: "image owners: an allowed owner", data: map[string]string{KeyAllowlists: "imageOwners: ['602401143452']\n"}, owners: map[string][]string{"ami-eks": {"602401143452"}},
 			spec: `eks: {configuration: {image: ami-eks}}`},
 	} {
@@ -145,7 +151,7 @@ func TestCheckAllowlists(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := AllowContext{Clusters: tc.clusters, AdminNamespace: tc.admin}
+			ctx := AllowContext{Clusters: tc.clusters, AdminNamespace: tc.admin, Annotations: tc.annots}
 			if tc.owners != nil {
 				ctx.ImageOwner = func(id string) ([]string, error) { return tc.owners[id], nil }
 			}
@@ -169,3 +175,13 @@ func TestCheckAllowlistsWithoutConfigMap(t *testing.T) {
 		t.Errorf("no ConfigMap must still refuse a bring-your-own role: %v", errs)
 	}
 }
+
+// conditionalRole grants a role to the groups annotated team=gpu only.
+const conditionalRole = `- annotationSelector: team=gpu
+  defaults:
+    spec:
+      eks:
+        configuration:
+          roleName: gpu-nodes
+          instanceProfileName: gpu-nodes
+`

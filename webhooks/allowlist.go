@@ -45,7 +45,7 @@ type Allowlists struct {
 
 // Check returns why ig may not be admitted, one error per reference.
 func (a *Allowlists) Check(ctx context.Context, ig *v1alpha1.InstanceGroup) field.ErrorList {
-	actx := boundaries.AllowContext{Clusters: a.Clusters, AdminNamespace: ig.Namespace == a.ConfigNamespace}
+	actx := boundaries.AllowContext{Clusters: a.Clusters, AdminNamespace: ig.Namespace == a.ConfigNamespace, Annotations: ig.Annotations}
 	if a.Images != nil {
 		actx.ImageOwner = func(id string) ([]string, error) { return a.imageOwners(ctx, id) }
 	}
