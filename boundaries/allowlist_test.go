@@ -99,7 +99,7 @@ func TestCheckAllowlists(t *testing.T) {
 		clusters []string
 		spec     string
 		owners   map[string][]string
-		admin    bool     // the group is in the ConfigMap's namespace
+		admin    bool // the group is in the ConfigMap's namespace
 		annots   map[string]string
 		want     []string // substrings, one per expected error; none = allowed
 	}{
