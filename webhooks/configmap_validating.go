@@ -29,7 +29,9 @@ const maxReportedGroups = 10
 // invalid, naming up to 10 of them, and its deletion while InstanceGroups
 // exist (the boundaries would go with it). It warns when a change would
 // make groups' kept submissions effective again on sensitive paths the
-// boundaries in force replace (boundaries.Resurrected).
+// boundaries in force replace (boundaries.Resurrected), and when it would
+// refuse groups' crd strategy templates that the ConfigMap in force admits
+// (crdRefusals).
 type ConfigMapValidator struct {
 	// Client lists InstanceGroups for the dry run: the manager's cache, so
 	// that an admission costs the API server no LIST.
@@ -88,6 +90,11 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
 	}
 	warnings = append(warnings, resurrected...)
+	refusedTemplates, err := crdRefusals(ctx, v.Client, current, cfg)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
+	}
+	warnings = append(warnings, refusedTemplates...)
 	broken, total, err := DryRun(ctx, v.Client, cfg, current, v.ConfigMap.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
