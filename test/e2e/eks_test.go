@@ -25,7 +25,6 @@ import (
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -286,16 +285,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 	// Node object goes (the bridge, like the cloud node lifecycle controller,
 	// deletes it on its next pass), so the drained old Node may still be
 	// listed for a moment; no Node may stay cordoned or marked.
-	g.Eventually(func() []string {
-		var held []string
-		for _, n := range groupNodes(t, ig) {
-			if n.Spec.Unschedulable || strings.Contains(strings.Join(keys(n.Annotations), ","), "drain-started") {
-				held = append(held, fmt.Sprintf("%s (instance %s, unschedulable %t)", n.Name,
-					n.Annotations[env.BridgeInstanceAnnotation], n.Spec.Unschedulable))
-			}
-		}
-		return held
-	}, time.Minute, time.Second).Should(BeEmpty(), "no Node of the group stays cordoned or marked for drain")
+	g.Eventually(func() []string { return heldNodes(t, ig) }, time.Minute, time.Second).Should(BeEmpty(), "no Node of the group stays cordoned or marked for drain")
 }
 
 // oldInstances counts the group's instances launched from another launch

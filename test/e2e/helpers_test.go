@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
@@ -76,6 +78,24 @@ func waitReady(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) 
 func groupNodes(t *testing.T, ig *v1alpha1.InstanceGroup) []corev1.Node {
 	t.Helper()
 	return harness.GroupNodes(t, admin, ig)
+}
+
+// heldNodes names the group's Nodes that are cordoned or carry the drain
+// record (upgrade.AnnotationDrainStarted), with their instances. After a
+// rotation the last replaced instance leaves its Auto Scaling group a
+// moment before its drained Node is deleted (by the bridge here, by the
+// cloud node lifecycle controller on EKS): wait for this to be empty
+// rather than read it once.
+func heldNodes(t *testing.T, ig *v1alpha1.InstanceGroup) []string {
+	t.Helper()
+	var held []string
+	for _, n := range groupNodes(t, ig) {
+		if _, marked := n.Annotations[upgrade.AnnotationDrainStarted]; n.Spec.Unschedulable || marked {
+			held = append(held, fmt.Sprintf("%s (instance %s, unschedulable %t, drain record %t)", n.Name,
+				n.Annotations[env.BridgeInstanceAnnotation], n.Spec.Unschedulable, marked))
+		}
+	}
+	return held
 }
 
 // available counts the group's nodes that are Ready and schedulable.
