@@ -158,6 +158,7 @@ func TestHelmInstall(t *testing.T) {
 	}
 
 	checkReplicaCannot(t, e.Config, m.Config, tenant)
+	checkHostileTemplatesLeaveTheReplicaRunning(t, tenant, m, rel)
 
 	// The tenant deletes its group; nothing is left behind.
 	if err := tenant.Client.Delete(ctx, ig); err != nil {
