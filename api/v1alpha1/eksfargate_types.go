@@ -19,10 +19,12 @@ type EKSFargateSpec struct {
 	// Tags are applied to the profile: a map of strings. keikoproj
 	// instance-manager's form, a list of maps ([{key1: v1}, {key2: v2}]),
 	// is accepted too: the mutating webhook merges it into one map (a key
-	// set twice with different values is refused). Only the map is stored.
+	// set twice with different values is refused). Only the map is stored:
+	// the validating webhook refuses any other shape (the API server does
+	// not type this field, as it takes two shapes, and cannot check it with
+	// a CEL rule either).
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:XValidation:rule="type(self) == map",message="must be a map of strings once admitted; a list of maps (keikoproj instance-manager's form) is merged into one by instance-manager's mutating webhook: is the MutatingWebhookConfiguration installed?"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 }

@@ -1,0 +1,98 @@
+package integration
+
+// Deliberate differences from keikoproj instance-manager, explained where
+// the user meets them (issue 27 item 3; README "Compatibility with
+// keikoproj instance-manager").
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/harness"
+	"github.com/instancemgr/instance-manager/test/install"
+)
+
+// applyChartPolicy renders one template of the chart (a
+// ValidatingAdmissionPolicy and its binding) and creates both, removed when
+// the test ends.
+func applyChartPolicy(t *testing.T, template string) {
+	t.Helper()
+	helm, err := install.Helm()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helm, "template", "im", filepath.Join(repoRoot, "charts", "instance-manager"),
+		"--namespace", harness.ConfigNamespace, "--set", "clusterName=c", "--set", "networkPolicy.enabled=false",
+		"--show-only", template).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	docs := strings.Split(string(out), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%s: %d documents, want the policy and its binding", template, len(docs))
+	}
+	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if err := yaml.UnmarshalStrict([]byte(strings.TrimPrefix(docs[0], "---\n")), policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), binding); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, o := range []client.Object{policy, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+}
+
+// A group created in a namespace that carries keikoproj's
+// config-excluded annotation is admitted under the boundaries, with a
+// warning naming the annotation and what to do instead; a namespace
+// without it gets no such warning.
+func TestConfigExcludedNamespaceAnnotationWarns(t *testing.T) {
+	requireEnv(t)
+	applyChartPolicy(t, "templates/configexcluded.yaml")
+	const want = "move this namespace into the ConfigMap's excludedNamespaces"
+
+	g, ctx, plain := underBoundaries(t, nil, "erin", uniqueNamespace("compat-plain"))
+	annotatedNS := uniqueNamespace("compat-annotated")
+	ensureNamespace(t, annotatedNS, map[string]string{v1alpha1.AnnotationConfigExcluded: "true"})
+	annotated := newTenant(t, "frank", annotatedNS)
+
+	// The policy takes effect once the API server has loaded it: dry runs
+	// until the warning shows.
+	g.Eventually(func() []string {
+		annotated.warnings.take()
+		ig := shortIG(annotatedNS, "probe")
+		if err := annotated.client.Create(ctx, ig, client.DryRunAll); err != nil {
+			return []string{err.Error()}
+		}
+		return annotated.warnings.take()
+	}, time.Minute, time.Second).Should(ContainElement(And(
+		ContainSubstring("namespace "+annotatedNS+" carries the annotation "+v1alpha1.AnnotationConfigExcluded+", which is no longer read (keikoproj instance-manager read it)"),
+		ContainSubstring(want))))
+
+	annotated.warnings.take()
+	ig := shortIG(annotatedNS, "g")
+	g.Expect(annotated.client.Create(ctx, ig)).To(Succeed(), "the annotation warns, it does not refuse")
+	g.Expect(annotated.warnings.take()).To(ContainElement(ContainSubstring(want)))
+	stored := &v1alpha1.InstanceGroup{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(ig), stored)).To(Succeed())
+	g.Expect(stored.Annotations).To(HaveKey(v1alpha1.AnnotationBoundariesHash), "the boundaries applied: the annotation opted nothing out")
+
+	plain.warnings.take()
+	g.Expect(plain.client.Create(ctx, shortIG(plain.namespace, "g"))).To(Succeed())
+	g.Expect(plain.warnings.take()).NotTo(ContainElement(ContainSubstring(v1alpha1.AnnotationConfigExcluded)))
+}
