@@ -169,3 +169,18 @@ func deepCopyJSON(t *testing.T, v map[string]any) map[string]any {
 	}
 	return out
 }
+
+// The CRD does not type eks-fargate.tags (it takes two shapes), so the
+// validating webhook is what keeps anything but our map out of storage
+// when the mutating webhook did not run.
+func TestValidatorRefusesAStoredListOfTags(t *testing.T) {
+	st := &store.Store{}
+	st.SetValid(nil, "")
+	v := &InstanceGroupValidator{Boundaries: st, ConfigMap: testConfigMap}
+	obj := igJSON(`{"provisioner":"eks-fargate","strategy":{"type":"managed"},"eks-fargate":{"clusterName":"c","subnets":["s"],"selectors":[{"namespace":"team-a"}],"tags":[{"a":"1"}]}}`, false)
+	obj["metadata"].(map[string]any)["annotations"] = map[string]any{v1alpha1.AnnotationSubmittedSpec: `{}`, v1alpha1.AnnotationBoundariesHash: "h"}
+	res := v.Handle(context.Background(), request(t, admissionv1.Create, "alice", obj, nil))
+	if res.Allowed || !strings.Contains(res.Result.Message, "spec.eks-fargate.tags") {
+		t.Errorf("a stored list of tags: allowed=%v %q", res.Allowed, res.Result.Message)
+	}
+}
