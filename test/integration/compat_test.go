@@ -49,6 +49,14 @@ func applyChartPolicy(t *testing.T, template string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	t.Cleanup(func() {
+		if t.Failed() { // why a policy did nothing: its type checking
+			cur := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			if err := admin.Get(context.Background(), client.ObjectKeyFromObject(policy), cur); err == nil {
+				t.Logf("policy %s status: %+v", cur.Name, cur.Status)
+			}
+		}
+	})
 	for _, o := range []client.Object{policy, binding} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -68,8 +76,8 @@ func TestConfigExcludedNamespaceAnnotationWarns(t *testing.T) {
 
 	g, ctx, plain := underBoundaries(t, nil, "erin", uniqueNamespace("compat-plain"))
 	annotatedNS := uniqueNamespace("compat-annotated")
-	ensureNamespace(t, annotatedNS, map[string]string{v1alpha1.AnnotationConfigExcluded: "true"})
 	annotated := newTenant(t, "frank", annotatedNS)
+	ensureNamespace(t, annotatedNS, map[string]string{v1alpha1.AnnotationConfigExcluded: "true"}) // after newTenant, which writes none
 
 	// The policy takes effect once the API server has loaded it: dry runs
 	// until the warning shows.
