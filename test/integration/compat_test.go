@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -103,4 +104,43 @@ func TestConfigExcludedNamespaceAnnotationWarns(t *testing.T) {
 	plain.warnings.take()
 	g.Expect(plain.client.Create(ctx, shortIG(plain.namespace, "g"))).To(Succeed())
 	g.Expect(plain.warnings.take()).NotTo(ContainElement(ContainSubstring(v1alpha1.AnnotationConfigExcluded)))
+}
+
+// The original's forms through the real API server (the CRD accepts them,
+// the mutating webhook turns them into ours; dry runs, so nothing is
+// built): metadataOptions.httpPutHopLimit is stored as
+// httpPutResponseHopLimit; the same value under both names with different
+// values, and a Fargate tag key given twice with different values, are
+// refused naming the field path.
+func TestOriginalsFormsThroughTheAPIServer(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	mustSetConfigMap(t, exampleConfigMapData(t))
+	group := func(name string, edit func(spec map[string]any)) *unstructured.Unstructured {
+		o := toJSONMap(t, fullIG(harness.ConfigNamespace, name))
+		delete(o, "status")
+		o["apiVersion"], o["kind"] = v1alpha1.GroupVersion.String(), "InstanceGroup"
+		edit(o["spec"].(map[string]any))
+		return &unstructured.Unstructured{Object: o}
+	}
+	metadataOptions := func(m map[string]any) func(map[string]any) {
+		return func(spec map[string]any) {
+			spec["eks"].(map[string]any)["configuration"].(map[string]any)["metadataOptions"] = m
+		}
+	}
+
+	u := group("compat-hop", metadataOptions(map[string]any{"httpTokens": "required", "httpPutHopLimit": int64(2)}))
+	g.Expect(admin.Create(ctx, u, client.DryRunAll)).To(Succeed(), "the original's name of the hop limit is admitted")
+	got, _, _ := unstructured.NestedMap(u.Object, "spec", "eks", "configuration", "metadataOptions")
+	g.Expect(got).To(Equal(map[string]any{"httpTokens": "required", "httpPutResponseHopLimit": int64(2)}), "stored under our name")
+
+	err := admin.Create(ctx, group("compat-hop-both", metadataOptions(map[string]any{"httpPutHopLimit": int64(2), "httpPutResponseHopLimit": int64(3)})), client.DryRunAll)
+	g.Expect(err).To(MatchError(ContainSubstring(
+		"spec.eks.configuration.metadataOptions.httpPutHopLimit: Invalid value: 2: is keikoproj instance-manager's name of spec.eks.configuration.metadataOptions.httpPutResponseHopLimit, which is set to 3")))
+
+	err = admin.Create(ctx, group("compat-tags", func(spec map[string]any) {
+		spec["eks-fargate"] = map[string]any{"tags": []any{map[string]any{"a": "1"}, map[string]any{"a": "2"}}}
+	}), client.DryRunAll)
+	g.Expect(err).To(MatchError(ContainSubstring(`spec.eks-fargate.tags[1][a]: Invalid value: "2": tag "a" is already set to "1" by spec.eks-fargate.tags[0][a]`)))
 }
