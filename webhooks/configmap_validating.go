@@ -202,7 +202,9 @@ func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded, adm
 
 // SubmittedSpec returns the tenant's kept submission of ig: the JSON in the
 // submitted-spec annotation, or the stored spec when the group predates the
-// boundaries. Errors when the annotation is not a JSON object.
+// boundaries, with keikoproj instance-manager's forms turned into ours
+// (NormalizeForms). Errors when the annotation is not a JSON object or its
+// forms do not normalise.
 func SubmittedSpec(ig *v1alpha1.InstanceGroup) (map[string]any, error) {
 	raw, ok := ig.Annotations[v1alpha1.AnnotationSubmittedSpec]
 	if !ok {
@@ -215,6 +217,9 @@ func SubmittedSpec(ig *v1alpha1.InstanceGroup) (map[string]any, error) {
 	var spec map[string]any
 	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
 		return nil, fmt.Errorf("metadata.annotations[%s] is not a JSON object: %v", v1alpha1.AnnotationSubmittedSpec, err)
+	}
+	if errs := NormalizeForms(spec); len(errs) > 0 {
+		return nil, fmt.Errorf("metadata.annotations[%s]: %v", v1alpha1.AnnotationSubmittedSpec, errs.ToAggregate())
 	}
 	return spec, nil
 }

@@ -119,6 +119,18 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
 	}
 	NormalizeSpellings(submitted) // keikoproj spellings (rollingupdate, Launch, ...) compare and merge as canonical
+	// The annotation keeps the tenant's forms (eks-fargate.tags as a list
+	// of maps); the effective spec is computed from ours.
+	submittedJSON, err := json.Marshal(submitted)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if errs := NormalizeForms(submitted); len(errs) > 0 {
+		return admission.Denied(fmt.Sprintf("%s is invalid: %s", ref, errs.ToAggregate().Error()))
+	}
+	if oldSubmitted != nil {
+		NormalizeForms(oldSubmitted) // compared with the new overrides below; its problems were answered when it was kept
+	}
 	var warnings []string
 	if !isController && !state.Config.Excluded(req.Namespace) && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
 		// Which annotations tenants may set is the newest admin word.
@@ -163,10 +175,6 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 		warnings = append(warnings, `spec.provisioner: "eks-cf" is deprecated; the group is built by the "eks" provisioner from spec.eks`)
 	}
 
-	submittedJSON, err := json.Marshal(submitted)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
 	obj.setSpec(res.Spec)
 	obj.setAnnotation(v1alpha1.AnnotationSubmittedSpec, string(submittedJSON))
 	obj.setAnnotation(v1alpha1.AnnotationBoundariesHash, res.Hash)

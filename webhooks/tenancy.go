@@ -76,7 +76,9 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, ol
 		for i, sel := range f.Selectors {
 			if sel.Namespace != ig.Namespace {
 				errs = append(errs, field.Forbidden(field.NewPath("spec", "eks-fargate", "selectors").Index(i).Child("namespace"),
-					fmt.Sprintf("%q is not the group's namespace; a Fargate profile may select pods of its own namespace %q only", sel.Namespace, ig.Namespace)))
+					fmt.Sprintf("%q is not the group's namespace; a Fargate profile may select pods of its own namespace %q only, "+
+						"not of any namespace as in keikoproj instance-manager (create the group in %q, or the admin lists %q in ConfigMap %s's excludedNamespaces)",
+						sel.Namespace, ig.Namespace, sel.Namespace, ig.Namespace, cm)))
 			}
 		}
 	}

@@ -418,6 +418,7 @@ type LifecycleHookSpec struct {
 }
 
 // MetadataOptions configures the instance metadata service (IMDS).
+// +kubebuilder:validation:XValidation:rule="!has(self.httpPutHopLimit)",message="httpPutHopLimit is keikoproj instance-manager's name of httpPutResponseHopLimit; instance-manager's mutating webhook moves it there, so it cannot be stored: is the MutatingWebhookConfiguration installed?"
 type MetadataOptions struct {
 	// HttpEndpoint is enabled (default) or disabled.
 	// Any case and separator is accepted and normalised by the mutating webhook.
@@ -432,6 +433,15 @@ type MetadataOptions struct {
 	// +kubebuilder:validation:Maximum=64
 	// +optional
 	HttpPutResponseHopLimit int64 `json:"httpPutResponseHopLimit,omitempty"`
+	// HttpPutHopLimit is keikoproj instance-manager's name of
+	// httpPutResponseHopLimit, accepted so that its manifests apply
+	// unchanged: the mutating webhook moves the value to
+	// httpPutResponseHopLimit (both set to different values is refused), so
+	// it is never stored.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	HttpPutHopLimit int64 `json:"httpPutHopLimit,omitempty"`
 }
 
 // PlacementSpec places instances.

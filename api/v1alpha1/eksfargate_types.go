@@ -16,7 +16,15 @@ type EKSFargateSpec struct {
 	// Selectors choose the pods that run on Fargate.
 	// +optional
 	Selectors []EKSFargateSelector `json:"selectors,omitempty"`
-	// Tags are applied to the profile.
+	// Tags are applied to the profile: a map of strings. keikoproj
+	// instance-manager's form, a list of maps ([{key1: v1}, {key2: v2}]),
+	// is accepted too: the mutating webhook merges it into one map (a key
+	// set twice with different values is refused). Only the map is stored:
+	// the validating webhook refuses any other shape (the API server does
+	// not type this field, as it takes two shapes, and cannot check it with
+	// a CEL rule either).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 }

@@ -312,7 +312,7 @@ func checkCommon(t *testing.T, rel release, r rendering) {
 	for _, o := range r.objects {
 		kind, ns := o.GetKind(), o.GetNamespace()
 		switch kind {
-		case "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+		case "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			if ns != "" {
 				t.Errorf("cluster-scoped %s %s has namespace %q", kind, o.GetName(), ns)
 			}

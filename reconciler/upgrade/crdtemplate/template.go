@@ -177,7 +177,8 @@ func (t *Template) check(ig *v1alpha1.InstanceGroup, cfg *boundaries.Config) err
 			}
 		}
 		if ns, present := m["namespace"]; present && ns != ig.Namespace && ns != "${.metadata.namespace}" {
-			probs = append(probs, fmt.Sprintf("metadata.namespace %q is not the group's namespace %q; the crd strategy creates objects in the group's own namespace only (leave it out, or set %q or ${.metadata.namespace})",
+			probs = append(probs, fmt.Sprintf("metadata.namespace %q is not the group's namespace %q; the crd strategy creates objects in the group's own namespace only, "+
+				"not in the namespace the template names as keikoproj instance-manager did (leave it out, or set %q or ${.metadata.namespace})",
 				fmt.Sprint(ns), ig.Namespace, ig.Namespace))
 		}
 	}
