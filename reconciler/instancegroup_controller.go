@@ -57,6 +57,10 @@ const (
 	// ReasonForceDelete (Warning): the force-delete annotation makes the
 	// deletion skip the drain.
 	ReasonForceDelete = "ForceDelete"
+	// ReasonFinalizerRemovalFailed (Warning, and the Deleting condition's
+	// reason): the API server refused the release of a deleted group's
+	// finalizer; the message carries its answer.
+	ReasonFinalizerRemovalFailed = "FinalizerRemovalFailed"
 )
 
 // InstanceGroupReconciler is the InstanceGroup state machine: it has the
