@@ -85,7 +85,7 @@ func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admission
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: mutateIGWebhook, ClientConfig: cc.forPath(PathMutateInstanceGroup), Rules: igRules,
 			MatchConditions: []admissionregistrationv1.MatchCondition{notMetadataOnDeleting},
-			FailurePolicy: fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:   fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](10), ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 		}},
 	}
@@ -95,7 +95,7 @@ func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admission
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: validateIGWebhook, ClientConfig: cc.forPath(PathValidateInstanceGroup), Rules: igRules,
 			MatchConditions: []admissionregistrationv1.MatchCondition{notMetadataOnDeleting},
-			FailurePolicy: fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:   fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](10),
 		}, {
 			Name: validateCMWebhook, ClientConfig: cc.forPath(PathValidateConfigMap),
