@@ -178,7 +178,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			log.FromContext(ctx).Info("re-admitted a group stored without admission")
 			return ctrl.Result{}, nil
 		default:
-			return r.hold(ctx, ig, reason, msg)
+			res, err := r.hold(ctx, ig, reason, msg)
+			if err == nil && reason == ReasonBoundariesStale {
+				err = r.unwindHeld(ctx, ig, prov)
+			}
+			return res, err
 		}
 	}
 
