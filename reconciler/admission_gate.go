@@ -94,7 +94,7 @@ type Violations func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]stri
 
 // readmissionRefused reports whether the fan-out's last re-admission of ig
 // was refused by the webhooks (BoundariesApplied False, reason Rejected):
-// it is not retried before the next boundary change.
+// the fan-out retries it with backoff (readmitRetry).
 func readmissionRefused(ig *v1alpha1.InstanceGroup) bool {
 	c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Rejected"

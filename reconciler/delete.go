@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -67,9 +68,14 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 		if err := r.patchStatus(ctx, before, ig); err != nil {
 			return ctrl.Result{}, err
 		}
+		before = ig.DeepCopy()
 		done, err := prov.Delete(ctx, ig)
 		if err != nil {
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Deleting cloud resources: %v", err)
+			setCondition(ig, v1alpha1.ConditionDeleting, true, ReasonDeleteFailed, "deleting the cloud resources failed; retrying: "+stableMessage(err.Error()))
+			if perr := r.patchStatus(ctx, before, ig); perr != nil {
+				return ctrl.Result{}, perr
+			}
 			return ctrl.Result{}, err
 		}
 		if !done {
@@ -93,15 +99,32 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 // tenant or an older version of the CRD are dropped by omitempty), and the
 // validating webhook refuses any spec change on a group being deleted: the
 // finalizer would never go and the group, and its namespace, would stay
-// Terminating for good.
+// Terminating for good. The webhooks' match condition skips this patch
+// altogether (webhooks.Configurations), so it goes through during an
+// admission outage too. Any other refusal (a foreign admission webhook or
+// policy, RBAC) is said where the user looks: a Warning Event
+// FinalizerRemovalFailed and the Deleting condition with that reason and
+// the API server's answer; it is retried with the failure backoff.
 func (r *InstanceGroupReconciler) releaseFinalizer(ctx context.Context, ig *v1alpha1.InstanceGroup) (ctrl.Result, error) {
-	patch := client.MergeFromWithOptions(ig.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	before := ig.DeepCopy()
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(ig, Finalizer)
 	err := r.Client.Patch(ctx, ig, patch)
-	if apierrors.IsConflict(err) {
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
-	return ctrl.Result{}, client.IgnoreNotFound(err)
+	msg := fmt.Sprintf("removing the finalizer %s was refused by the API server; the group stays until it goes: %v", Finalizer, err)
+	r.Recorder.Eventf(before, nil, corev1.EventTypeWarning, ReasonFinalizerRemovalFailed, "Delete", "%s", msg)
+	log.FromContext(ctx).Info("finalizer removal failed", "error", err.Error())
+	cur := before.DeepCopy()
+	setCondition(cur, v1alpha1.ConditionDeleting, true, ReasonFinalizerRemovalFailed, stableMessage(msg))
+	if perr := r.patchStatus(ctx, before, cur); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	return ctrl.Result{RequeueAfter: r.backoff.failed(client.ObjectKeyFromObject(ig), ig.Generation)}, nil
 }
 
 // forceDelete reports whether the group asks to be deleted without a drain.

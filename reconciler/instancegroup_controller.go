@@ -57,6 +57,10 @@ const (
 	// ReasonForceDelete (Warning): the force-delete annotation makes the
 	// deletion skip the drain.
 	ReasonForceDelete = "ForceDelete"
+	// ReasonFinalizerRemovalFailed (Warning, and the Deleting condition's
+	// reason): the API server refused the release of a deleted group's
+	// finalizer; the message carries its answer.
+	ReasonFinalizerRemovalFailed = "FinalizerRemovalFailed"
 )
 
 // InstanceGroupReconciler is the InstanceGroup state machine: it has the
@@ -174,7 +178,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			log.FromContext(ctx).Info("re-admitted a group stored without admission")
 			return ctrl.Result{}, nil
 		default:
-			return r.hold(ctx, ig, reason, msg)
+			res, err := r.hold(ctx, ig, reason, msg)
+			if err == nil && reason == ReasonBoundariesStale {
+				err = r.unwindHeld(ctx, ig, prov)
+			}
+			return res, err
 		}
 	}
 

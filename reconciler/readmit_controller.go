@@ -107,17 +107,42 @@ func (r *ReadmitReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		// The webhooks refused the new effective spec: keep the old one
-		// and say why; the next boundary change retries.
+		// The webhooks refused the new effective spec: keep the old one,
+		// say why (the Event once per new refusal), and retry with
+		// backoff: what refused it (a quota, an allowlist) may change
+		// without changing the boundaries hash, so no fan-out would
+		// bring the group back.
 		readmissions.WithLabelValues("rejected").Inc()
 		msg := fmt.Sprintf("The boundaries revision %s was not applied: %v", d.Revision, err)
-		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonBoundariesRejected, "Readmit", "%s", msg)
-		_, res, err := r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+		since := time.Now()
+		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil && c.Reason == "Rejected" {
+			since = c.LastTransitionTime.Time
+		}
+		written, res, err := r.setCondition(ctx, ig, metav1.ConditionFalse, "Rejected", msg)
+		if written {
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonBoundariesRejected, "Readmit", "%s", msg)
+		}
+		if err == nil && res.RequeueAfter == 0 {
+			res.RequeueAfter = readmitRetry(time.Since(since))
+		}
 		return res, err
 	default:
 		readmissions.WithLabelValues("error").Inc()
 		return ctrl.Result{}, fmt.Errorf("re-admitting InstanceGroup %s: %w", req.NamespacedName, err)
 	}
+}
+
+// Bounds of the retry of a refused re-admission.
+const (
+	readmitRetryMin = 30 * time.Second
+	readmitRetryMax = 10 * time.Minute
+)
+
+// readmitRetry is how long a group whose re-admission has been refused for
+// refusedFor waits before the next attempt: as long again (doubling the
+// interval without a counter), within readmitRetryMin and readmitRetryMax.
+func readmitRetry(refusedFor time.Duration) time.Duration {
+	return min(max(refusedFor, readmitRetryMin), readmitRetryMax)
 }
 
 // markAssigned records on a group that carries the hash of its assigned

@@ -67,7 +67,8 @@ func (c ClientConfig) forPath(path string) admissionregistrationv1.WebhookClient
 // the InstanceGroup webhooks (mutating and validating) and the validating
 // webhook of the one boundary ConfigMap, all failurePolicy Fail and scoped
 // so that an outage never blocks other objects (Pods, Nodes, other
-// ConfigMaps). The Helm chart renders the same rules.
+// ConfigMaps) nor the deletion of a group (notMetadataOnDeleting). The
+// Helm chart renders the same rules.
 func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	igRules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
@@ -83,7 +84,8 @@ func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admission
 		ObjectMeta: metav1.ObjectMeta{Name: MutatingConfigurationName},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: mutateIGWebhook, ClientConfig: cc.forPath(PathMutateInstanceGroup), Rules: igRules,
-			FailurePolicy: fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: []admissionregistrationv1.MatchCondition{notMetadataOnDeleting},
+			FailurePolicy:   fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](10), ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 		}},
 	}
@@ -92,7 +94,8 @@ func Configurations(cc ClientConfig, configMap types.NamespacedName) (*admission
 		ObjectMeta: metav1.ObjectMeta{Name: ValidatingConfigurationName},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: validateIGWebhook, ClientConfig: cc.forPath(PathValidateInstanceGroup), Rules: igRules,
-			FailurePolicy: fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: []admissionregistrationv1.MatchCondition{notMetadataOnDeleting},
+			FailurePolicy:   fail, SideEffects: sideEffects, AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](10),
 		}, {
 			Name: validateCMWebhook, ClientConfig: cc.forPath(PathValidateConfigMap),
