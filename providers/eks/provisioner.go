@@ -589,18 +589,39 @@ func (p *Provisioner) Instances(ctx context.Context, ig *v1alpha1.InstanceGroup)
 // Terminate implements providers.Rotator (Auto Scaling
 // TerminateInstanceInAutoScalingGroup). A decrement refused because the
 // desired capacity is at minSize (ValidationError) wraps
-// providers.ErrDesiredAtMinSize.
+// providers.ErrDesiredAtMinSize. An instance already gone from the group
+// (terminated by the cluster-autoscaler, a spot interruption, a rebalance or
+// an earlier call: ValidationError "Instance Id not found - No managed
+// instance found for instance ID: i-…", or EC2's InvalidInstanceID.NotFound)
+// is success: what was asked is done.
 func (p *Provisioner) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error {
 	_, err := p.aws.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: awssdk.String(instanceID), ShouldDecrementDesiredCapacity: awssdk.Bool(decrement)})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
-	if err != nil {
-		if decrement && refusedAtMinSize(err) {
-			return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
-		}
-		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
+	switch {
+	case err == nil:
+		return nil
+	case decrement && refusedAtMinSize(err):
+		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
+	case instanceGone(err):
+		log.FromContext(ctx).Info("instance to terminate is already gone from its Auto Scaling group", "instance", instanceID, "answer", err.Error())
+		return nil
 	}
-	return nil
+	return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
+}
+
+// instanceGone reports whether err is Auto Scaling's or EC2's answer for an
+// instance that is no longer there (see Terminate).
+func instanceGone(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	if ae.ErrorCode() == "InvalidInstanceID.NotFound" {
+		return true
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	return ae.ErrorCode() == "ValidationError" && (strings.Contains(msg, "instance id not found") || strings.Contains(msg, "no managed instance found"))
 }
 
 // refusedAtMinSize reports whether err is Auto Scaling's refusal to
