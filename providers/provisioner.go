@@ -140,6 +140,13 @@ type Observation struct {
 	// Blocked, when set, names what a retirement could not drain or
 	// evict within the drain timeout (see Retirement.Blocked).
 	Blocked string
+	// LaunchFailure, when set, is the StatusMessage of the latest failed
+	// scaling activity of a group below its desired capacity (eks: Auto
+	// Scaling DescribeScalingActivities, read only while the group
+	// converges), e.g. "… InsufficientInstanceCapacity - We currently do
+	// not have sufficient m5.large capacity in the Availability Zone you
+	// requested …"; empty when the latest launch succeeded.
+	LaunchFailure string
 	// Hold, when set, says why a rotation must not start another batch
 	// yet (eks: the warm pool is being replaced so no instance of an older
 	// launch template version joins from it).
