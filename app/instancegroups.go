@@ -105,7 +105,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 
 		FailureBackoffMax: opts.FailureBackoffMax,
 		TransientAttempts: opts.TransientErrorAttempts, TransientGrace: opts.TransientErrorGrace,
-		Boundaries:        st, AllowNoBoundaries: opts.AllowNoBoundaries,
+		Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries,
 		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
 			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
 		},
