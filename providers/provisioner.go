@@ -67,6 +67,18 @@ type InstanceLister interface {
 	Instances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
 }
 
+// FreshLister is implemented by provisioners whose instance listings are
+// shared and cached (eks: one listing per cluster, up to minutes old), so
+// that whoever is about to terminate an instance first sees the group as it
+// is now: another actor (the cluster-autoscaler, a spot interruption, a
+// rebalance) may already have taken the instance out.
+type FreshLister interface {
+	// FreshInstances reads the group's instances from the cloud now (one
+	// call, no cache): ID, ProviderID, LifecycleState and Healthy set;
+	// none when the group does not exist or is not the group's.
+	FreshInstances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
+}
+
 // Freezer is implemented by provisioners whose groups grow on their own
 // (eks: Auto Scaling, the cluster-autoscaler), so that a group being
 // deleted stops launching instances before its nodes are drained.

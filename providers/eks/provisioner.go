@@ -422,6 +422,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 			Weight:         instanceWeight(in, weights),
 		})
 	}
+	if obs.LaunchFailure, err = launchFailure(ctx, p.aws.AutoScaling, name, obs.Desired, obs.Instances); err != nil {
+		return nil, err
+	}
 	if version > int64(p.opts.KeepVersions) {
 		// Housekeeping, once per latest version and set of versions in
 		// use: a failure is logged, never fails the reconcile.
@@ -584,6 +587,33 @@ func (p *Provisioner) Instances(ctx context.Context, ig *v1alpha1.InstanceGroup)
 		})
 	}
 	return out, nil
+}
+
+// FreshInstances implements providers.FreshLister: one
+// DescribeAutoScalingGroups of the group by name, bypassing the cluster's
+// shared listing (whose copy it refreshes no further).
+func (p *Provisioner) FreshInstances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	if configured(ig) != nil {
+		return nil, nil
+	}
+	name := groupName(ig)
+	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	if len(out.AutoScalingGroups) == 0 || ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(out.AutoScalingGroups[0].Tags)) != nil {
+		return nil, nil
+	}
+	g := out.AutoScalingGroups[0]
+	list := make([]providers.Instance, 0, len(g.Instances))
+	for _, in := range g.Instances {
+		id := awssdk.ToString(in.InstanceId)
+		list = append(list, providers.Instance{
+			ID: id, ProviderID: fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), id),
+			LifecycleState: string(in.LifecycleState), Healthy: awssdk.ToString(in.HealthStatus) == "Healthy",
+		})
+	}
+	return list, nil
 }
 
 // Terminate implements providers.Rotator (Auto Scaling
