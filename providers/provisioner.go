@@ -79,6 +79,25 @@ type FreshLister interface {
 	FreshInstances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
 }
 
+// Relist returns the group's instances by id as a fresh listing shows them
+// (FreshLister.FreshInstances, one call) when rot is a FreshLister; ok is
+// false (and no call made) when it is not.
+func Relist(ctx context.Context, ig *v1alpha1.InstanceGroup, rot Rotator) (map[string]Instance, bool, error) {
+	fl, ok := rot.(FreshLister)
+	if !ok {
+		return nil, false, nil
+	}
+	list, err := fl.FreshInstances(ctx, ig)
+	if err != nil {
+		return nil, true, err
+	}
+	out := make(map[string]Instance, len(list))
+	for _, in := range list {
+		out[in.ID] = in
+	}
+	return out, true, nil
+}
+
 // Freezer is implemented by provisioners whose groups grow on their own
 // (eks: Auto Scaling, the cluster-autoscaler), so that a group being
 // deleted stops launching instances before its nodes are drained.

@@ -161,17 +161,9 @@ func (r *Repairer) Check(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *p
 // absence must not read as "never joined"). An instance gone or leaving is
 // not replaced: it is already terminating.
 func stillThere(ctx context.Context, ig *v1alpha1.InstanceGroup, rot providers.Rotator, replace []Unhealthy) ([]Unhealthy, error) {
-	fl, ok := rot.(providers.FreshLister)
-	if !ok {
-		return replace, nil
-	}
-	fresh, err := fl.FreshInstances(ctx, ig)
-	if err != nil {
-		return nil, err
-	}
-	now := map[string]providers.Instance{}
-	for _, in := range fresh {
-		now[in.ID] = in
+	now, ok, err := providers.Relist(ctx, ig, rot)
+	if !ok || err != nil {
+		return replace, err
 	}
 	var keep []Unhealthy
 	for _, u := range replace {
