@@ -198,7 +198,7 @@ func (r *Rule) matches(c *Call) bool {
 func InsufficientInstanceCapacity(instanceType string) Rule {
 	return Rule{
 		Service: "ec2", Operations: []string{"RunInstances", "CreateFleet"},
-		Match:   func(c *Call) bool { return c.ParamEquals("InstanceType", instanceType) },
+		Match: func(c *Call) bool { return c.ParamEquals("InstanceType", instanceType) },
 		Error: APIError{
 			Code:   "InsufficientInstanceCapacity",
 			Status: http.StatusInternalServerError,
