@@ -133,6 +133,13 @@ type Options struct {
 	// FailureBackoffMax caps the wait between retries of an InstanceGroup
 	// whose reconcile keeps failing (1s, 2s, 4s … up to it; default 5m).
 	FailureBackoffMax time.Duration
+	// TransientErrorAttempts and TransientErrorGrace: a group whose
+	// reconcile fails for a transient reason (providers.IsTransient) is
+	// Degraded, keeping its last state, until the failure has lasted both
+	// that many attempts and that long; then its state is Error (defaults
+	// 5 and 5m).
+	TransientErrorAttempts int
+	TransientErrorGrace    time.Duration
 	// CloudResyncPeriod is how long what a group read from AWS (IAM role,
 	// policies and instance profile, launch template, access entry,
 	// subnets, security groups) is trusted while its spec does not change
@@ -238,6 +245,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.CloudResyncPeriod, "cloud-resync-period", time.Hour, "How long what a group read from AWS (its IAM role, policies and instance profile, launch template, access entry, subnets and security groups) is trusted while its spec does not change; a change made to those by hand is undone within it. A failing group reads them again after 5 minutes.")
 	fs.DurationVar(&o.CloudPollPeriod, "cloud-poll-period", 2*time.Minute, "How often each cluster's Auto Scaling groups are listed (one shared, paginated listing per cluster) to notice changes made outside instance-manager: an instance terminated, sizes or the launch template changed, a group deleted.")
+	fs.IntVar(&o.TransientErrorAttempts, "transient-error-attempts", 5, "Failed attempts after which a transient failure (throttling, AWS 5xx, eventual consistency, IAM propagation) of an InstanceGroup makes its state Error; before that, and before --transient-error-grace, it is Degraded and keeps its last state.")
+	fs.DurationVar(&o.TransientErrorGrace, "transient-error-grace", 5*time.Minute, "How long a transient failure of an InstanceGroup must last (as well as --transient-error-attempts) before its state is Error.")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")

@@ -104,7 +104,8 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
 
 		FailureBackoffMax: opts.FailureBackoffMax,
-		Boundaries:        st, AllowNoBoundaries: opts.AllowNoBoundaries,
+		TransientAttempts: opts.TransientErrorAttempts, TransientGrace: opts.TransientErrorGrace,
+		Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries,
 		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
 			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
 		},

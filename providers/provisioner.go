@@ -67,6 +67,37 @@ type InstanceLister interface {
 	Instances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
 }
 
+// FreshLister is implemented by provisioners whose instance listings are
+// shared and cached (eks: one listing per cluster, up to minutes old), so
+// that whoever is about to terminate an instance first sees the group as it
+// is now: another actor (the cluster-autoscaler, a spot interruption, a
+// rebalance) may already have taken the instance out.
+type FreshLister interface {
+	// FreshInstances reads the group's instances from the cloud now (one
+	// call, no cache): ID, ProviderID, LifecycleState and Healthy set;
+	// none when the group does not exist or is not the group's.
+	FreshInstances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
+}
+
+// Relist returns the group's instances by id as a fresh listing shows them
+// (FreshLister.FreshInstances, one call) when rot is a FreshLister; ok is
+// false (and no call made) when it is not.
+func Relist(ctx context.Context, ig *v1alpha1.InstanceGroup, rot Rotator) (map[string]Instance, bool, error) {
+	fl, ok := rot.(FreshLister)
+	if !ok {
+		return nil, false, nil
+	}
+	list, err := fl.FreshInstances(ctx, ig)
+	if err != nil {
+		return nil, true, err
+	}
+	out := make(map[string]Instance, len(list))
+	for _, in := range list {
+		out[in.ID] = in
+	}
+	return out, true, nil
+}
+
 // Freezer is implemented by provisioners whose groups grow on their own
 // (eks: Auto Scaling, the cluster-autoscaler), so that a group being
 // deleted stops launching instances before its nodes are drained.
@@ -140,6 +171,13 @@ type Observation struct {
 	// Blocked, when set, names what a retirement could not drain or
 	// evict within the drain timeout (see Retirement.Blocked).
 	Blocked string
+	// LaunchFailure, when set, is the StatusMessage of the latest failed
+	// scaling activity of a group below its desired capacity (eks: Auto
+	// Scaling DescribeScalingActivities, read only while the group
+	// converges), e.g. "… InsufficientInstanceCapacity - We currently do
+	// not have sufficient m5.large capacity in the Availability Zone you
+	// requested …"; empty when the latest launch succeeded.
+	LaunchFailure string
 	// Hold, when set, says why a rotation must not start another batch
 	// yet (eks: the warm pool is being replaced so no instance of an older
 	// launch template version joins from it).

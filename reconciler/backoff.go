@@ -24,6 +24,7 @@ type failureBackoff struct {
 type failureCount struct {
 	generation int64
 	failures   int
+	since      time.Time // the first failure of the run
 }
 
 // newFailureBackoff returns a backoff from base to ceiling; zero values mean
@@ -41,11 +42,19 @@ func newFailureBackoff(base, ceiling time.Duration) *failureBackoff {
 // failed records one more failure of key at generation and returns how long
 // to wait before the next attempt.
 func (b *failureBackoff) failed(key types.NamespacedName, generation int64) time.Duration {
+	delay, _, _ := b.record(key, generation, time.Now())
+	return delay
+}
+
+// record is failed that also returns the failures of the current run (this
+// one included) and when the run's first failure happened (now for the
+// first): what persistence judges (see transient.go).
+func (b *failureBackoff) record(key types.NamespacedName, generation int64, now time.Time) (time.Duration, int, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.groups[key]
-	if c.generation != generation {
-		c = failureCount{generation: generation}
+	if c.generation != generation || c.failures == 0 {
+		c = failureCount{generation: generation, since: now}
 	}
 	delay := b.base
 	for i := 0; i < c.failures && delay < b.max; i++ {
@@ -53,7 +62,7 @@ func (b *failureBackoff) failed(key types.NamespacedName, generation int64) time
 	}
 	c.failures++
 	b.groups[key] = c
-	return min(delay, b.max)
+	return min(delay, b.max), c.failures, c.since
 }
 
 // succeeded forgets key's failures.

@@ -101,6 +101,11 @@ type InstanceGroupReconciler struct {
 	// group whose reconcile keeps failing (defaults 1s and 5m); see
 	// failureBackoff.
 	FailureBackoffBase, FailureBackoffMax time.Duration
+	// TransientAttempts and TransientGrace: a transient failure
+	// (providers.IsTransient) makes the group Degraded, not Error, until
+	// it has lasted both (defaults 5 attempts and 5m); see failure.
+	TransientAttempts int
+	TransientGrace    time.Duration
 	// Boundaries, when set, gates every action but deletion on the group
 	// having been admitted under the boundaries in force (admissionGate);
 	// AllowNoBoundaries is the webhooks' open mode.
@@ -206,16 +211,17 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		case providers.IsSpecError(err):
 			reason = "InvalidSpec"
 		}
-		if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
+		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
+			if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
+				return ctrl.Result{}, ferr
+			}
+			return ctrl.Result{RequeueAfter: r.ResyncInterval}, r.stallFailing(ctx, ig, reason)
+		}
+		res, ferr := r.failure(ctx, ig, reason, err)
+		if ferr != nil {
 			return ctrl.Result{}, ferr
 		}
-		if serr := r.stallFailing(ctx, ig, reason); serr != nil {
-			return ctrl.Result{}, serr
-		}
-		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
-			return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
-		}
-		return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
+		return res, r.stallFailing(ctx, ig, reason)
 	}
 
 	r.owners.set(req.NamespacedName, obs.Instances)
@@ -244,10 +250,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if r.NodeHealth != nil && !obs.Managed {
 		rot, _ := prov.(providers.Rotator)
 		if healthCheck, err = r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
-			if ferr := r.fail(ctx, ig, "NodeRepairFailed", err.Error()); ferr != nil {
-				return ctrl.Result{}, ferr
-			}
-			return ctrl.Result{RequeueAfter: r.backoff.failed(req.NamespacedName, ig.Generation)}, nil
+			return r.failure(ctx, ig, "NodeRepairFailed", err)
 		}
 	}
 
@@ -288,10 +291,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			}
 		}
 		if err != nil {
-			if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
-				return ctrl.Result{}, ferr
-			}
-			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+			return r.failure(ctx, ig, "UpgradeFailed", err)
 		}
 		if progress.Waiting || progress.Stopped {
 			break
@@ -308,20 +308,14 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			progress, err = r.Rolling.Step(ctx, ig, obs, nodes, rot)
 		}
 		if err != nil {
-			if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
-				return ctrl.Result{}, ferr
-			}
-			return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+			return r.failure(ctx, ig, "UpgradeFailed", err)
 		}
 		releaseSlot = progress.Done
 		if progress.Stopped {
 			// Stopped in this pass: give back what the rotation cordoned.
 			releaseSlot = true
 			if _, err := r.releaseDrains(ctx, ig, obs, nodes); err != nil {
-				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
-					return ctrl.Result{}, ferr
-				}
-				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+				return r.failure(ctx, ig, "UpgradeFailed", err)
 			}
 		}
 	default:
@@ -335,10 +329,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			rot, _ := prov.(providers.Rotator)
 			msg, err := r.Rolling.Settle(ctx, ig, obs, nodes, rot)
 			if err != nil {
-				if ferr := r.fail(ctx, ig, "UpgradeFailed", err.Error()); ferr != nil {
-					return ctrl.Result{}, ferr
-				}
-				return ctrl.Result{RequeueAfter: r.backoff.failed(key, ig.Generation)}, nil
+				return r.failure(ctx, ig, "UpgradeFailed", err)
 			}
 			progress.Done, progress.Message = msg == "", msg
 		}
@@ -445,6 +436,10 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 			readyMsg = obs.Message
 		}
 	}
+	if obs.LaunchFailure != "" {
+		readyMsg += "; launches fail: " + obs.LaunchFailure
+	}
+	launchFailed(ig, obs.LaunchFailure)
 	// Ready is about capacity: a group rotating with its nodes Ready is
 	// Ready (its state says Upgrading).
 	setCondition(ig, v1alpha1.ConditionReady, ready, map[bool]string{true: "Ready", false: "NotReady"}[ready], readyMsg)
@@ -472,6 +467,7 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	r.backoff.succeeded(client.ObjectKeyFromObject(ig))
 	if written {
 		r.replacementEvents(before, ig, obs)
+		r.launchFailureEvent(before, ig, obs)
 	}
 	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)

@@ -116,6 +116,18 @@ const (
 	// pods), ForceDelete (the force-delete annotation skips the drain) or
 	// DeletingCloudResources.
 	ConditionDeleting = "Deleting"
+	// ConditionDegraded is True while the group's reconcile fails for a
+	// transient reason (throttling, an AWS or API server error, EC2 eventual
+	// consistency, IAM propagation: providers.IsTransient), with the cause
+	// in its message and the attempt count and first failure time; the
+	// group keeps its last good state and is retried with backoff. Only a
+	// failure that persists for --transient-error-attempts attempts and
+	// --transient-error-grace makes the state Error. Reason
+	// InsufficientCapacity (with the Auto Scaling group's latest failed
+	// scaling activity) while a converging group stays below its desired
+	// capacity because its launches fail. False (reason Recovered) once a
+	// reconcile succeeds and launches succeed again.
+	ConditionDegraded = "Degraded"
 )
 
 // States in status.currentState, as printed by `kubectl get ig`.

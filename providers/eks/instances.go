@@ -2,12 +2,16 @@ package eks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 )
@@ -15,6 +19,18 @@ import (
 // tagLaunchVersion is the tag EC2 puts on an instance launched from a
 // launch template: the version it was launched from.
 const tagLaunchVersion = "aws:ec2launchtemplate:version"
+
+// notVisibleFor is how long after the controller first sees an instance id
+// (in its Auto Scaling group's listing) EC2 may still answer
+// InvalidInstanceID.NotFound for it: EC2 API Reference, "Eventual
+// consistency in the Amazon EC2 API" ("If you call DescribeInstances
+// immediately after RunInstances, the instance might not be visible yet").
+const notVisibleFor = time.Minute
+
+// instanceIDPattern finds the ids an InvalidInstanceID.NotFound names
+// ("The instance ID 'i-0abc' does not exist", "The instance IDs 'i-1, i-2'
+// do not exist").
+var instanceIDPattern = regexp.MustCompile(`i-[0-9a-f]+`)
 
 // launchedVersions remembers which launch template version each instance
 // was launched from (EC2 DescribeInstances, tag aws:ec2launchtemplate:version)
@@ -33,6 +49,10 @@ type launchedVersions struct {
 	// inService holds the instances whose launch time was read while they
 	// were InService (startedInService).
 	inService map[string]bool
+	// firstAsked is when each id was first looked up (notVisibleFor).
+	firstAsked map[string]time.Time
+	// now is the clock (tests); default time.Now.
+	now func() time.Time
 }
 
 // launchTimes returns the EC2 launch time of each instance id looked up so
@@ -93,7 +113,66 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 // describe reads ids from EC2 (DescribeInstances) and stores their launch
 // versions, DNS names and launch times. It returns the launch versions
 // found (ids without the tag are absent).
+//
+// An id EC2 does not know yet (InvalidInstanceID.NotFound, which fails the
+// whole call) that was first looked up less than notVisibleFor ago is "not
+// visible yet": it is left out, absent from the answer and looked up again
+// next time, and the others are read again without it. Older unknown ids
+// fail the call.
 func (l *launchedVersions) describe(ctx context.Context, ids []string) (map[string]string, error) {
+	now := time.Now
+	if l.now != nil {
+		now = l.now
+	}
+	l.mu.Lock()
+	if l.firstAsked == nil {
+		l.firstAsked = map[string]time.Time{}
+	}
+	for _, id := range ids {
+		if _, ok := l.firstAsked[id]; !ok {
+			l.firstAsked[id] = now()
+		}
+	}
+	l.mu.Unlock()
+	for {
+		found, err := l.read(ctx, ids)
+		if err == nil || len(ids) == 0 {
+			return found, err
+		}
+		fresh := l.notVisible(err, ids, now())
+		if len(fresh) == 0 {
+			return nil, err
+		}
+		ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(fresh, id) })
+		if len(ids) == 0 {
+			return map[string]string{}, nil
+		}
+	}
+}
+
+// notVisible returns the ids of an InvalidInstanceID.NotFound err when
+// every one it names is among ids and was first looked up less than
+// notVisibleFor before now; otherwise none (the error stands).
+func (l *launchedVersions) notVisible(err error, ids []string, now time.Time) []string {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidInstanceID.NotFound" {
+		return nil
+	}
+	named := instanceIDPattern.FindAllString(ae.ErrorMessage(), -1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range named {
+		first, ok := l.firstAsked[id]
+		if !slices.Contains(ids, id) || !ok || now.Sub(first) >= notVisibleFor {
+			return nil
+		}
+	}
+	return named
+}
+
+// read is one DescribeInstances of ids (paginated) that stores what it
+// finds (see describe).
+func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]string, error) {
 	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	found, dns, launched := map[string]string{}, map[string]string{}, map[string]time.Time{}
 	for p.HasMorePages() {
@@ -162,7 +241,9 @@ func (l *launchedVersions) startedInService(ctx context.Context, ids []string) e
 		l.inService = map[string]bool{}
 	}
 	for _, id := range stale {
-		l.inService[id] = true
+		if _, read := l.launched[id]; read { // not when not visible yet
+			l.inService[id] = true
+		}
 	}
 	return nil
 }
@@ -177,6 +258,12 @@ func (l *launchedVersions) forget(keep map[string]bool) {
 			delete(l.dns, id)
 			delete(l.launched, id)
 			delete(l.inService, id)
+			delete(l.firstAsked, id)
+		}
+	}
+	for id := range l.firstAsked { // looked up, never visible, gone
+		if !keep[id] {
+			delete(l.firstAsked, id)
 		}
 	}
 }

@@ -34,6 +34,7 @@ func TestMoto(t *testing.T) {
 	}{
 		{"IdleGroupMakesNoCalls", testIdleGroupMakesNoCalls},
 		{"OutOfBandChangesAreNoticedFromTheListing", testOutOfBandChangesAreNoticed},
+		{"InsufficientCapacityIsReadFromTheFailedScalingActivity", func(t *testing.T, cfg awssdk.Config) { testLaunchFailureIsReported(t, cfg, e) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := e.ResetAWS(t.Context()); err != nil {
@@ -268,4 +269,48 @@ func suspendedIn(t *testing.T, cfg awssdk.Config, name string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Amazon EC2 Auto Scaling User Guide, "Troubleshoot Amazon EC2 Auto
+// Scaling: EC2 instance launch failures": a launch the group cannot make
+// for lack of capacity is a scaling activity with StatusCode Failed and the
+// message "We currently do not have sufficient <type> capacity in the
+// Availability Zone you requested ..."; the calls that asked for it
+// succeed. Apply reports it (Observation.LaunchFailure) with one
+// DescribeScalingActivities while the group is short, none once it is not.
+func testLaunchFailureIsReported(t *testing.T, cfg awssdk.Config, e *env.Environment) {
+	g := NewWithT(t)
+	w := newMotoWorld(t, cfg)
+	p := New(awsp.NewClients(cfg), fake.NewClientBuilder().WithScheme(scheme(t)).Build(), Options{})
+	ig := w.group()
+	ig.Spec.EKS.MinSize, ig.Spec.EKS.MaxSize = 1, 3
+	obs := mustApply(t, p, ig)
+	g.Expect(obs.LaunchFailure).To(BeEmpty())
+	settle(ig, obs)
+
+	g.Expect(e.SetInsufficientCapacity(t.Context(), "t3.medium")).To(Succeed())
+	defer func() { _ = e.SetInsufficientCapacity(context.Background()) }()
+	_, err := autoscaling.NewFromConfig(cfg).SetDesiredCapacity(t.Context(), &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: awssdk.String(obs.GroupName), DesiredCapacity: awssdk.Int32(2)})
+	g.Expect(err).NotTo(HaveOccurred(), "the call asking for capacity succeeds")
+	p.groupCache("prod").Invalidate()
+	before := awsp.CallCounts()
+	obs = mustApply(t, p, ig)
+	g.Expect(obs.Desired).To(Equal(2))
+	g.Expect(obs.Instances).To(HaveLen(1))
+	g.Expect(obs.LaunchFailure).To(And(ContainSubstring("InsufficientInstanceCapacity"),
+		ContainSubstring("We currently do not have sufficient t3.medium capacity")))
+	g.Expect(awsp.CallCounts().Since(before)).To(HaveKeyWithValue("Auto Scaling DescribeScalingActivities", 1.0))
+
+	// Capacity back: the group launches at its next retry, and is no
+	// longer short: nothing is read.
+	g.Expect(e.SetInsufficientCapacity(t.Context())).To(Succeed())
+	g.Eventually(func() []providers.Instance {
+		p.groupCache("prod").Invalidate()
+		return mustApply(t, p, ig).Instances
+	}, 30*time.Second, time.Second).Should(HaveLen(2))
+	before = awsp.CallCounts()
+	obs = mustApply(t, p, ig)
+	g.Expect(obs.LaunchFailure).To(BeEmpty())
+	g.Expect(awsp.CallCounts().Since(before)).NotTo(HaveKey("Auto Scaling DescribeScalingActivities"), "a group not short reads no activity")
 }

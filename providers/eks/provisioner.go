@@ -422,6 +422,9 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 			Weight:         instanceWeight(in, weights),
 		})
 	}
+	if obs.LaunchFailure, err = launchFailure(ctx, p.aws.AutoScaling, name, obs.Desired, obs.Instances); err != nil {
+		return nil, err
+	}
 	if version > int64(p.opts.KeepVersions) {
 		// Housekeeping, once per latest version and set of versions in
 		// use: a failure is logged, never fails the reconcile.
@@ -586,21 +589,69 @@ func (p *Provisioner) Instances(ctx context.Context, ig *v1alpha1.InstanceGroup)
 	return out, nil
 }
 
+// FreshInstances implements providers.FreshLister: one
+// DescribeAutoScalingGroups of the group by name, bypassing the cluster's
+// shared listing (whose copy it refreshes no further).
+func (p *Provisioner) FreshInstances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	if configured(ig) != nil {
+		return nil, nil
+	}
+	name := groupName(ig)
+	out, err := p.aws.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
+	}
+	if len(out.AutoScalingGroups) == 0 || ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(out.AutoScalingGroups[0].Tags)) != nil {
+		return nil, nil
+	}
+	g := out.AutoScalingGroups[0]
+	list := make([]providers.Instance, 0, len(g.Instances))
+	for _, in := range g.Instances {
+		id := awssdk.ToString(in.InstanceId)
+		list = append(list, providers.Instance{
+			ID: id, ProviderID: fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), id),
+			LifecycleState: string(in.LifecycleState), Healthy: awssdk.ToString(in.HealthStatus) == "Healthy",
+		})
+	}
+	return list, nil
+}
+
 // Terminate implements providers.Rotator (Auto Scaling
 // TerminateInstanceInAutoScalingGroup). A decrement refused because the
 // desired capacity is at minSize (ValidationError) wraps
-// providers.ErrDesiredAtMinSize.
+// providers.ErrDesiredAtMinSize. An instance already gone from the group
+// (terminated by the cluster-autoscaler, a spot interruption, a rebalance or
+// an earlier call: ValidationError "Instance Id not found - No managed
+// instance found for instance ID: i-…", or EC2's InvalidInstanceID.NotFound)
+// is success: what was asked is done.
 func (p *Provisioner) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, instanceID string, decrement bool) error {
 	_, err := p.aws.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: awssdk.String(instanceID), ShouldDecrementDesiredCapacity: awssdk.Bool(decrement)})
 	p.groupCache(ig.Spec.EKS.Configuration.ClusterName).Invalidate()
-	if err != nil {
-		if decrement && refusedAtMinSize(err) {
-			return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
-		}
-		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
+	switch {
+	case err == nil:
+		return nil
+	case decrement && refusedAtMinSize(err):
+		return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s with a decrement: %w (%v)", instanceID, providers.ErrDesiredAtMinSize, err)
+	case instanceGone(err):
+		log.FromContext(ctx).Info("instance to terminate is already gone from its Auto Scaling group", "instance", instanceID, "answer", err.Error())
+		return nil
 	}
-	return nil
+	return fmt.Errorf("autoscaling TerminateInstanceInAutoScalingGroup %s: %w", instanceID, err)
+}
+
+// instanceGone reports whether err is Auto Scaling's or EC2's answer for an
+// instance that is no longer there (see Terminate).
+func instanceGone(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	if ae.ErrorCode() == "InvalidInstanceID.NotFound" {
+		return true
+	}
+	msg := strings.ToLower(ae.ErrorMessage())
+	return ae.ErrorCode() == "ValidationError" && (strings.Contains(msg, "instance id not found") || strings.Contains(msg, "no managed instance found"))
 }
 
 // refusedAtMinSize reports whether err is Auto Scaling's refusal to

@@ -122,8 +122,14 @@ func (r *Repairer) Check(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *p
 
 	var done []string
 	var err error
-	if rot != nil {
-		for _, u := range v.Replace {
+	replace := v.Replace
+	if rot != nil && len(replace) > 0 {
+		if replace, err = stillThere(ctx, ig, rot, replace); err != nil {
+			err = fmt.Errorf("re-reading the group's instances before replacing: %w", err)
+		}
+	}
+	if rot != nil && err == nil {
+		for _, u := range replace {
 			if err = rot.Terminate(ctx, ig, u.Instance.ID, false); err != nil {
 				err = fmt.Errorf("replacing unhealthy instance %s: %w", u.Instance.ID, err)
 				break
@@ -145,6 +151,30 @@ func (r *Repairer) Check(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *p
 	}
 	setCondition(ig, metav1.ConditionFalse, ConditionReasonRepairing, msg)
 	return recheck(v.NextCheck), err
+}
+
+// stillThere keeps the instances to replace that a fresh listing of the
+// group (providers.FreshLister, one call; none when rot is not one) still
+// shows InService: the judgement used the provisioner's shared listing,
+// which may predate a termination by someone else (the cluster-autoscaler's
+// scale in: the instance is gone, then its Node is deleted, and the Node's
+// absence must not read as "never joined"). An instance gone or leaving is
+// not replaced: it is already terminating.
+func stillThere(ctx context.Context, ig *v1alpha1.InstanceGroup, rot providers.Rotator, replace []Unhealthy) ([]Unhealthy, error) {
+	now, ok, err := providers.Relist(ctx, ig, rot)
+	if !ok || err != nil {
+		return replace, err
+	}
+	var keep []Unhealthy
+	for _, u := range replace {
+		if in, ok := now[u.Instance.ID]; ok && in.InService() {
+			keep = append(keep, u)
+			continue
+		}
+		log.FromContext(ctx).Info("not replacing an instance that is no longer in service (terminated by someone else)",
+			"instance", u.Instance.ID, "state", now[u.Instance.ID].LifecycleState)
+	}
+	return keep, nil
 }
 
 // recheck is a little after the next deadline, so the instance is past it.

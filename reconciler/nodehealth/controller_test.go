@@ -160,3 +160,64 @@ func value(m prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// freshRotator is a rotator whose group, listed now, holds only the
+// instances of now (providers.FreshLister).
+type freshRotator struct {
+	rotator
+	now   []providers.Instance
+	reads int
+}
+
+func (r *freshRotator) FreshInstances(context.Context, *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	r.reads++
+	return r.now, nil
+}
+
+// A cluster-autoscaler scale in: the shared listing still shows the
+// instance InService, its Node is already deleted. Before terminating, node
+// health re-reads the group (one call) and leaves alone what is gone or
+// terminating; a healthy group is never re-read.
+func TestRepairerRereadsTheGroupBeforeReplacing(t *testing.T) {
+	ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "scaled-in"},
+		Spec: v1alpha1.InstanceGroupSpec{EKS: &v1alpha1.EKSSpec{NodeHealth: &v1alpha1.NodeHealthSpec{StartupTimeout: &metav1.Duration{Duration: time.Minute}}}}}
+	now := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name      string
+		freshNow  func(w *world) []providers.Instance
+		wantTerm  []string
+		wantReads int
+	}{
+		{"gone from the group", func(w *world) []providers.Instance { return w.instances[:4] }, nil, 1},
+		{"terminating", func(w *world) []providers.Instance {
+			l := append([]providers.Instance(nil), w.instances...)
+			l[4].LifecycleState = "Terminating:Wait"
+			return l
+		}, nil, 1},
+		{"still in service: replaced", func(w *world) []providers.Instance { return w.instances }, []string{"i-04"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &world{}
+			for range 4 {
+				w.add("InService", t0, ready, t0)
+			}
+			w.add("InService", t0, noNode, time.Time{})
+			rot := &freshRotator{now: tc.freshNow(w)}
+			r := &Repairer{Recorder: events.NewFakeRecorder(10), DrainAnnotation: drain, Now: func() time.Time { return now }}
+			if _, err := r.Check(context.Background(), ig, &providers.Observation{Instances: w.instances}, w.nodes, rot); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(rot.terminated, ",") != strings.Join(tc.wantTerm, ",") || rot.reads != tc.wantReads {
+				t.Errorf("terminated %v after %d fresh reads, want %v after %d", rot.terminated, rot.reads, tc.wantTerm, tc.wantReads)
+			}
+		})
+	}
+	// Healthy: no read.
+	w := &world{}
+	w.add("InService", t0, ready, t0)
+	rot := &freshRotator{now: w.instances}
+	r := &Repairer{Recorder: events.NewFakeRecorder(10), DrainAnnotation: drain, Now: func() time.Time { return now }}
+	if _, err := r.Check(context.Background(), ig, &providers.Observation{Instances: w.instances}, w.nodes, rot); err != nil || rot.reads != 0 {
+		t.Errorf("healthy group: %d fresh reads (err %v), want none", rot.reads, err)
+	}
+}

@@ -42,6 +42,9 @@ const (
 	// ReasonSurgeAtMinSize: a surge node was terminated without a capacity
 	// decrement because the desired capacity was at minSize.
 	ReasonSurgeAtMinSize = "SurgeNodeAtMinSize"
+	// ReasonInstanceGone: a fresh listing, read before a drained instance
+	// was terminated, no longer shows it in the group.
+	ReasonInstanceGone = "InstanceAlreadyGone"
 )
 
 // Progress is what a strategy step reports.
@@ -470,6 +473,17 @@ func (r *RollingUpdate) startSurge(ctx context.Context, ig *v1alpha1.InstanceGro
 // is left of surge and whether the desired capacity was decremented.
 func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	in providers.Instance, surged bool, surge int, rot providers.Rotator) (int, bool, error) {
+	// The pass judged from the shared listing, which may predate someone
+	// else's termination (the cluster-autoscaler's scale in, a spot
+	// interruption): an instance no longer in the group is not terminated
+	// (nor is a replacement owed for it). One fresh listing per termination.
+	if now, ok, err := providers.Relist(ctx, ig, rot); err != nil {
+		return surge, false, fmt.Errorf("re-reading the group before terminating drained instance %s: %w", in.ID, err)
+	} else if _, there := now[in.ID]; ok && !there {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonInstanceGone, "Rotate",
+			"Instance %s left the Auto Scaling group before the rotation terminated it (terminated by someone else)", in.ID)
+		return surge, false, nil
+	}
 	decrement := surged && surge >= in.Units()
 	atMin := func() {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeAtMinSize, "Rotate",

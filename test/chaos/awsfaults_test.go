@@ -107,11 +107,14 @@ func TestAWSFaults(t *testing.T) {
 
 	watch := watchInventory(environment.AWS, iamOwners, 2*time.Second)
 	proxy.SetRate(faultRate)
-	proxy.AddRule(faults.Rule{
-		Service: "ec2", Operations: []string{"CreateLaunchTemplate", "CreateLaunchTemplateVersion"},
-		Match: faults.InsufficientInstanceCapacity(scarceType).Match,
-		Error: faults.InsufficientInstanceCapacity(scarceType).Error,
-	})
+	// No capacity for the scarce type, the way AWS shows it: the Auto
+	// Scaling group's launches fail as scaling activities (StatusCode
+	// Failed, "We currently do not have sufficient … capacity"); no API
+	// call fails.
+	if err := environment.SetInsufficientCapacity(ctx, scarceType); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = environment.SetInsufficientCapacity(context.Background()) }()
 
 	// Create, as tenants would: an admission refused for a transient
 	// reason (the webhooks' own AWS checks met a fault) is retried.
@@ -137,21 +140,19 @@ func TestAWSFaults(t *testing.T) {
 		if ig == nil {
 			return false, "not found"
 		}
-		c := conditionOf(ig, v1alpha1.ConditionReady)
-		if c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "InsufficientInstanceCapacity") {
+		c := conditionOf(ig, v1alpha1.ConditionDegraded)
+		if c != nil && c.Status == metav1.ConditionTrue && c.Reason == "LaunchFailed" && strings.Contains(c.Message, "InsufficientInstanceCapacity") {
 			return true, ""
 		}
 		_, why := ready(ig)
 		return false, why
 	})
-	// It must say so within the wait: EC2 sends InsufficientInstanceCapacity
-	// with HTTP 500, and when the SDK retried it (8 attempts up to 20 s
-	// apart) one reconcile of this group took minutes and the group showed
-	// no status at all for the whole wait.
+	// It must say so within the wait: the group is short of its desired
+	// capacity, so each reconcile reads its latest failed scaling activity.
 	reported := 1
 	if len(pending) > 0 {
 		reported = 0
-		t.Errorf("the group without capacity does not report InsufficientInstanceCapacity in its Ready condition: %s", pending[0])
+		t.Errorf("the group without capacity does not report InsufficientInstanceCapacity in its Degraded condition: %s", pending[0])
 		dumpGroups(t, scarce.Namespace, iamOwners)
 	}
 	figure(t, "scarce_group_reports_insufficient_capacity", fmt.Sprintf("%d/1", reported))

@@ -33,6 +33,11 @@
 //	defer p.Close()
 //	cfg.BaseEndpoint = aws.String(p.URL)
 //	p.AddRule(faults.InsufficientInstanceCapacity("c5.xlarge"))
+//
+// Beyond random faults it does what AWS does and an emulator does not:
+// Options.FreshNotFound (EC2 eventual consistency for just-launched
+// instance ids) and ThrottleBurst (throttling that outlasts the SDK's
+// retries).
 package faults
 
 import (
@@ -101,6 +106,12 @@ type Options struct {
 	Eligible func(*Call) bool
 	// Logf, when set, receives one line per injected fault.
 	Logf func(format string, args ...any)
+	// FreshNotFound, when positive, makes EC2 DescribeInstances answer
+	// InvalidInstanceID.NotFound (naming them, for the whole call) for
+	// instance ids the proxy first saw in a request less than FreshNotFound
+	// ago: EC2's eventual consistency right after a launch (EC2 API
+	// Reference, "Eventual consistency in the Amazon EC2 API").
+	FreshNotFound time.Duration
 	// OnCall, when set, sees every AWS call with the fault it gets ("" for
 	// none, the kind, or "rule:<code>"), before the proxy acts on it: a
 	// record of what the caller asked for (which instances it terminated,
@@ -177,15 +188,17 @@ func (r *Rule) matches(c *Call) bool {
 	return r.Match == nil || r.Match(c)
 }
 
-// InsufficientInstanceCapacity is a Rule under which every EC2 call that
-// asks for instanceType (RunInstances' InstanceType, a launch template's
-// LaunchTemplateData.InstanceType, a fleet's overrides) fails with EC2's
-// InsufficientInstanceCapacity (HTTP 500, as EC2 answers it; the SDK
-// retries it and then gives up). Narrow it with Operations.
+// InsufficientInstanceCapacity is a Rule under which the EC2 calls that
+// launch instanceType themselves (RunInstances' InstanceType, CreateFleet's
+// overrides) fail with EC2's InsufficientInstanceCapacity (HTTP 500, as EC2
+// answers it). These are the only calls AWS fails that way: a launch
+// template write never does, and an Auto Scaling group short of capacity
+// reports a Failed scaling activity while every call succeeds (make the
+// emulator do that with env.Environment.SetInsufficientCapacity).
 func InsufficientInstanceCapacity(instanceType string) Rule {
 	return Rule{
-		Service: "ec2",
-		Match:   func(c *Call) bool { return c.ParamEquals("InstanceType", instanceType) },
+		Service: "ec2", Operations: []string{"RunInstances", "CreateFleet"},
+		Match: func(c *Call) bool { return c.ParamEquals("InstanceType", instanceType) },
 		Error: APIError{
 			Code:   "InsufficientInstanceCapacity",
 			Status: http.StatusInternalServerError,
@@ -228,6 +241,8 @@ type Proxy struct {
 	proxy  *httputil.ReverseProxy
 
 	mu      sync.Mutex
+	seen    map[string]time.Time // instance ids, first seen (FreshNotFound)
+	bursts  map[string]time.Time // service -> throttled until (ThrottleBurst)
 	rnd     *rand.Rand
 	rate    float64
 	rules   []*ruleState
@@ -376,10 +391,74 @@ type decision struct {
 	variant int       // a random number for the kind's details
 }
 
+// ThrottleBurst throttles every call to service (the SigV4 signing name:
+// ec2, autoscaling, iam, eks, …) for d from now, as AWS does when an
+// account's request rate is exceeded during a fan-out: a burst longer than
+// the SDK's retries (8 attempts, up to 20 s apart) reaches the caller.
+func (p *Proxy) ThrottleBurst(service string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bursts == nil {
+		p.bursts = map[string]time.Time{}
+	}
+	p.bursts[service] = time.Now().Add(d)
+}
+
+// notVisible returns the instance ids of a DescribeInstances call first
+// seen less than FreshNotFound ago (recording the ones never seen); p.mu
+// held.
+func (p *Proxy) notVisible(c *Call) []string {
+	if p.opts.FreshNotFound <= 0 || c.Service != "ec2" || c.Operation != "DescribeInstances" {
+		return nil
+	}
+	if p.seen == nil {
+		p.seen = map[string]time.Time{}
+	}
+	now := time.Now()
+	var fresh []string
+	for k, vs := range c.Params {
+		if !strings.HasPrefix(k, "InstanceId.") {
+			continue
+		}
+		for _, id := range vs {
+			first, ok := p.seen[id]
+			if !ok {
+				first, p.seen[id] = now, now
+			}
+			if now.Sub(first) < p.opts.FreshNotFound {
+				fresh = append(fresh, id)
+			}
+		}
+	}
+	sort.Strings(fresh)
+	return fresh
+}
+
+// notFoundError is EC2's answer to DescribeInstances naming ids it does not
+// know (yet).
+func notFoundError(ids []string) APIError {
+	msg := fmt.Sprintf("The instance ID '%s' does not exist", ids[0])
+	if len(ids) > 1 {
+		msg = fmt.Sprintf("The instance IDs '%s' do not exist", strings.Join(ids, ", "))
+	}
+	return APIError{Code: "InvalidInstanceID.NotFound", Message: msg, Status: http.StatusBadRequest}
+}
+
 func (p *Proxy) decide(c *Call) decision {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Calls++
+	if fresh := p.notVisible(c); len(fresh) > 0 {
+		p.stats.RuleFailures++
+		p.stats.ByOperation[c.Service+":"+c.Operation]++
+		e := notFoundError(fresh)
+		return decision{apiErr: &e}
+	}
+	if until, ok := p.bursts[c.Service]; ok && time.Now().Before(until) {
+		p.stats.Injected[Throttle]++
+		p.stats.ByOperation[c.Service+":"+c.Operation]++
+		return decision{kind: Throttle}
+	}
 	for _, r := range p.rules {
 		if (r.Times == 0 || r.matched < r.Times) && r.matches(c) {
 			r.matched++

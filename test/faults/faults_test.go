@@ -229,34 +229,104 @@ func TestSDKRetriesAbsorbFaults(t *testing.T) {
 }
 
 // A rule fails every matching call, and only those; removing it ends it.
+// InsufficientInstanceCapacity fails what AWS fails that way, RunInstances
+// of the type, and never a launch template write (EC2 does not check
+// capacity there; an Auto Scaling group reports a Failed scaling activity).
 func TestInsufficientInstanceCapacityRule(t *testing.T) {
 	up := newUpstream(t)
 	p := startProxy(t, Options{Target: up.URL})
 	remove := p.AddRule(InsufficientInstanceCapacity("c5.xlarge"))
-	c := ec2.NewFromConfig(config(p))
-	create := func(instanceType string) error {
-		_, err := c.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
-			LaunchTemplateName: aws.String("lt"),
-			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceType(instanceType)},
-		})
+	c := ec2.NewFromConfig(config(p), func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+	run := func(instanceType string) error {
+		_, err := c.RunInstances(context.Background(), &ec2.RunInstancesInput{
+			ImageId: aws.String("ami-1"), MinCount: aws.Int32(1), MaxCount: aws.Int32(1), InstanceType: ec2types.InstanceType(instanceType)})
 		return err
 	}
 	for i := 0; i < 3; i++ {
-		err := create("c5.xlarge")
+		err := run("c5.xlarge")
 		var apiErr smithy.APIError
 		if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InsufficientInstanceCapacity" || !strings.Contains(apiErr.ErrorMessage(), "c5.xlarge") {
 			t.Fatalf("got %v, want InsufficientInstanceCapacity for c5.xlarge", err)
 		}
 	}
-	if err := create("t3.medium"); err != nil {
+	if err := run("t3.medium"); err != nil {
 		t.Errorf("another instance type: %v", err)
 	}
+	if _, err := c.CreateLaunchTemplate(context.Background(), &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String("lt"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{InstanceType: ec2types.InstanceTypeC5Xlarge},
+	}); err != nil {
+		t.Errorf("a launch template write failed for capacity, which AWS never does: %v", err)
+	}
 	remove()
-	if err := create("c5.xlarge"); err != nil {
+	if err := run("c5.xlarge"); err != nil {
 		t.Errorf("after the rule was removed: %v", err)
 	}
-	if s := p.Stats(); s.RuleFailures != 3 || s.ByOperation["ec2:CreateLaunchTemplate"] != 3 {
-		t.Errorf("stats %s, want 3 rule failures of ec2:CreateLaunchTemplate", s)
+	if s := p.Stats(); s.RuleFailures != 3 || s.ByOperation["ec2:RunInstances"] != 3 {
+		t.Errorf("stats %s, want 3 rule failures of ec2:RunInstances", s)
+	}
+}
+
+// EC2 API Reference, "Eventual consistency in the Amazon EC2 API":
+// DescribeInstances right after a launch may answer
+// InvalidInstanceID.NotFound for the new id, failing the whole call.
+// FreshNotFound does so for ids first asked about less than its duration
+// ago, naming them.
+func TestFreshNotFoundEC2EventualConsistency(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, Options{Target: up.URL, FreshNotFound: 300 * time.Millisecond})
+	c := ec2.NewFromConfig(config(p), func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+	describe := func(ids ...string) error {
+		_, err := c.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: ids})
+		return err
+	}
+	err := describe("i-0aa", "i-0bb")
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InvalidInstanceID.NotFound" || apiErr.ErrorMessage() != "The instance IDs 'i-0aa, i-0bb' do not exist" {
+		t.Fatalf("fresh ids: %v, want InvalidInstanceID.NotFound naming both", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := describe("i-0aa", "i-0cc"); !errors.As(err, &apiErr) || apiErr.ErrorMessage() != "The instance IDs 'i-0aa, i-0cc' do not exist" {
+		t.Fatalf("still fresh: %v", err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := describe("i-0aa", "i-0bb"); err != nil {
+		t.Errorf("ids seen long enough ago: %v", err)
+	}
+	if err := describe("i-0cc"); !errors.As(err, &apiErr) || apiErr.ErrorMessage() != "The instance ID 'i-0cc' does not exist" {
+		t.Errorf("i-0cc, seen 150ms ago: %v", err)
+	}
+	if err := describe(); err != nil {
+		t.Errorf("no ids: %v", err)
+	}
+}
+
+// Throttling bursts outlive the SDK's retries during a fan-out (every call
+// of the account throttled for a while): ThrottleBurst throttles every
+// call of one service until it ends, whatever the random rate.
+func TestThrottleBurstOutlivesSDKRetries(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, Options{Target: up.URL})
+	p.ThrottleBurst("autoscaling", 400*time.Millisecond)
+	cfg := config(p)
+	cfg.RetryMaxAttempts = 0 // the Retryer's
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 3; o.MaxBackoff = 10 * time.Millisecond })
+	}
+	err := calls(cfg)["autoscaling"](context.Background())
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "Throttling" {
+		t.Fatalf("during the burst: %v, want Throttling after the SDK's retries", err)
+	}
+	if err := calls(cfg)["ec2"](context.Background()); err != nil {
+		t.Errorf("another service during the burst: %v", err)
+	}
+	time.Sleep(450 * time.Millisecond)
+	if err := calls(cfg)["autoscaling"](context.Background()); err != nil {
+		t.Errorf("after the burst: %v", err)
+	}
+	if s := p.Stats(); s.Injected[Throttle] != 3 {
+		t.Errorf("stats %s, want 3 throttled attempts", s)
 	}
 }
 

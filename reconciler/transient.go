@@ -1,0 +1,88 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+)
+
+// Defaults of InstanceGroupReconciler.TransientAttempts and TransientGrace.
+const (
+	defaultTransientAttempts = 5
+	defaultTransientGrace    = 5 * time.Minute
+)
+
+// Reasons of the Degraded condition (v1alpha1.ConditionDegraded).
+const (
+	// ReasonRecovered: the failure or launch failure that degraded the
+	// group is over.
+	ReasonRecovered = "Recovered"
+	// ReasonDegraded is the Warning Event of a transient failure.
+	ReasonDegraded = "Degraded"
+	// ReasonLaunchFailed (condition Degraded, Warning Event): the Auto
+	// Scaling group of a group below its desired capacity reports failed
+	// launches (its latest failed scaling activity's StatusMessage, e.g.
+	// InsufficientInstanceCapacity).
+	ReasonLaunchFailed = "LaunchFailed"
+)
+
+// failure handles a failed step (reason: ApplyFailed's CloudError,
+// NodeRepairFailed, UpgradeFailed) of a reconcile. A transient err
+// (providers.IsTransient) that has not yet persisted for TransientAttempts
+// attempts and TransientGrace (persistent) leaves the group's state and
+// observed generation as they are and sets the Degraded condition with the
+// cause (degrade); anything else is an Error (fail). Either way the group
+// is retried after the failure backoff.
+func (r *InstanceGroupReconciler) failure(ctx context.Context, ig *v1alpha1.InstanceGroup, reason string, err error) (ctrl.Result, error) {
+	delay, attempts, since := r.backoff.record(client.ObjectKeyFromObject(ig), ig.Generation, r.now())
+	if providers.IsTransient(err) && !r.persistent(attempts, since) {
+		return ctrl.Result{RequeueAfter: delay}, r.degrade(ctx, ig, reason, err, attempts, since)
+	}
+	if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
+		return ctrl.Result{}, ferr
+	}
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// persistent reports whether a failure seen attempts times since since has
+// lasted both TransientAttempts attempts and TransientGrace.
+func (r *InstanceGroupReconciler) persistent(attempts int, since time.Time) bool {
+	limit, grace := r.TransientAttempts, r.TransientGrace
+	if limit <= 0 {
+		limit = defaultTransientAttempts
+	}
+	if grace <= 0 {
+		grace = defaultTransientGrace
+	}
+	return attempts >= limit && r.now().Sub(since) >= grace
+}
+
+// degrade records a transient failure: the Degraded condition (reason the
+// step's, message the cause without per-call noise and since when), a
+// Warning Event with the full text; the state is left alone.
+func (r *InstanceGroupReconciler) degrade(ctx context.Context, ig *v1alpha1.InstanceGroup, reason string, err error, attempts int, since time.Time) error {
+	before := ig.DeepCopy()
+	setCondition(ig, v1alpha1.ConditionDegraded, true, reason, fmt.Sprintf("transient failure, retrying (failing since %s): %s",
+		since.UTC().Format(time.RFC3339), stableMessage(err.Error())))
+	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDegraded, "Reconcile", "%s (transient, attempt %d): %v", reason, attempts, err)
+	log.FromContext(ctx).Info("reconcile failed for a transient reason; retrying", "reason", reason, "attempt", attempts, "since", since, "error", err.Error())
+	return r.patchStatus(ctx, before, ig)
+}
+
+// recovered sets Degraded False (reason Recovered) on a group that was
+// Degraded; a group never Degraded gets no condition.
+func recovered(ig *v1alpha1.InstanceGroup) {
+	if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		setCondition(ig, v1alpha1.ConditionDegraded, false, ReasonRecovered, "the last reconcile succeeded and no launch of the group is failing")
+	}
+}
