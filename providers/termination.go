@@ -20,3 +20,14 @@ type TerminationWait struct {
 type TerminationWaits interface {
 	TerminationWaits() []TerminationWait
 }
+
+// ScalingGroupOwners tells, from what the provisioner last read (no cloud
+// call), which InstanceGroup owns an Auto Scaling group or an EC2
+// instance, by the ownership tag of the Auto Scaling group. false: no
+// listing shows it owned (someone else's, or made after the last listing).
+type ScalingGroupOwners interface {
+	ScalingGroupOwner(name string) (types.NamespacedName, bool)
+	// InstanceOwner returns the instance's group, Auto Scaling group and
+	// provider id (InstanceID set, as in a TerminationWait).
+	InstanceOwner(instanceID string) (TerminationWait, bool)
+}
