@@ -191,6 +191,11 @@ type Options struct {
 	// DryRunObserve, when set, also gets each call a dry run records
 	// (tests).
 	DryRunObserve func(call string)
+	// InterruptionQueue is the URL of the SQS queue EventBridge feeds with
+	// Auto Scaling lifecycle actions, spot interruption warnings,
+	// rebalance recommendations and instance state changes (package
+	// reconciler/interruption); empty: off.
+	InterruptionQueue string
 	// InstallationID identifies this installation in the ownership tag
 	// instancemgr.keikoproj.io/installation. Default: the UID of the
 	// kube-system Namespace.
@@ -238,6 +243,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.CloudResyncPeriod, "cloud-resync-period", time.Hour, "How long what a group read from AWS (its IAM role, policies and instance profile, launch template, access entry, subnets and security groups) is trusted while its spec does not change; a change made to those by hand is undone within it. A failing group reads them again after 5 minutes.")
 	fs.DurationVar(&o.CloudPollPeriod, "cloud-poll-period", 2*time.Minute, "How often each cluster's Auto Scaling groups are listed (one shared, paginated listing per cluster) to notice changes made outside instance-manager: an instance terminated, sizes or the launch template changed, a group deleted.")
+	fs.StringVar(&o.InterruptionQueue, "interruption-queue", "", "URL of an SQS queue fed by EventBridge rules (README, Interruption queue): drains start within seconds of an Auto Scaling termination instead of at the next listing (--cloud-poll-period), and the nodes of spot instances EC2 is about to reclaim (2-minute warning) or that shut down are drained. Needs sqs:ReceiveMessage, sqs:DeleteMessage and sqs:GetQueueAttributes on the queue. Empty: off.")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")
