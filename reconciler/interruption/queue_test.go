@@ -63,7 +63,9 @@ func TestQueue(t *testing.T) {
 	failing := newWorld(t, fakeeviction.Delete)
 	// The API server fails: a spot warning cannot be handled now.
 	failing.h.Client = interceptor.NewClient(failing.kube.(client.WithWatch), interceptor.Funcs{
-		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return errors.New("apiserver down") }})
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("apiserver down")
+		}})
 
 	for _, tc := range []struct {
 		name        string
