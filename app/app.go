@@ -198,6 +198,11 @@ type Options struct {
 	// DryRunObserve, when set, also gets each call a dry run records
 	// (tests).
 	DryRunObserve func(call string)
+	// InterruptionQueue is the URL of the SQS queue EventBridge feeds with
+	// Auto Scaling lifecycle actions, spot interruption warnings,
+	// rebalance recommendations and instance state changes (package
+	// reconciler/interruption); empty: off.
+	InterruptionQueue string
 	// InstallationID identifies this installation in the ownership tag
 	// instancemgr.keikoproj.io/installation. Default: the UID of the
 	// kube-system Namespace.
@@ -247,6 +252,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CloudPollPeriod, "cloud-poll-period", 2*time.Minute, "How often each cluster's Auto Scaling groups are listed (one shared, paginated listing per cluster) to notice changes made outside instance-manager: an instance terminated, sizes or the launch template changed, a group deleted.")
 	fs.IntVar(&o.TransientErrorAttempts, "transient-error-attempts", 5, "Failed attempts after which a transient failure (throttling, AWS 5xx, eventual consistency, IAM propagation) of an InstanceGroup makes its state Error; before that, and before --transient-error-grace, it is Degraded and keeps its last state.")
 	fs.DurationVar(&o.TransientErrorGrace, "transient-error-grace", 5*time.Minute, "How long a transient failure of an InstanceGroup must last (as well as --transient-error-attempts) before its state is Error.")
+	fs.StringVar(&o.InterruptionQueue, "interruption-queue", "", "URL of an SQS queue fed by EventBridge rules (README, Interruption queue): drains start within seconds of an Auto Scaling termination instead of at the next listing (--cloud-poll-period), and the nodes of spot instances EC2 is about to reclaim (2-minute warning) or that shut down are drained. Needs sqs:ReceiveMessage, sqs:DeleteMessage and sqs:GetQueueAttributes on the queue. Empty: off.")
 	fs.DurationVar(&o.FailureBackoffMax, "failure-backoff-max", 5*time.Minute, "Longest wait between retries of an InstanceGroup whose reconcile keeps failing (the wait doubles from 1s; a spec change retries at once).")
 	o.LeastPrivilege.bindFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: $POD_NAMESPACE; needed out of cluster).")

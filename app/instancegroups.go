@@ -25,6 +25,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
+	"github.com/instancemgr/instance-manager/reconciler/interruption"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/termination"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
@@ -69,9 +70,17 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if err := mgr.Add(drains); err != nil {
 		return fmt.Errorf("setting up the drain runner: %w", err)
 	}
-	if err := mgr.Add(&termination.Controller{Waits: eksProvisioner, AWS: clients.AutoScaling, Client: kube, Drainer: drainer, Drains: drains,
-		Recorder: recorder, Heartbeat: hookHeartbeat}); err != nil {
+	terminations := &termination.Controller{Waits: eksProvisioner, AWS: clients.AutoScaling, Client: kube, Drainer: drainer, Drains: drains,
+		Recorder: recorder, Heartbeat: hookHeartbeat}
+	if err := mgr.Add(terminations); err != nil {
 		return fmt.Errorf("setting up the termination controller: %w", err)
+	}
+	if opts.InterruptionQueue != "" {
+		if err := mgr.Add(&interruption.Queue{URL: opts.InterruptionQueue, SQS: clients.SQS, Handler: &interruption.Handler{
+			Owners: eksProvisioner, Terminations: terminations, Client: kube, Drainer: drainer, Drains: drains, Recorder: recorder,
+		}}); err != nil {
+			return fmt.Errorf("setting up the interruption queue reader: %w", err)
+		}
 	}
 	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drains: drains, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,

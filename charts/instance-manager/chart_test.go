@@ -225,6 +225,20 @@ func TestWebhookHTTP2Value(t *testing.T) {
 	}
 }
 
+// interruptionQueue reaches the manager as --interruption-queue, and is
+// off (empty) by default.
+func TestInterruptionQueueValue(t *testing.T) {
+	for _, want := range []string{"", "https://sqs.us-west-2.amazonaws.com/111122223333/instance-manager-interruptions"} {
+		r := release{Namespace: "im-system"}
+		if want != "" {
+			r.Values = map[string]any{"interruptionQueue": want}
+		}
+		if got := managerFlags(t, render(t, r)).InterruptionQueue; got != want {
+			t.Errorf("interruptionQueue %q: --interruption-queue = %q", want, got)
+		}
+	}
+}
+
 func TestManagerFlags(t *testing.T) {
 	defaults := app.Options{}
 	defaults.BindFlags(flag.NewFlagSet("defaults", flag.PanicOnError))

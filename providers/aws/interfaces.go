@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
@@ -114,8 +115,18 @@ type STSAPI interface {
 	GetCallerIdentity(ctx context.Context, params *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
 }
 
+// SQSAPI is the subset of *sqs.Client the interruption queue reader
+// (reconciler/interruption) uses: long-polling receive, delete, and one
+// read of the queue's attributes at start.
+type SQSAPI interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, params *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
 // The real SDK clients satisfy the narrow interfaces.
 var (
+	_ SQSAPI         = (*sqs.Client)(nil)
 	_ EC2API         = (*ec2.Client)(nil)
 	_ AutoScalingAPI = (*autoscaling.Client)(nil)
 	_ IAMAPI         = (*iam.Client)(nil)
@@ -133,6 +144,9 @@ type Clients struct {
 	EKS         EKSAPI
 	SSM         SSMAPI
 	STS         STSAPI
+	// SQS reads the interruption queue (used only with
+	// --interruption-queue).
+	SQS SQSAPI
 }
 
 // NewClients builds the SDK client of every service from cfg (normally the
@@ -147,5 +161,6 @@ func NewClients(cfg awssdk.Config) *Clients {
 		EKS:         eks.NewFromConfig(cfg),
 		SSM:         ssm.NewFromConfig(cfg),
 		STS:         sts.NewFromConfig(cfg),
+		SQS:         sqs.NewFromConfig(cfg),
 	}
 }

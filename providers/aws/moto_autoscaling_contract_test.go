@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -12,6 +13,10 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	. "github.com/onsi/gomega"
 
@@ -192,6 +197,56 @@ func testAutoScalingContract(t *testing.T, cfg awssdk.Config, e *env.Environment
 			ShouldNot(Or(HaveKey(waiting), HaveKey(other)))
 		g.Expect(ec2State(t, waiting)).To(Equal(ec2types.InstanceStateNameTerminated))
 		g.Expect(ec2State(t, other)).To(Equal(ec2types.InstanceStateNameTerminated))
+	})
+	// Amazon EC2 Auto Scaling User Guide, "Amazon EventBridge events for
+	// Amazon EC2 Auto Scaling" (automating-ec2-auto-scaling-with-eventbridge.html,
+	// "EC2 Instance-terminate Lifecycle Action"): a termination waiting on a
+	// hook sends an event to the default bus; a rule with an SQS target
+	// (Amazon EventBridge User Guide, "Amazon SQS as a target") delivers it,
+	// the event JSON as the message body.
+	t.Run("termination hook: an EC2 Instance-terminate Lifecycle Action event reaches an EventBridge rule's queue", func(t *testing.T) {
+		g := NewWithT(t)
+		q := sqs.NewFromConfig(cfg)
+		bus := eventbridge.NewFromConfig(cfg)
+		created, err := q.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: awssdk.String("contract-lifecycle-events")})
+		g.Expect(err).NotTo(HaveOccurred())
+		attrs, err := q.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: created.QueueUrl,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = bus.PutRule(t.Context(), &eventbridge.PutRuleInput{Name: awssdk.String("contract-lifecycle"),
+			EventPattern: awssdk.String(`{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-terminate Lifecycle Action"]}`)})
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = bus.PutTargets(t.Context(), &eventbridge.PutTargetsInput{Rule: awssdk.String("contract-lifecycle"),
+			Targets: []ebtypes.Target{{Id: awssdk.String("queue"), Arn: awssdk.String(attrs.Attributes["QueueArn"])}}})
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() {
+			_, _ = bus.RemoveTargets(t.Context(), &eventbridge.RemoveTargetsInput{Rule: awssdk.String("contract-lifecycle"), Ids: []string{"queue"}})
+			_, _ = bus.DeleteRule(t.Context(), &eventbridge.DeleteRuleInput{Name: awssdk.String("contract-lifecycle")})
+		})
+
+		f.createGroup(t, c, "evented", "1", 1, nil)
+		putHook(t, "evented", "autoscaling:EC2_INSTANCE_TERMINATING", 3600, "CONTINUE")
+		id := *group(t, "evented").Instances[0].InstanceId
+		terminate(t, id, true)
+		g.Expect(states(t, "evented")).To(HaveKeyWithValue(id, astypes.LifecycleStateTerminatingWait))
+
+		got, err := q.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: created.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 5})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.Messages).To(HaveLen(1), "moto alone sends no Auto Scaling events")
+		var ev struct {
+			Source     string   `json:"source"`
+			DetailType string   `json:"detail-type"`
+			Resources  []string `json:"resources"`
+			Detail     map[string]string
+		}
+		g.Expect(json.Unmarshal([]byte(*got.Messages[0].Body), &ev)).To(Succeed())
+		g.Expect(ev.Source).To(Equal("aws.autoscaling"))
+		g.Expect(ev.DetailType).To(Equal("EC2 Instance-terminate Lifecycle Action"))
+		g.Expect(ev.Resources).To(ConsistOf(HaveSuffix(":autoScalingGroupName/evented")))
+		g.Expect(ev.Detail).To(And(HaveKeyWithValue("AutoScalingGroupName", "evented"), HaveKeyWithValue("LifecycleHookName", "drain"),
+			HaveKeyWithValue("EC2InstanceId", id), HaveKeyWithValue("LifecycleTransition", "autoscaling:EC2_INSTANCE_TERMINATING"),
+			HaveKeyWithValue("LifecycleActionToken", Not(BeEmpty())), HaveKeyWithValue("Origin", "AutoScalingGroup"), HaveKeyWithValue("Destination", "EC2")))
+		g.Expect(completeAction("evented", id, "CONTINUE")).To(Succeed())
 	})
 	// Auto Scaling API Reference, CreateAutoScalingGroup
 	// (LifecycleHookSpecificationList): the hooks come with the group.

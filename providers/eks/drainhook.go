@@ -3,7 +3,6 @@ package eks
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -160,29 +159,28 @@ func sameHook(cur astypes.LifecycleHook, in *autoscaling.PutLifecycleHookInput) 
 // Terminating:Wait of every cluster's current listing (no AWS call), in
 // groups that name their InstanceGroup in the ownership tag.
 func (p *Provisioner) TerminationWaits() []providers.TerminationWait {
-	p.mu.Lock()
-	caches := slices.Collect(maps.Values(p.groups))
-	p.mu.Unlock()
 	var out []providers.TerminationWait
-	for _, c := range caches {
-		groups, _ := c.Listed()
-		for _, g := range groups {
-			owner := asgTagMap(g.Tags)[TagInstanceGroup]
-			ns, name, ok := strings.Cut(owner, "/")
-			if !ok || ns == "" || name == "" {
+	for _, g := range p.listed() {
+		owner, ok := listedOwner(g)
+		if !ok {
+			continue
+		}
+		for _, in := range g.Instances {
+			if !awsp.TerminatingWait(in) {
 				continue
 			}
-			for _, in := range g.Instances {
-				if !awsp.TerminatingWait(in) {
-					continue
-				}
-				id := awssdk.ToString(in.InstanceId)
-				out = append(out, providers.TerminationWait{
-					Group: types.NamespacedName{Namespace: ns, Name: name}, ScalingGroup: awssdk.ToString(g.AutoScalingGroupName),
-					InstanceID: id, ProviderID: fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), id),
-				})
-			}
+			id := awssdk.ToString(in.InstanceId)
+			out = append(out, providers.TerminationWait{
+				Group: owner, ScalingGroup: awssdk.ToString(g.AutoScalingGroupName),
+				InstanceID: id, ProviderID: providerID(awssdk.ToString(in.AvailabilityZone), id),
+			})
 		}
 	}
 	return out
+}
+
+// providerID is the spec.providerID of the Node of EC2 instance id in
+// zone: aws:///<zone>/<id> (the AWS cloud provider's form).
+func providerID(zone, id string) string {
+	return fmt.Sprintf("aws:///%s/%s", zone, id)
 }

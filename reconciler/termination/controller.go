@@ -70,6 +70,10 @@ type Controller struct {
 
 	mu    sync.Mutex
 	waits map[string]*wait // by instance id
+	// accepted are the waits handed over by Accept, by instance id, until
+	// done or no longer waiting (see expired).
+	accepted map[string]providers.TerminationWait
+	wake     chan struct{}
 }
 
 // wait is what the controller keeps of one instance in Terminating:Wait.
@@ -79,6 +83,7 @@ type wait struct {
 	started    bool   // this controller cordoned it (not a rotation)
 	toldBlock  bool   // the blocked Event was emitted
 	done       bool   // completed (or no action pending): nothing more
+	doneAt     time.Time
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the
@@ -93,14 +98,66 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	wake := c.wakeup()
 	for {
 		c.Pass(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-wake:
 		}
 	}
+}
+
+func (c *Controller) wakeup() chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	return c.wake
+}
+
+// Accept hands the controller an instance waiting in Terminating:Wait on
+// the drain hook that its listing may not show yet: an EventBridge "EC2
+// Instance-terminate Lifecycle Action" read from the interruption queue
+// (reconciler/interruption). w.ProviderID may be empty (the event names no
+// zone): the Node is found by instance id. A pass starts at once, so the
+// drain begins in seconds rather than at the next listing; from then on
+// the instance is handled like a listed one, until its lifecycle action
+// is completed (or Auto Scaling answers that none is pending) or no
+// heartbeat was made for a whole heartbeat timeout (Auto Scaling has
+// ended the wait itself). Safe for concurrent use.
+func (c *Controller) Accept(w providers.TerminationWait) {
+	c.mu.Lock()
+	if c.accepted == nil {
+		c.accepted = map[string]providers.TerminationWait{}
+	}
+	c.accepted[w.InstanceID] = w
+	c.mu.Unlock()
+	select {
+	case c.wakeup() <- struct{}{}:
+	default:
+	}
+}
+
+// withAccepted adds to the listed waits the accepted ones the listing
+// does not show, dropping the accepted ones that expired.
+func (c *Controller) withAccepted(list []providers.TerminationWait) []providers.TerminationWait {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for id, w := range c.accepted {
+		if st := c.waits[id]; st != nil && expired(now, st, c.Heartbeat) {
+			delete(c.accepted, id)
+			continue
+		}
+		if !slices.ContainsFunc(list, func(l providers.TerminationWait) bool { return l.InstanceID == id }) {
+			list = append(list, w)
+		}
+	}
+	return list
 }
 
 func (c *Controller) now() time.Time {
@@ -114,25 +171,27 @@ func (c *Controller) now() time.Time {
 // their drains) those that no longer wait.
 func (c *Controller) Pass(ctx context.Context) {
 	logger := log.FromContext(ctx).WithName("termination")
-	list := c.Waits.TerminationWaits()
-	waiting.Set(float64(len(list)))
 	c.mu.Lock()
 	if c.waits == nil {
 		c.waits = map[string]*wait{}
 	}
 	c.mu.Unlock()
+	list := c.withAccepted(c.Waits.TerminationWaits())
+	waiting.Set(float64(len(list)))
 	if len(list) > 0 {
 		nodes := &corev1.NodeList{}
 		if err := c.Client.List(ctx, nodes); err != nil {
 			logger.Error(err, "listing nodes")
 			return
 		}
-		byProvider := map[string]*corev1.Node{}
+		byInstance := map[string]*corev1.Node{}
 		for i := range nodes.Items {
-			byProvider[nodes.Items[i].Spec.ProviderID] = &nodes.Items[i]
+			if id := InstanceID(nodes.Items[i].Spec.ProviderID); id != "" {
+				byInstance[id] = &nodes.Items[i]
+			}
 		}
 		for _, w := range list {
-			if err := c.handle(ctx, w, byProvider[w.ProviderID]); err != nil && ctx.Err() == nil {
+			if err := c.handle(ctx, w, byInstance[w.InstanceID]); err != nil && ctx.Err() == nil {
 				logger.Info("termination drain", "instance", w.InstanceID, "group", w.Group.String(), "error", err.Error())
 			}
 		}
@@ -205,7 +264,7 @@ func (c *Controller) heartbeat(ctx context.Context, w providers.TerminationWait,
 	_, err := c.AWS.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: awssdk.String(w.ScalingGroup), LifecycleHookName: awssdk.String(awsp.DrainHookName), InstanceId: awssdk.String(w.InstanceID)})
 	if noAction(err) {
-		st.done = true // completed by someone else, or timed out
+		st.done, st.doneAt = true, now // completed by someone else, or timed out
 		completions.WithLabelValues("not_waiting").Inc()
 		return nil
 	}
@@ -231,7 +290,7 @@ func (c *Controller) complete(ctx context.Context, w providers.TerminationWait, 
 	case err != nil:
 		return fmt.Errorf("autoscaling CompleteLifecycleAction %s/%s: %w", w.ScalingGroup, w.InstanceID, err)
 	}
-	st.done = true
+	st.done, st.doneAt = true, c.now()
 	completions.WithLabelValues(reason).Inc()
 	if reason == "drained" {
 		c.event(ctx, w, corev1.EventTypeNormal, EventDrained,

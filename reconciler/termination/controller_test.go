@@ -81,6 +81,7 @@ func TestController(t *testing.T) {
 		heartbeats int
 		events     []string // reasons, in order
 		noPod      bool     // the node holds no pod (drained before)
+		accepted   bool     // handed over by Accept (an EventBridge event, no zone), not listed
 	}{
 		{name: "no node: completed at once", complete: true},
 		{name: "a node in service: cordoned, drained through the Eviction API, then completed", node: node(nil), outcome: fakeeviction.Delete,
@@ -90,6 +91,8 @@ func TestController(t *testing.T) {
 		{name: "evictions refused: never completed, the wait heartbeated", node: node(nil), outcome: fakeeviction.Refuse,
 			advance: 4 * time.Minute, complete: false, evicted: 1, heartbeats: 1, events: []string{EventDrainStarted, EventDrainBlocked}},
 		{name: "no action pending (completed elsewhere): done, not retried", gone: true, complete: true},
+		{name: "accepted from the queue, not listed yet: the node is found by instance id, drained, completed", node: node(nil), outcome: fakeeviction.Delete,
+			accepted: true, complete: true, evicted: 1, events: []string{EventDrainStarted, EventDrained}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -121,8 +124,15 @@ func TestController(t *testing.T) {
 			t.Cleanup(func() { cancel(); <-done })
 			aws := &fakeActions{gone: tc.gone}
 			rec := events.NewFakeRecorder(10)
-			c := &Controller{Waits: fixedWaits{{Group: group, ScalingGroup: "team-web", InstanceID: "i-1", ProviderID: providerID}},
-				AWS: aws, Client: kube, Drainer: drainer, Drains: drains, Recorder: rec, Heartbeat: 10 * time.Minute, Now: clock}
+			listed := fixedWaits{{Group: group, ScalingGroup: "team-web", InstanceID: "i-1", ProviderID: providerID}}
+			var waits fixedWaits
+			if !tc.accepted {
+				waits = listed
+			}
+			c := &Controller{Waits: waits, AWS: aws, Client: kube, Drainer: drainer, Drains: drains, Recorder: rec, Heartbeat: 10 * time.Minute, Now: clock}
+			if tc.accepted {
+				c.Accept(providers.TerminationWait{Group: group, ScalingGroup: "team-web", InstanceID: "i-1"})
+			}
 
 			c.Pass(context.Background())
 			mu.Lock()

@@ -1,6 +1,7 @@
 package termination
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,4 +71,31 @@ func after(res upgrade.DrainResult, err error) outcome {
 // awsp.DrainHookHeartbeat).
 func heartbeatDue(now, last time.Time, timeout time.Duration) bool {
 	return now.Sub(last) >= timeout/3
+}
+
+// expired reports whether an accepted wait (Controller.Accept) may be
+// forgotten: its action was completed, or no heartbeat was made, a whole
+// heartbeat timeout ago. By then Auto Scaling has ended the wait, and a
+// listing taken during it is stale (the timeout is at least the poll
+// period: awsp.DrainHookHeartbeat).
+func expired(now time.Time, st *wait, timeout time.Duration) bool {
+	last := st.beat
+	if st.done {
+		last = st.doneAt
+	}
+	return now.Sub(last) > timeout
+}
+
+// InstanceID is the EC2 instance id ending a Node's spec.providerID
+// (aws:///<zone>/<id>), or "" for another cloud's or a malformed one.
+func InstanceID(providerID string) string {
+	rest, ok := strings.CutPrefix(providerID, "aws://")
+	if !ok {
+		return ""
+	}
+	id := rest[strings.LastIndex(rest, "/")+1:]
+	if !strings.HasPrefix(id, "i-") {
+		return ""
+	}
+	return id
 }

@@ -73,3 +73,39 @@ func TestHeartbeatDue(t *testing.T) {
 		})
 	}
 }
+
+func TestInstanceID(t *testing.T) {
+	for providerID, want := range map[string]string{
+		"aws:///us-west-2a/i-0abc":       "i-0abc",
+		"aws://us-west-2a/i-0abc":        "i-0abc",
+		"aws:///i-0abc":                  "i-0abc",
+		"gce://project/zone/i-0abc":      "",
+		"aws:///us-west-2a/fargate-ip-1": "",
+		"":                               "",
+	} {
+		if got := InstanceID(providerID); got != want {
+			t.Errorf("InstanceID(%q) = %q, want %q", providerID, got, want)
+		}
+	}
+}
+
+func TestExpired(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		st    wait
+		since time.Duration
+		want  bool
+	}{
+		{"draining, heartbeated within the timeout: kept", wait{beat: t0}, 5 * time.Minute, false},
+		{"no heartbeat for a whole timeout: Auto Scaling ended the wait", wait{beat: t0}, 11 * time.Minute, true},
+		{"completed just now: kept (a stale listing may still show it)", wait{beat: t0.Add(-time.Hour), done: true, doneAt: t0}, time.Minute, false},
+		{"completed a timeout ago: forgotten", wait{done: true, doneAt: t0}, 11 * time.Minute, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := expired(t0.Add(tc.since), &tc.st, 10*time.Minute); got != tc.want {
+				t.Errorf("expired = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

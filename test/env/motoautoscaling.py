@@ -25,6 +25,10 @@ of names, "-name" removing one from "all", e.g. "all,-rebalance"):
   restarts the timeout. Launch hooks hold new instances in Pending:Wait
   likewise (ABANDON terminates the instance). DeleteAutoScalingGroup
   terminates everything at once, as ForceDelete does.
+  Each termination hook's wait sends an "EC2 Instance-terminate Lifecycle
+  Action" event (source aws.autoscaling) to the account's default
+  EventBridge bus, which moto delivers to the targets of matching rules
+  (an SQS queue: the interruption queue).
   CreateAutoScalingGroup's LifecycleHookSpecificationList creates its hooks
   (moto ignores it), once the group and its first instances exist: they
   hold terminations, not the first launches.
@@ -343,7 +347,39 @@ def wait_on(group, st, transition, activity):
     activity.status_code = "MidLifecycleAction"
     activity.progress = 50
     activity.end_time = None
+    if transition == TERMINATING:
+        for h in found:
+            emit_terminate_action(group, st, h, st._im_wait.token)
     return True
+
+
+def emit_terminate_action(group, st, hook, token):
+    """Send the "EC2 Instance-terminate Lifecycle Action" event of one
+    termination hook's wait to the default EventBridge bus, with the
+    fields the Amazon EC2 Auto Scaling User Guide lists ("Amazon
+    EventBridge events for Amazon EC2 Auto Scaling"): source
+    aws.autoscaling, resources [the group's ARN], detail
+    LifecycleActionToken, AutoScalingGroupName, LifecycleHookName,
+    EC2InstanceId, LifecycleTransition, NotificationMetadata, Origin
+    (AutoScalingGroup), Destination (EC2). A bus without rules drops it,
+    as EventBridge does."""
+    from moto.events.models import events_backends
+    detail = {
+        "LifecycleActionToken": token,
+        "AutoScalingGroupName": group.name,
+        "LifecycleHookName": hook.name,
+        "EC2InstanceId": st.instance.id,
+        "LifecycleTransition": TERMINATING,
+        "NotificationMetadata": getattr(hook, "notification_metadata", None) or "",
+        "Origin": "AutoScalingGroup",
+        "Destination": "EC2",
+    }
+    try:
+        events_backends[group.account_id][group.region].put_events([{
+            "Source": "aws.autoscaling", "DetailType": "EC2 Instance-terminate Lifecycle Action",
+            "Detail": json.dumps(detail), "Resources": [group.arn]}])
+    except Exception:  # an event lost must not stop the termination
+        traceback.print_exc(file=sys.stderr)
 
 
 def begin_termination(group, st, cause, force=False):

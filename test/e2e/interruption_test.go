@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/instancemgr/instance-manager/reconciler/interruption"
+	"github.com/instancemgr/instance-manager/reconciler/termination"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// interruptionQueue creates the queue and the four EventBridge rules of
+// the README's setup in the emulator and returns the queue's URL.
+func interruptionQueue(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	q := sqs.NewFromConfig(environment.AWS)
+	bus := eventbridge.NewFromConfig(environment.AWS)
+	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: created.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]string{
+		name + "-lifecycle": `{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-terminate Lifecycle Action"]}`,
+		name + "-spot":      `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`,
+		name + "-rebalance": `{"source":["aws.ec2"],"detail-type":["EC2 Instance Rebalance Recommendation"]}`,
+		name + "-state":     `{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"]}`,
+	}
+	for rule, pattern := range rules {
+		if _, err := bus.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(rule), EventPattern: aws.String(pattern)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bus.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(rule),
+			Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = bus.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(rule), Ids: []string{"queue"}})
+			_, _ = bus.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(rule)})
+		})
+	}
+	t.Cleanup(func() { _, _ = q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: created.QueueUrl}) })
+	return aws.ToString(created.QueueUrl)
+}
+
+// With the interruption queue, an outside termination's drain starts on
+// Auto Scaling's EventBridge event, not at the next listing: the manager
+// lists every 10 minutes, and a person's TerminateInstanceInAutoScalingGroup
+// is drained and gone within 90 s. Then a spot interruption warning put on
+// the bus for one of the group's instances cordons and drains its Node. An
+// app of 4 replicas under a PodDisruptionBudget of minAvailable 3 keeps at
+// least 3 Ready pods throughout, and no pod is left on a gone Node.
+func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	const ns = "e2e-interruption"
+	url := interruptionQueue(t, "e2e-interruptions")
+	if manager != nil {
+		if err := manager.Stop(); err != nil {
+			t.Fatalf("stopping the manager: %v", err)
+		}
+		manager = nil
+	}
+	opts := managerOptions()
+	opts.CloudPollPeriod = 10 * time.Minute
+	opts.InterruptionQueue = url
+	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	if err != nil {
+		t.Fatalf("starting the manager: %v", err)
+	}
+	manager = m
+	t.Cleanup(func() { restoreManager(t) })
+
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	namespace(t, ns)
+	ig := shortGroup(ns, "queued", 3, 5)
+	create(t, ig)
+	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	app := teamApp(t, ns, 4, intstr.FromInt32(3))
+	labels := map[string]string{"app": "team-app"}
+	asg := autoscaling.NewFromConfig(environment.AWS)
+	instances := func(g Gomega) []astypes.Instance {
+		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out.AutoScalingGroups).To(HaveLen(1))
+		return out.AutoScalingGroups[0].Instances
+	}
+	nodeOf := func(id string) *corev1.Node {
+		for _, n := range groupNodes(t, ig) {
+			if termination.InstanceID(n.Spec.ProviderID) == id {
+				return &n
+			}
+		}
+		return nil
+	}
+	// Every app pod Ready on one of the group's live Nodes.
+	appSettled := func() {
+		t.Helper()
+		g.Eventually(func(g Gomega) {
+			live := map[string]bool{}
+			for _, n := range groupNodes(t, ig) {
+				live[n.Name] = !n.Spec.Unschedulable
+			}
+			pods := &corev1.PodList{}
+			g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(4))
+			for _, p := range pods.Items {
+				g.Expect(live).To(HaveKey(p.Spec.NodeName), "pod %s", p.Name)
+				g.Expect(podReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			}
+		}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
+		g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	}
+	appSettled()
+
+	// (a) A person terminates an instance: drained and gone in seconds.
+	// withPods returns an InService instance whose Node runs app pods.
+	withPods := func() (string, *corev1.Node) {
+		t.Helper()
+		pods := &corev1.PodList{}
+		g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+		for _, in := range instances(g) {
+			id := aws.ToString(in.InstanceId)
+			n := nodeOf(id)
+			if n == nil || in.LifecycleState != astypes.LifecycleStateInService || n.Spec.Unschedulable {
+				continue
+			}
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == n.Name {
+					return id, n
+				}
+			}
+		}
+		t.Fatalf("no instance of the group runs an app pod")
+		return "", nil
+	}
+	victim, _ := withPods()
+	handedOver := interruptionMetric(t, "lifecycle_terminate", "handed_over")
+	audit := auditPods(ns, labels)
+	started := time.Now()
+	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(false)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		for _, in := range instances(g) {
+			g.Expect(aws.ToString(in.InstanceId)).NotTo(Equal(victim))
+		}
+	}, 90*time.Second, 500*time.Millisecond).Should(Succeed(), "drained and gone far within the 10-minute listing period")
+	t.Logf("(a) terminated instance drained and gone %s after TerminateInstanceInAutoScalingGroup (listing period 10m)", time.Since(started).Round(time.Second))
+	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Expect(interruptionMetric(t, "lifecycle_terminate", "handed_over")-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
+	appSettled()
+	minReady, samples, orphans := audit.end()
+	t.Logf("(a) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
+	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
+	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+
+	// (b) A spot interruption warning for an instance of the group, put on
+	// the bus as EC2 sends it: its Node is cordoned and drained.
+	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	spot, spotNode := withPods()
+	audit = auditPods(ns, labels)
+	detail, _ := json.Marshal(map[string]string{"instance-id": spot, "instance-action": "terminate"})
+	out, err := eventbridge.NewFromConfig(environment.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: aws.String("aws.ec2"), DetailType: aws.String(interruption.DetailSpotInterruption), Detail: aws.String(string(detail)),
+		Resources: []string{"arn:aws:ec2:us-west-2a:instance/" + spot}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.FailedEntryCount).To(BeZero())
+	started = time.Now()
+	g.Eventually(func(g Gomega) {
+		n := &corev1.Node{}
+		g.Expect(admin.Get(ctx, client.ObjectKey{Name: spotNode.Name}, n)).To(Succeed())
+		g.Expect(n.Spec.Unschedulable).To(BeTrue())
+		g.Expect(n.Annotations).To(HaveKey(upgrade.AnnotationDrainStarted))
+		pods := &corev1.PodList{}
+		g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+		for _, p := range pods.Items {
+			g.Expect(p.Spec.NodeName).NotTo(Equal(spotNode.Name), "pod %s still on the interrupted node", p.Name)
+		}
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node cordoned and drained within the 2-minute notice")
+	t.Logf("(b) spot-interrupted node %s drained %s after the warning", spotNode.Name, time.Since(started).Round(time.Second))
+	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	minReady, samples, orphans = audit.end()
+	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
+	g.Expect(orphans).To(BeEmpty())
+	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+}
+
+// interruptionMetric reads
+// instance_manager_interruption_messages_total{kind,outcome} from the
+// in-process manager's registry.
+func interruptionMetric(t *testing.T, kind, outcome string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "instance_manager_interruption_messages_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
