@@ -105,7 +105,7 @@ func run(m *testing.M) int {
 		// old); 30 s keeps that under a minute here, where the 2-minute
 		// default made TestSurgeRotationWhileTheAutoscalerScalesIn wait past
 		// its 4 minutes on a loaded machine.
-		CloudPollPeriod: 30 * time.Second,
+		CloudPollPeriod:             30 * time.Second,
 		AutoscalerPriorityConfigMap: "kube-system/" + priorityConfigMap,
 	})
 	if err == nil {
