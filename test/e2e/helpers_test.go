@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
@@ -172,4 +173,36 @@ func expectUndrained(t *testing.T, ig *v1alpha1.InstanceGroup) {
 			environment.Bridge.Forgive(id)
 		}
 	}
+}
+
+// counter reads the counter name with the given labels (the others any)
+// from the in-process manager's registry; 0 when it has no such series.
+func counter(t *testing.T, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if matches := func() bool {
+				for k, v := range want {
+					if labels[k] != v {
+						return false
+					}
+				}
+				return true
+			}(); matches {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

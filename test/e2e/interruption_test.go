@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/instancemgr/instance-manager/reconciler/interruption"
 	"github.com/instancemgr/instance-manager/reconciler/termination"
@@ -158,7 +157,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		return "", nil
 	}
 	victim, _ := withPods()
-	handedOver := interruptionMetric(t, "lifecycle_terminate", "handed_over")
+	handedOver := counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})
 	audit := auditPods(ns, labels)
 	started := time.Now()
 	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
@@ -171,7 +170,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	}, 90*time.Second, 500*time.Millisecond).Should(Succeed(), "drained and gone far within the 10-minute listing period")
 	t.Logf("(a) terminated instance drained and gone %s after TerminateInstanceInAutoScalingGroup (listing period 10m)", time.Since(started).Round(time.Second))
 	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
-	g.Expect(interruptionMetric(t, "lifecycle_terminate", "handed_over")-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
+	g.Expect(counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
 	appSettled()
 	minReady, samples, orphans := audit.end()
 	t.Logf("(a) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
@@ -208,30 +207,4 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(orphans).To(BeEmpty())
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-}
-
-// interruptionMetric reads
-// instance_manager_interruption_messages_total{kind,outcome} from the
-// in-process manager's registry.
-func interruptionMetric(t *testing.T, kind, outcome string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "instance_manager_interruption_messages_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["kind"] == kind && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -15,7 +15,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 
@@ -143,7 +142,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	// (a) Two instances terminated by a person, without decrement.
 	before := inService(g)
 	victims := before[:2]
-	drainedBefore := completionsMetric(t, "drained")
+	drainedBefore := counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
 	audit := auditPods(ns, labels)
 	started := time.Now()
 	for _, id := range victims {
@@ -168,7 +167,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrainStarted) }, 30*time.Second, time.Second).
 		Should(Equal(2), "one TerminationDrainStarted Event per instance")
 	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(2))
-	g.Expect(completionsMetric(t, "drained") - drainedBefore).To(Equal(2.0))
+	g.Expect(counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"}) - drainedBefore).To(Equal(2.0))
 
 	// (b) The desired capacity lowered by hand: Auto Scaling picks one.
 	before = inService(g)
@@ -183,7 +182,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	g.Expect(samples).To(BeNumerically(">", 10))
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-	g.Expect(completionsMetric(t, "drained")-drainedBefore).To(Equal(3.0), "the scale in's instance was drained too")
+	g.Expect(counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(Equal(3.0), "the scale in's instance was drained too")
 }
 
 // occurrences counts the group's Events of reason, a series counting as
@@ -206,30 +205,6 @@ func occurrences(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) int {
 		}
 	}
 	return n
-}
-
-// completionsMetric reads
-// instance_manager_termination_hook_completions_total{reason} from the
-// in-process manager's registry.
-func completionsMetric(t *testing.T, reason string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "instance_manager_termination_hook_completions_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // The admin removes a subnet from every group (a boundary default): Auto
@@ -279,7 +254,7 @@ func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
 	app := teamApp(t, ns, 4, intstr.FromInt32(3))
 	labels := map[string]string{"app": "team-app"}
 	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
-	drainedBefore := completionsMetric(t, "drained")
+	drainedBefore := counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
 	audit := auditPods(ns, labels)
 	started := time.Now()
 
@@ -301,6 +276,6 @@ func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
 	g.Expect(samples).To(BeNumerically(">", 10))
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-	g.Expect(completionsMetric(t, "drained")-drainedBefore).To(BeNumerically(">=", len(leaving)),
+	g.Expect(counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(BeNumerically(">=", len(leaving)),
 		"each instance of the removed subnet was drained by the termination hook")
 }
