@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,36 +22,22 @@ func crdRefusals(ctx context.Context, c client.Reader, current, next *boundaries
 	if current == nil {
 		return nil, nil
 	}
-	igs := &v1alpha1.InstanceGroupList{}
-	if err := c.List(ctx, igs); err != nil {
-		return nil, err
-	}
-	var named []string
-	total := 0
-	for i := range igs.Items {
-		ig := &igs.Items[i]
-		if s := ig.Spec.Strategy; ig.DeletionTimestamp != nil || s.Type != v1alpha1.StrategyCRD || s.CRD == nil || s.CRD.Spec == "" {
-			continue
+	named, total, err := reportGroups(ctx, c, func(ig *v1alpha1.InstanceGroup) string {
+		if s := ig.Spec.Strategy; s.Type != v1alpha1.StrategyCRD || s.CRD == nil || s.CRD.Spec == "" {
+			return ""
 		}
 		_, refused := crdtemplate.Admit(ig, next)
 		if refused == nil {
-			continue
+			return ""
 		}
 		if _, err := crdtemplate.Admit(ig, current); err != nil {
-			continue // already refused: not this change's doing
+			return "" // already refused: not this change's doing
 		}
-		total++
-		if len(named) < maxReportedGroups {
-			named = append(named, fmt.Sprintf("%s/%s: %v", ig.Namespace, ig.Name, refused))
-		}
+		return ": " + refused.Error()
+	})
+	if err != nil || total == 0 {
+		return nil, err
 	}
-	if total == 0 {
-		return nil, nil
-	}
-	msg := fmt.Sprintf("this change refuses the crd strategy template (spec.strategy.crd.spec) of %d InstanceGroup(s); each one's next upgrade fails "+
-		"with the reason until its template is changed: %s", total, strings.Join(named, "; "))
-	if total > len(named) {
-		msg += fmt.Sprintf("; and %d more", total-len(named))
-	}
-	return []string{msg}, nil
+	return []string{fmt.Sprintf("this change refuses the crd strategy template (spec.strategy.crd.spec) of %d InstanceGroup(s); each one's next upgrade fails "+
+		"with the reason until its template is changed: %s", total, andMore(named, total))}, nil
 }

@@ -100,11 +100,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("ConfigMap %s: checking existing InstanceGroups: %w", v.ConfigMap, err))
 	}
 	if total > 0 {
-		msg := fmt.Sprintf("ConfigMap %s would make %d InstanceGroup(s) invalid: %s", v.ConfigMap, total, strings.Join(broken, "; "))
-		if total > len(broken) {
-			msg += fmt.Sprintf("; and %d more", total-len(broken))
-		}
-		return admission.Denied(msg)
+		return admission.Denied(fmt.Sprintf("ConfigMap %s would make %d InstanceGroup(s) invalid: %s", v.ConfigMap, total, andMore(broken, total)))
 	}
 	if v.Cloud != nil {
 		groups, err := collectAffected(ctx, v.Client, cfg, v.ConfigMap.Namespace)
@@ -153,27 +149,50 @@ func (v *ConfigMapValidator) deny(ctx context.Context) admission.Response {
 // groups in adminNamespace (the ConfigMap's) get its rules as written. Errors
 // come from listing InstanceGroups.
 func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config, adminNamespace string) ([]string, int, error) {
+	return reportGroups(ctx, c, func(ig *v1alpha1.InstanceGroup) string {
+		admin := ig.Namespace == adminNamespace
+		reason := dryRunOne(cfg, ig, cfg.Excluded(ig.Namespace), admin)
+		if reason == "" || dryRunOne(current, ig, current.Excluded(ig.Namespace), admin) != "" {
+			return ""
+		}
+		return ": " + reason
+	})
+}
+
+// reportGroups lists the InstanceGroups not being deleted and asks judge
+// of each what this ConfigMap change does to it ("" for nothing). It
+// returns up to maxReportedGroups entries "namespace/name<what judge
+// said>" and how many groups judge named in all. Errors come from listing
+// InstanceGroups.
+func reportGroups(ctx context.Context, c client.Reader, judge func(*v1alpha1.InstanceGroup) string) ([]string, int, error) {
 	igs := &v1alpha1.InstanceGroupList{}
 	if err := c.List(ctx, igs); err != nil {
 		return nil, 0, err
 	}
-	var broken []string
+	var named []string
 	total := 0
 	for i := range igs.Items {
 		ig := &igs.Items[i]
 		if ig.DeletionTimestamp != nil {
 			continue
 		}
-		admin := ig.Namespace == adminNamespace
-		reason := dryRunOne(cfg, ig, cfg.Excluded(ig.Namespace), admin)
-		if reason != "" && dryRunOne(current, ig, current.Excluded(ig.Namespace), admin) == "" {
+		if what := judge(ig); what != "" {
 			total++
-			if len(broken) < maxReportedGroups {
-				broken = append(broken, fmt.Sprintf("%s/%s: %s", ig.Namespace, ig.Name, reason))
+			if len(named) < maxReportedGroups {
+				named = append(named, ig.Namespace+"/"+ig.Name+what)
 			}
 		}
 	}
-	return broken, total, nil
+	return named, total, nil
+}
+
+// andMore joins named with "; " and says how many of total it leaves out.
+func andMore(named []string, total int) string {
+	msg := strings.Join(named, "; ")
+	if total > len(named) {
+		msg += fmt.Sprintf("; and %d more", total-len(named))
+	}
+	return msg
 }
 
 // dryRunOne returns why ig's effective spec under cfg is invalid, or "".
@@ -232,37 +251,19 @@ func resurrections(ctx context.Context, c client.Reader, current, next *boundari
 	if current == nil {
 		return nil, nil
 	}
-	igs := &v1alpha1.InstanceGroupList{}
-	if err := c.List(ctx, igs); err != nil {
-		return nil, err
-	}
-	var named []string
-	total := 0
-	for i := range igs.Items {
-		ig := &igs.Items[i]
-		if ig.DeletionTimestamp != nil {
-			continue
-		}
+	named, total, err := reportGroups(ctx, c, func(ig *v1alpha1.InstanceGroup) string {
 		submitted, err := SubmittedSpec(ig)
 		if err != nil {
-			continue // the dry run reports it
+			return "" // the dry run reports it
 		}
-		paths := boundaries.Resurrected(current, next, submitted, ig.Annotations, ig.Namespace, ig.Namespace == adminNamespace)
-		if len(paths) == 0 {
-			continue
+		if paths := boundaries.Resurrected(current, next, submitted, ig.Annotations, ig.Namespace, ig.Namespace == adminNamespace); len(paths) > 0 {
+			return " (" + strings.Join(paths, ", ") + ")"
 		}
-		total++
-		if len(named) < maxReportedGroups {
-			named = append(named, fmt.Sprintf("%s/%s (%s)", ig.Namespace, ig.Name, strings.Join(paths, ", ")))
-		}
+		return ""
+	})
+	if err != nil || total == 0 {
+		return nil, err
 	}
-	if total == 0 {
-		return nil, nil
-	}
-	msg := fmt.Sprintf("this change makes %d InstanceGroup(s) take values their tenants submitted on sensitive paths that the boundaries in force replace "+
-		"(kept in the submission by warn mode), at their next admission: %s", total, strings.Join(named, "; "))
-	if total > len(named) {
-		msg += fmt.Sprintf("; and %d more", total-len(named))
-	}
-	return []string{msg}, nil
+	return []string{fmt.Sprintf("this change makes %d InstanceGroup(s) take values their tenants submitted on sensitive paths that the boundaries in force replace "+
+		"(kept in the submission by warn mode), at their next admission: %s", total, andMore(named, total))}, nil
 }
