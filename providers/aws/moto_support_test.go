@@ -188,6 +188,10 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 			_, err := c.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: s(asg)})
 			return err
 		}},
+		{"AutoScalingAPI.DescribeScalingActivities", func(ctx context.Context) error {
+			_, err := c.AutoScaling.DescribeScalingActivities(ctx, &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: s(asg), MaxRecords: i32(20)})
+			return err
+		}},
 		{"AutoScalingAPI.RecordLifecycleActionHeartbeat", func(ctx context.Context) error {
 			// A termination hook holds the next termination in
 			// Terminating:Wait (test/env), which the heartbeat extends.

@@ -96,13 +96,17 @@ func TestConfigExcludedNamespaceAnnotationWarns(t *testing.T) {
 	annotated.warnings.take()
 	ig := shortIG(annotatedNS, "g")
 	g.Expect(annotated.client.Create(ctx, ig)).To(Succeed(), "the annotation warns, it does not refuse")
+	// Left, the group would make later tests' ConfigMaps invalid.
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), ig) })
 	g.Expect(annotated.warnings.take()).To(ContainElement(ContainSubstring(want)))
 	stored := &v1alpha1.InstanceGroup{}
 	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(ig), stored)).To(Succeed())
 	g.Expect(stored.Annotations).To(HaveKey(v1alpha1.AnnotationBoundariesHash), "the boundaries applied: the annotation opted nothing out")
 
 	plain.warnings.take()
-	g.Expect(plain.client.Create(ctx, shortIG(plain.namespace, "g"))).To(Succeed())
+	plainIG := shortIG(plain.namespace, "g")
+	g.Expect(plain.client.Create(ctx, plainIG)).To(Succeed())
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), plainIG) })
 	g.Expect(plain.warnings.take()).NotTo(ContainElement(ContainSubstring(v1alpha1.AnnotationConfigExcluded)))
 }
 
