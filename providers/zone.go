@@ -15,3 +15,17 @@ func (i Instance) Zone() string {
 	}
 	return zone
 }
+
+// InstanceID is the EC2 instance id ending a Node's spec.providerID
+// (aws:///<zone>/<id>), or "" for another cloud's or a malformed one.
+func InstanceID(providerID string) string {
+	rest, ok := strings.CutPrefix(providerID, "aws://")
+	if !ok {
+		return ""
+	}
+	id := rest[strings.LastIndex(rest, "/")+1:]
+	if !strings.HasPrefix(id, "i-") {
+		return ""
+	}
+	return id
+}

@@ -36,6 +36,7 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -365,8 +366,7 @@ func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool
 	var names []string
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		id := n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]
-		if !strings.HasPrefix(n.Spec.ProviderID, "aws://") || !ids[id] {
+		if id := providers.InstanceID(n.Spec.ProviderID); id == "" || !ids[id] {
 			continue
 		}
 		if err := c.Drains.Drainer.Start(ctx, n, false); err != nil && !apierrors.IsNotFound(err) {

@@ -16,7 +16,6 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	"github.com/instancemgr/instance-manager/reconciler/termination"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -177,7 +176,7 @@ func (h *Handler) owned(ctx context.Context, id string) (*corev1.Node, types.Nam
 	}
 	var node *corev1.Node
 	for i := range nodes.Items {
-		if termination.InstanceID(nodes.Items[i].Spec.ProviderID) == id {
+		if providers.InstanceID(nodes.Items[i].Spec.ProviderID) == id {
 			node = &nodes.Items[i]
 			break
 		}

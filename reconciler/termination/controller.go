@@ -186,7 +186,7 @@ func (c *Controller) Pass(ctx context.Context) {
 		}
 		byInstance := map[string]*corev1.Node{}
 		for i := range nodes.Items {
-			if id := InstanceID(nodes.Items[i].Spec.ProviderID); id != "" {
+			if id := providers.InstanceID(nodes.Items[i].Spec.ProviderID); id != "" {
 				byInstance[id] = &nodes.Items[i]
 			}
 		}

@@ -1,7 +1,6 @@
 package termination
 
 import (
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,18 +83,4 @@ func expired(now time.Time, st *wait, timeout time.Duration) bool {
 		last = st.doneAt
 	}
 	return now.Sub(last) > timeout
-}
-
-// InstanceID is the EC2 instance id ending a Node's spec.providerID
-// (aws:///<zone>/<id>), or "" for another cloud's or a malformed one.
-func InstanceID(providerID string) string {
-	rest, ok := strings.CutPrefix(providerID, "aws://")
-	if !ok {
-		return ""
-	}
-	id := rest[strings.LastIndex(rest, "/")+1:]
-	if !strings.HasPrefix(id, "i-") {
-		return ""
-	}
-	return id
 }

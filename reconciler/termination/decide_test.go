@@ -74,21 +74,6 @@ func TestHeartbeatDue(t *testing.T) {
 	}
 }
 
-func TestInstanceID(t *testing.T) {
-	for providerID, want := range map[string]string{
-		"aws:///us-west-2a/i-0abc":       "i-0abc",
-		"aws://us-west-2a/i-0abc":        "i-0abc",
-		"aws:///i-0abc":                  "i-0abc",
-		"gce://project/zone/i-0abc":      "",
-		"aws:///us-west-2a/fargate-ip-1": "",
-		"":                               "",
-	} {
-		if got := InstanceID(providerID); got != want {
-			t.Errorf("InstanceID(%q) = %q, want %q", providerID, got, want)
-		}
-	}
-}
-
 func TestExpired(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {

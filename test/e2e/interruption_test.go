@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/interruption"
 	"github.com/instancemgr/instance-manager/reconciler/termination"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
@@ -109,7 +110,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	}
 	nodeOf := func(id string) *corev1.Node {
 		for _, n := range groupNodes(t, ig) {
-			if termination.InstanceID(n.Spec.ProviderID) == id {
+			if providers.InstanceID(n.Spec.ProviderID) == id {
 				return &n
 			}
 		}
