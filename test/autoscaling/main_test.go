@@ -89,7 +89,7 @@ func run(m *testing.M) int {
 		}
 	}
 	if err == nil {
-		cloud, err = harness.NewCloud(context.Background(), e.AWS, cluster, "10.1.0.0/16")
+		cloud, err = harness.NewCloud(context.Background(), e.AWS, "ca", "10.1.0.0/16")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
@@ -109,7 +109,7 @@ func run(m *testing.M) int {
 		AutoscalerPriorityConfigMap: "kube-system/" + priorityConfigMap,
 	})
 	if err == nil {
-		err = harness.SetBoundaries(context.Background(), admin, cloud.Boundaries())
+		err = harness.SetBoundaries(context.Background(), admin, cloud.Boundaries(cloud.AMIs[0], 5))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

@@ -84,7 +84,7 @@ func TestAWSFaults(t *testing.T) {
 	}
 	defer func() { _ = mgr.Stop() }()
 	const maxConcurrent = 25
-	if err := harness.SetBoundaries(ctx, admin, cloud.boundaries(cloud.amis[0], maxConcurrent)); err != nil {
+	if err := harness.SetBoundaries(ctx, admin, cloud.Boundaries(cloud.AMIs[0], maxConcurrent)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -161,7 +161,7 @@ func TestAWSFaults(t *testing.T) {
 	stepStart = time.Now()
 	var boundaryRetries int
 	for attempt := 1; ; attempt++ {
-		err := harness.SetBoundaries(ctx, admin, cloud.boundaries(cloud.amis[1], maxConcurrent))
+		err := harness.SetBoundaries(ctx, admin, cloud.Boundaries(cloud.AMIs[1], maxConcurrent))
 		if err == nil {
 			break
 		}
@@ -172,7 +172,7 @@ func TestAWSFaults(t *testing.T) {
 		t.Logf("ConfigMap write %d refused (retrying): %v", attempt, err)
 		time.Sleep(time.Second)
 	}
-	newImage := cloud.amis[1]
+	newImage := cloud.AMIs[1]
 	var inv inventory
 	var invErr error
 	pending = waitGroups(ctx, namespaces, keys, 5*time.Minute, func(k string, ig *v1alpha1.InstanceGroup) (bool, string) {

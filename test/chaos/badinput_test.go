@@ -144,7 +144,7 @@ func badCases() []badCase {
 		{name: "configmap: crd strategy may create Secrets", configMap: withData("crdStrategy", "allowedKinds:\n- {group: \"\", kind: Secret}\n"),
 			want: []string{"data.crdStrategy.allowedKinds[0]", "Secret", "upgrademgr.keikoproj.io"}},
 		{name: "configmap: defaults that break an existing group", configMap: func(valid map[string]string) map[string]string {
-			return withData("defaults", strings.Replace(valid["defaults"], "image: "+cloud.amis[0], "image: not-an-ami", 1))(valid)
+			return withData("defaults", strings.Replace(valid["defaults"], "image: "+cloud.AMIs[0], "image: not-an-ami", 1))(valid)
 		}, want: []string{inputNamespace + "/victim", "spec.eks.configuration.image", "AMI id (ami-...)"}},
 		{name: "configmap: deleted while groups exist", deleteConfigMap: true,
 			want: []string{"cannot be deleted while they exist", inputNamespace + "/victim"}},
@@ -292,7 +292,7 @@ func TestBadInput(t *testing.T) {
 	defer func() { _ = mgr.Stop() }()
 	// The admin shares the strategy and user data with tenants, so that
 	// their values reach validation.
-	valid := cloud.boundaries(cloud.amis[0], 5)
+	valid := cloud.Boundaries(cloud.AMIs[0], 5)
 	valid["boundaries"] = strings.Replace(valid["boundaries"], "  replace:\n  - spec.strategy\n",
 		"  replace:\n  - spec.strategy\n  - spec.eks.configuration.userData\n", 1)
 	if err := harness.SetBoundaries(ctx, admin, valid); err != nil {

@@ -151,7 +151,7 @@ func TestCrashes(t *testing.T) {
 			t.Logf("end of the last manager log (%s):\n%s", mgr.logPath, tail(mgr.logPath, 40))
 		}
 	}()
-	if err := harness.SetBoundaries(ctx, admin, cloud.boundaries(cloud.amis[0], 5)); err != nil {
+	if err := harness.SetBoundaries(ctx, admin, cloud.Boundaries(cloud.AMIs[0], 5)); err != nil {
 		t.Fatal(err)
 	}
 	ensureNamespace(t, crashNamespace)
@@ -253,7 +253,7 @@ func TestCrashes(t *testing.T) {
 	}
 	setImage := func(image string) func() error {
 		return func() error {
-			return harness.SetBoundaries(ctx, admin, cloud.boundaries(image, 5))
+			return harness.SetBoundaries(ctx, admin, cloud.Boundaries(image, 5))
 		}
 	}
 
@@ -264,10 +264,10 @@ func TestCrashes(t *testing.T) {
 			}
 		}
 		return nil
-	}, groupsReady(cloud.amis[0]))
+	}, groupsReady(cloud.AMIs[0]))
 
 	sampler.watch(true, "rotation")
-	phase("rotation", 7, 300*time.Millisecond, 3*time.Second, setImage(cloud.amis[1]), groupsReady(cloud.amis[1]))
+	phase("rotation", 7, 300*time.Millisecond, 3*time.Second, setImage(cloud.AMIs[1]), groupsReady(cloud.AMIs[1]))
 
 	sampler.watch(true, "surge")
 	phase("surge", 7, 300*time.Millisecond, 3*time.Second, func() error {
@@ -283,8 +283,8 @@ func TestCrashes(t *testing.T) {
 				return err
 			}
 		}
-		return setImage(cloud.amis[2])()
-	}, groupsReady(cloud.amis[2]))
+		return setImage(cloud.AMIs[2])()
+	}, groupsReady(cloud.AMIs[2]))
 
 	// More rotations while the kills are short of the minimum (the delete
 	// phase makes at least one more). Each adds at least one kill, so the
@@ -293,7 +293,7 @@ func TestCrashes(t *testing.T) {
 	rotations := 2
 	for extra := 0; kills < minCrashKills-1; extra++ {
 		rotations++
-		image := cloud.amis[extra%3]
+		image := cloud.AMIs[extra%3]
 		phase(fmt.Sprintf("rotation-%d", rotations), 7, 300*time.Millisecond, 3*time.Second, setImage(image), groupsReady(image))
 	}
 	sampler.watch(false, "")

@@ -48,7 +48,7 @@ func (o *owners) add(namespace, name string) {
 	if o.names == nil {
 		o.names, o.namespaces = map[string]string{}, map[string]bool{}
 	}
-	o.names[ownership.Name(ownership.LimitIAMRole, cloud.cluster, namespace, name)] = namespace + "/" + name
+	o.names[ownership.Name(ownership.LimitIAMRole, cloud.Cluster, namespace, name)] = namespace + "/" + name
 	o.namespaces[namespace] = true
 }
 
@@ -56,7 +56,7 @@ func (o *owners) add(namespace, name string) {
 // test's namespaces ("<cluster>-<namespace>-").
 func (o owners) prefixed(name string) bool {
 	for ns := range o.namespaces {
-		if strings.HasPrefix(name, cloud.cluster+"-"+ns+"-") {
+		if strings.HasPrefix(name, cloud.Cluster+"-"+ns+"-") {
 			return true
 		}
 	}

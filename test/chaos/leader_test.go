@@ -84,7 +84,7 @@ func TestLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	data := cloud.boundaries(cloud.amis[0], 5)
+	data := cloud.Boundaries(cloud.AMIs[0], 5)
 	if err := harness.SetBoundaries(ctx, admin, data); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestLeaderChange(t *testing.T) {
 	}
 
 	// 1. A rotation: the admin changes the image.
-	data = cloud.boundaries(cloud.amis[1], 5)
+	data = cloud.Boundaries(cloud.AMIs[1], 5)
 	if err := harness.SetBoundaries(ctx, admin, data); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestLeaderChange(t *testing.T) {
 		}
 		return false, "no group rotating: " + strings.Join(seen, "; ")
 	})
-	converged := convergedTo(t, keys, rotating, iamOwners, data, cloud.amis[1], 4*time.Minute)
+	converged := convergedTo(t, keys, rotating, iamOwners, data, cloud.AMIs[1], 4*time.Minute)
 	t.Logf("rotation finished: %d/%d groups converged", converged, len(keys))
 
 	// 2. A fan-out: the admin changes a default tag; every group is
@@ -237,7 +237,7 @@ func TestLeaderChange(t *testing.T) {
 	if readmittedAtKill == len(keys) {
 		t.Logf("the fan-out had re-admitted every group before the kill; the new leader finishes their reconciles")
 	}
-	converged2 := convergedTo(t, keys, rotating, iamOwners, data2, cloud.amis[1], 4*time.Minute)
+	converged2 := convergedTo(t, keys, rotating, iamOwners, data2, cloud.AMIs[1], 4*time.Minute)
 	streamDone = true
 	failures, lost := stream.finish()
 

@@ -86,7 +86,7 @@ func TestLoad(t *testing.T) {
 	rss := startRSSSampler(mgr)
 	defer rss.finish()
 
-	data := []map[string]string{cloud.boundaries(cloud.amis[0], 5), cloud.boundaries(cloud.amis[1], 5), cloud.boundaries(cloud.amis[1], 5)}
+	data := []map[string]string{cloud.Boundaries(cloud.AMIs[0], 5), cloud.Boundaries(cloud.AMIs[1], 5), cloud.Boundaries(cloud.AMIs[1], 5)}
 	data[2]["defaults"] = strings.Replace(data[2]["defaults"], "value: a-default-value", "value: load-2", 1)
 	if err := harness.SetBoundaries(ctx, admin, data[0]); err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestLoad(t *testing.T) {
 			return false, "boundaries hash " + h
 		}
 		c := ig.Spec.EKS.Configuration
-		if c.Image != cloud.amis[1] {
+		if c.Image != cloud.AMIs[1] {
 			return false, "spec image " + c.Image
 		}
 		if !hasTag(c.Tags, "a-default-tag", "load-2") {

@@ -35,7 +35,7 @@ const EnableEnv = "IM_CHAOS"
 var (
 	environment *env.Environment
 	admin       client.Client
-	cloud       *fixture
+	cloud       *harness.Cloud
 	// seed chooses every random decision of the suite (faults, kill
 	// points); IM_CHAOS_SEED replays a run.
 	seed int64
@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 		err = harness.EnsureConfigNamespace(context.Background(), admin)
 	}
 	if err == nil {
-		cloud, err = newFixture(context.Background(), e.AWS)
+		cloud, err = harness.NewCloud(context.Background(), e.AWS, "chaos", "10.0.0.0/16")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)

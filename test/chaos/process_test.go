@@ -114,7 +114,7 @@ func newManagerProcess(t *testing.T, awsEndpoint string, extra ...string) *manag
 		"--controller-username=" + harness.ControllerUser,
 		"--webhook-host=" + wio.LocalServingHost, "--webhook-port=" + strconv.Itoa(wio.LocalServingPort), "--webhook-cert-dir=" + wio.LocalServingCertDir,
 		"--metrics-bind-address=0", "--health-probe-bind-address=" + m.healthAddr,
-		"--cluster-name=" + cloud.cluster, "--aws-region=" + env.AWSRegion,
+		"--cluster-name=" + cloud.Cluster, "--aws-region=" + env.AWSRegion,
 		"--zap-log-level=info",
 	}, extra...)
 	m.env = []string{

@@ -105,7 +105,7 @@ func TestWebhookUnavailable(t *testing.T) {
 			_ = mgr.Stop()
 		}
 	}()
-	data := cloud.boundaries(cloud.amis[0], 5)
+	data := cloud.Boundaries(cloud.AMIs[0], 5)
 	if err := harness.SetBoundaries(ctx, admin, data); err != nil {
 		t.Fatal(err)
 	}
@@ -188,13 +188,13 @@ func TestWebhookUnavailable(t *testing.T) {
 		}
 	}
 	defer restore()
-	forgedImage := cloud.amis[2]
+	forgedImage := cloud.AMIs[2]
 	forged := func(name string) *v1alpha1.InstanceGroup {
 		ig := shortGroup(webhookNamespace, name, "t3.medium")
 		ig.Spec.Provisioner = v1alpha1.ProvisionerEKS
 		ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate}
 		c := ig.Spec.EKS.Configuration
-		c.ClusterName, c.Image, c.Subnets, c.SecurityGroups = cloud.cluster, forgedImage, cloud.subnets, []string{cloud.securityGroup}
+		c.ClusterName, c.Image, c.Subnets, c.SecurityGroups = cloud.Cluster, forgedImage, cloud.Subnets, []string{cloud.SecurityGroup}
 		return ig
 	}
 	unmerged := forged("unmerged")
@@ -243,7 +243,7 @@ func TestWebhookUnavailable(t *testing.T) {
 		if ig == nil {
 			return false, "not found"
 		}
-		if img := ig.Spec.EKS.Configuration.Image; img != cloud.amis[0] {
+		if img := ig.Spec.EKS.Configuration.Image; img != cloud.AMIs[0] {
 			return false, "spec image " + img
 		}
 		return ready(ig)
@@ -267,7 +267,7 @@ func TestWebhookUnavailable(t *testing.T) {
 			continue
 		}
 		for _, v := range out.LaunchTemplateVersions {
-			if img := aws.ToString(v.LaunchTemplateData.ImageId); img != cloud.amis[0] {
+			if img := aws.ToString(v.LaunchTemplateData.ImageId); img != cloud.AMIs[0] {
 				forgedVersions++
 				t.Errorf("%s: launch template version %d has image %s", ig.Name, aws.ToInt64(v.VersionNumber), img)
 			}

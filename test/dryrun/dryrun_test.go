@@ -72,7 +72,7 @@ func TestDryRunRecordsWhatARealRunThenDoes(t *testing.T) {
 	admin, err := client.New(e.Config, client.Options{Scheme: app.Scheme()})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(harness.EnsureConfigNamespace(ctx, admin)).To(Succeed())
-	cloud, err := harness.NewCloud(ctx, e.AWS, "dry-cluster", "10.2.0.0/16")
+	cloud, err := harness.NewCloud(ctx, e.AWS, "dry", "10.2.0.0/16")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dry"}})).To(Succeed())
 
@@ -80,7 +80,7 @@ func TestDryRunRecordsWhatARealRunThenDoes(t *testing.T) {
 	first, err := e.NewAWSRecorder("instance-manager")
 	g.Expect(err).NotTo(HaveOccurred())
 	m := startManager(t, e, first, nil)
-	g.Expect(harness.SetBoundaries(ctx, admin, cloud.Boundaries())).To(Succeed())
+	g.Expect(harness.SetBoundaries(ctx, admin, cloud.Boundaries(cloud.AMIs[0], 5))).To(Succeed())
 	ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "dry", Name: "nodes"},
 		Spec: v1alpha1.InstanceGroupSpec{EKS: &v1alpha1.EKSSpec{MinSize: 0, MaxSize: 2,
 			Configuration: &v1alpha1.EKSConfiguration{InstanceType: "t3.medium"}}}}

@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // slotHolders lists the holders of the upgrade slot Leases.
 func slotHolders(ctx context.Context) ([]string, error) {
 	list := &coordinationv1.LeaseList{}
-	if err := admin.List(ctx, list, client.InNamespace(harness.ConfigNamespace), client.MatchingLabels{upgrade.SlotLabel: "true"}); err != nil {
+	if err := suite.Admin.List(ctx, list, client.InNamespace(harness.ConfigNamespace), client.MatchingLabels{upgrade.SlotLabel: "true"}); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -41,13 +41,13 @@ func slotHolders(ctx context.Context) ([]string, error) {
 // process) and finishes first, never more than one group rotates, and no
 // node is left cordoned.
 func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
-	groups := readyGroups(t, "e2e-slot-a", "e2e-slot-b")
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 1))
+	groups := suite.ReadyGroups(t, "e2e-slot-a", "e2e-slot-b")
 	done := func(ig *v1alpha1.InstanceGroup) bool {
-		return ig.Spec.EKS.Configuration.Image == cloud.amis[1] && ig.Status.LatestTemplateVersion == "2" &&
+		return ig.Spec.EKS.Configuration.Image == suite.Cloud.AMIs[1] && ig.Status.LatestTemplateVersion == "2" &&
 			ig.Status.NodesUpdated == ig.Status.NodesTotal && ig.Status.CurrentState == v1alpha1.StateReady
 	}
 	// observe takes one snapshot of the groups and the slot Leases and
@@ -62,7 +62,7 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 		if err != nil {
 			return nil, nil, nil, false
 		}
-		current, err := groupsByKey(ctx)
+		current, err := suite.GroupsByKey(ctx)
 		if err != nil {
 			return nil, nil, nil, false
 		}
@@ -72,7 +72,7 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 			if cur == nil {
 				return nil, nil, nil, false
 			}
-			if condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionTrue {
+			if harness.Condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionTrue {
 				rotating = append(rotating, key)
 			}
 			if done(cur) {
@@ -83,7 +83,7 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 		return rotating, finished, holders, true
 	}
 
-	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[1], 1))
 	var holder string
 	g.Eventually(func() bool {
 		rotating, _, holders, ok := observe()
@@ -93,14 +93,14 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 		holder = holders[0]
 		return true
 	}, 4*time.Minute, 100*time.Millisecond).Should(BeTrue(), "one group rotates, holding the slot Lease")
-	g.Expect(manager.Stop()).To(Succeed())
+	g.Expect(suite.Manager.Stop()).To(Succeed())
 	holders, err := slotHolders(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(holders).To(Equal([]string{holder}), "the slot Lease outlives the controller")
 
-	restarted, err := startManager()
+	restarted, err := suite.StartManager()
 	g.Expect(err).NotTo(HaveOccurred())
-	manager = restarted
+	suite.Manager = restarted
 	g.Eventually(func() bool {
 		rotating, finished, holders, ok := observe()
 		if !ok {
@@ -120,8 +120,8 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 	g.Eventually(func() ([]string, error) { return slotHolders(ctx) }, time.Minute, time.Second).Should(BeEmpty(), "every slot given back")
 	for _, ig := range groups {
 		// The drained old Nodes go a moment after their instances leave
-		// the groups (heldNodes).
-		g.Eventually(func() []string { return heldNodes(t, ig) }, time.Minute, time.Second).Should(BeEmpty(), "no Node of %s stays cordoned or marked for drain", ig.Name)
+		// the groups (suite.HeldNodes).
+		g.Eventually(func() []string { return suite.HeldNodes(t, ig) }, time.Minute, time.Second).Should(BeEmpty(), "no Node of %s stays cordoned or marked for drain", ig.Name)
 	}
 }
 
@@ -130,62 +130,62 @@ func TestRestartMidRotationKeepsTheSlotAndTheCap(t *testing.T) {
 // timeout: an UpgradeStalled Event, its node uncordoned, and the group
 // waiting behind it (cap 1) rotates.
 func TestStalledRotationGivesItsSlotToTheNextGroup(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	// Stall timeout below the drain timeout (15s): the stall, not the
 	// drain timeout, uncordons the node.
-	if err := manager.Stop(); err != nil {
+	if err := suite.Manager.Stop(); err != nil {
 		t.Fatalf("stopping the manager: %v", err)
 	}
-	manager = nil
-	opts := managerOptions()
+	suite.Manager = nil
+	opts := suite.ManagerOptions()
 	opts.UpgradeStallTimeout = 8 * time.Second
-	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
 	if err != nil {
 		t.Fatalf("starting a manager with --upgrade-stall-timeout: %v", err)
 	}
-	manager = m
+	suite.Manager = m
 	t.Cleanup(func() { restoreManager(t) })
 
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
-	namespace(t, "e2e-stall-a")
-	namespace(t, "e2e-stall-b")
-	stuck, next := shortGroup("e2e-stall-a", "stuck", 1, 1), shortGroup("e2e-stall-b", "next", 1, 2)
-	create(t, stuck)
-	create(t, next)
-	stuckReady, nextReady := waitReady(t, stuck, 3*time.Minute), waitReady(t, next, 3*time.Minute)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 1))
+	suite.Namespace(t, "e2e-stall-a")
+	suite.Namespace(t, "e2e-stall-b")
+	stuck, next := harness.ShortGroup("e2e-stall-a", "stuck", 1, 1), harness.ShortGroup("e2e-stall-b", "next", 1, 2)
+	suite.Create(t, stuck)
+	suite.Create(t, next)
+	stuckReady, nextReady := suite.WaitReady(t, stuck, 3*time.Minute), suite.WaitReady(t, next, 3*time.Minute)
 	d := workload(t, stuck, 1)
 	pdb := &policyv1.PodDisruptionBudget{}
-	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
 	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0))
-	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
+	g.Expect(suite.Admin.Update(ctx, pdb)).To(Succeed())
 	t.Cleanup(func() { // let the group's nodes drain when it is deleted
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(d), pdb); err == nil {
+		if err := suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), pdb); err == nil {
 			pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
-			_ = admin.Update(ctx, pdb)
+			_ = suite.Admin.Update(ctx, pdb)
 		}
 	})
 
 	patch := client.MergeFrom(stuckReady.DeepCopy())
 	stuckReady.Spec.EKS.Configuration.InstanceType = "m5.large"
-	g.Expect(admin.Patch(ctx, stuckReady, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, stuckReady, patch)).To(Succeed())
 	g.Eventually(func() ([]string, error) { return slotHolders(ctx) }, harness.ConvergeTimeout, 100*time.Millisecond).
 		Should(Equal([]string{"e2e-stall-a/stuck"}))
 	patch = client.MergeFrom(nextReady.DeepCopy())
 	nextReady.Spec.EKS.Configuration.InstanceType = "m5.large"
-	g.Expect(admin.Patch(ctx, nextReady, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, nextReady, patch)).To(Succeed())
 
-	event, err := harness.WaitForEvent(ctx, admin, "e2e-stall-a", "stuck", reconciler.ReasonUpgradeStalled, "upgrade slot released", 2*time.Minute)
+	event, err := harness.WaitForEvent(ctx, suite.Admin, "e2e-stall-a", "stuck", reconciler.ReasonUpgradeStalled, "upgrade slot released", 2*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Note).To(ContainSubstring("0 updated, 1 drifted"))
 	g.Expect(event.Note).To(ContainSubstring("uncordoned"))
-	for _, n := range groupNodes(t, stuck) {
+	for _, n := range suite.GroupNodes(t, stuck) {
 		g.Expect(n.Spec.Unschedulable).To(BeFalse(), "node %s left cordoned after the stall", n.Name)
 	}
 	// The next group rotates to the end while the stalled one waits.
-	g.Eventually(func() string { return describe(get(t, next)) }, 3*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
+	g.Eventually(func() string { return describe(suite.Get(t, next)) }, 3*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
 	cur := &appsv1.Deployment{}
-	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
 	g.Expect(cur.Status.AvailableReplicas).To(BeEquivalentTo(1), "the protected pod was not evicted")
 }

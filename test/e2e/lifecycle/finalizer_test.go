@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // A group written as a tenant writes YAML, with fields at their zero
@@ -25,12 +26,12 @@ import (
 // for good (issues "Converges on real AWS" and "Every manifest the
 // original project accepts").
 func TestDeletingANamespaceDeletesGroupsWrittenWithZeroValues(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns = "e2e-zero-values"
-	namespace(t, ns)
+	suite.Namespace(t, ns)
 
 	var groups []*v1alpha1.InstanceGroup
 	for _, name := range []string{"a", "b", "c"} {
@@ -49,28 +50,28 @@ func TestDeletingANamespaceDeletesGroupsWrittenWithZeroValues(t *testing.T) {
 				},
 			},
 		}}
-		g.Expect(admin.Create(ctx, u)).To(Succeed())
+		g.Expect(suite.Admin.Create(ctx, u)).To(Succeed())
 		ig := &v1alpha1.InstanceGroup{}
 		ig.Namespace, ig.Name = ns, name
 		groups = append(groups, ig)
 	}
 	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
+		suite.WaitReady(t, ig, 3*time.Minute)
 		// The premise: the stored spec carries the zero value.
 		stored := &unstructured.Unstructured{}
 		stored.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("InstanceGroup"))
-		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(ig), stored)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(ig), stored)).To(Succeed())
 		minSize, found, err := unstructured.NestedInt64(stored.Object, "spec", "eks", "minSize")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(found).To(BeTrue(), "%s/%s is stored with spec.eks.minSize: 0", ig.Namespace, ig.Name)
 		g.Expect(minSize).To(BeZero())
 	}
 
-	g.Expect(admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	for _, ig := range groups {
-		waitGone(t, ig, 2*time.Minute)
+		harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 2*time.Minute)
 	}
 	g.Eventually(func() bool {
-		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		return apierrors.IsNotFound(suite.Admin.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
 	}, 2*time.Minute, time.Second).Should(BeTrue(), "namespace %s is deleted", ns)
 }

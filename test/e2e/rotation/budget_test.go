@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -38,42 +38,42 @@ var failingOps = []string{"EC2 DescribeLaunchTemplateVersions", "EC2 CreateLaunc
 // and poll period. The suite's manager is back when the test ends.
 func budgetManager(t *testing.T, resync, poll time.Duration) {
 	t.Helper()
-	if manager != nil {
-		if err := manager.Stop(); err != nil {
+	if suite.Manager != nil {
+		if err := suite.Manager.Stop(); err != nil {
 			t.Fatalf("stopping the manager: %v", err)
 		}
-		manager = nil
+		suite.Manager = nil
 	}
-	faulty := harness.FailCalls(environment.AWS, func(op string, in any) error {
+	faulty := harness.FailCalls(suite.Env.AWS, func(op string, in any) error {
 		if lt, ok := in.(*ec2.CreateLaunchTemplateInput); ok && strings.Contains(aws.ToString(lt.LaunchTemplateName), "-e2e-budget-failing-") {
 			return harness.AuthorizationFailure()
 		}
 		return nil
 	})
-	opts := managerOptions()
+	opts := suite.ManagerOptions()
 	opts.AWS = &faulty
 	opts.ResyncInterval, opts.CloudPollPeriod = resync, poll
 	opts.GCPeriod = time.Hour
-	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
 	if err != nil {
 		t.Fatalf("starting the budget manager: %v", err)
 	}
-	manager = m
+	suite.Manager = m
 }
 
 // restoreManager puts the suite's manager back.
 func restoreManager(t *testing.T) {
 	t.Helper()
-	if manager != nil {
-		if err := manager.Stop(); err != nil {
+	if suite.Manager != nil {
+		if err := suite.Manager.Stop(); err != nil {
 			t.Errorf("stopping the budget manager: %v", err)
 		}
 	}
-	m, err := startManager()
+	m, err := suite.StartManager()
 	if err != nil {
 		t.Fatalf("starting the suite's manager again: %v", err)
 	}
-	manager = m
+	suite.Manager = m
 }
 
 // TestAWSCallBudget: idle Ready groups make no AWS call of their own,
@@ -81,7 +81,7 @@ func restoreManager(t *testing.T) {
 // under 4 calls a minute; changes made by hand in AWS are noticed from the
 // shared listing within its poll period and undone.
 func TestAWSCallBudget(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	t.Cleanup(func() { restoreManager(t) })
@@ -90,7 +90,7 @@ func TestAWSCallBudget(t *testing.T) {
 	// Nothing else reconciling: groups of earlier tests are deleted first.
 	g.Eventually(func() ([]string, error) {
 		list := &v1alpha1.InstanceGroupList{}
-		err := admin.List(ctx, list)
+		err := suite.Admin.List(ctx, list)
 		var left []string
 		for _, ig := range list.Items {
 			left = append(left, ig.Namespace+"/"+ig.Name)
@@ -98,22 +98,22 @@ func TestAWSCallBudget(t *testing.T) {
 		return left, err
 	}, 5*time.Minute, time.Second).Should(BeEmpty(), "groups of earlier tests still being deleted")
 
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-budget")
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-budget")
 	var idle []*v1alpha1.InstanceGroup
 	for i := range 3 {
-		ig := shortGroup("e2e-budget", fmt.Sprintf("idle-%d", i), 1, 2)
-		create(t, ig)
+		ig := harness.ShortGroup("e2e-budget", fmt.Sprintf("idle-%d", i), 1, 2)
+		suite.Create(t, ig)
 		idle = append(idle, ig)
 	}
 	for _, ig := range idle {
-		waitReady(t, ig, 3*time.Minute)
+		suite.WaitReady(t, ig, 3*time.Minute)
 	}
-	failing := shortGroup("e2e-budget", "failing", 1, 2)
-	create(t, failing)
+	failing := harness.ShortGroup("e2e-budget", "failing", 1, 2)
+	suite.Create(t, failing)
 	created := time.Now()
 	g.Eventually(func() string {
-		for _, c := range get(t, failing).Status.Conditions {
+		for _, c := range suite.Get(t, failing).Status.Conditions {
 			if c.Type == v1alpha1.ConditionReady {
 				return c.Reason
 			}
@@ -149,10 +149,10 @@ func TestAWSCallBudget(t *testing.T) {
 	baseline := listings()
 	g.Eventually(listings, 2*time.Minute, time.Second).Should(BeNumerically(">=", baseline+2),
 		"two listings, so the changes below are compared with one made before them")
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	names := make([]string, len(idle))
 	for i, ig := range idle {
-		names[i] = get(t, ig).Status.ActiveScalingGroupName
+		names[i] = suite.Get(t, ig).Status.ActiveScalingGroupName
 	}
 	// idle-0: its desired capacity raised (as a person or an autoscaler
 	// would); the group reports the second instance.
@@ -175,13 +175,13 @@ func TestAWSCallBudget(t *testing.T) {
 	}
 	// 10 s poll period; the bound allows for a loaded machine.
 	const noticed = 90 * time.Second
-	g.Eventually(func() int { return get(t, idle[0]).Status.NodesTotal }, noticed, time.Second).Should(Equal(2),
+	g.Eventually(func() int { return suite.Get(t, idle[0]).Status.NodesTotal }, noticed, time.Second).Should(Equal(2),
 		"the instance added by hand is in the status")
 	g.Eventually(func() (int32, error) { m, _, err := describeGroup(names[1]); return m, err }, noticed, time.Second).Should(Equal(int32(2)),
 		"max size set back to the spec's")
 	g.Eventually(func() (int, error) { _, n, err := describeGroup(names[2]); return n, err }, noticed, time.Second).Should(Equal(1),
 		"the deleted group created again, with its instance")
 	t.Logf("changes made by hand undone %s after they were made", time.Since(changed).Round(time.Second))
-	waitReady(t, idle[2], 3*time.Minute)
-	g.Expect(condition(get(t, idle[0]), v1alpha1.ConditionReady)).To(Equal(metav1.ConditionTrue))
+	suite.WaitReady(t, idle[2], 3*time.Minute)
+	g.Expect(harness.Condition(suite.Get(t, idle[0]), v1alpha1.ConditionReady)).To(Equal(metav1.ConditionTrue))
 }

@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -7,16 +7,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -24,74 +21,9 @@ import (
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
-// teamApp runs replicas pods on the nodes of namespace's groups (their
-// team label) behind a PodDisruptionBudget of minAvailable, and waits
-// until every replica is available; tweaks change its pod spec. Both are
-// removed when the test ends.
-func teamApp(t *testing.T, namespace string, replicas int32, minAvailable intstr.IntOrString, tweaks ...func(*corev1.PodSpec)) *appsv1.Deployment {
-	t.Helper()
-	g := NewWithT(t)
-	labels := map[string]string{"app": "team-app"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "team-app"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					// No toleration of every taint unless a tweak adds it:
-					// that one lets the replacements back onto cordoned nodes.
-					NodeSelector: map[string]string{"team": namespace},
-					Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
-				},
-			},
-		},
-	}
-	for _, tweak := range tweaks {
-		tweak(&d.Spec.Template.Spec)
-	}
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "team-app"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}
-	g.Expect(admin.Create(context.Background(), d)).To(Succeed())
-	g.Expect(admin.Create(context.Background(), pdb)).To(Succeed())
-	t.Cleanup(func() {
-		_ = client.IgnoreNotFound(admin.Delete(context.Background(), pdb))
-		_ = client.IgnoreNotFound(admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
-	})
-	g.Eventually(func() int32 { return availableReplicas(d) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(replicas))
-	return d
-}
-
-func availableReplicas(d *appsv1.Deployment) int32 {
-	cur := &appsv1.Deployment{}
-	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur); err != nil {
-		return -1
-	}
-	return cur.Status.AvailableReplicas
-}
-
-// podNodes returns the nodes the app's running pods are on.
-func podNodes(t *testing.T, namespace string) []string {
-	t.Helper()
-	pods := &corev1.PodList{}
-	if err := admin.List(context.Background(), pods, client.InNamespace(namespace), client.MatchingLabels{"app": "team-app"}); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
-			out = append(out, p.Spec.NodeName)
-		}
-	}
-	return out
-}
-
 func scalingGroupExists(t *testing.T, name string) bool {
 	t.Helper()
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(context.Background(),
+	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(context.Background(),
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil {
 		t.Fatalf("DescribeAutoScalingGroups %s: %v", name, err)
@@ -104,24 +36,24 @@ func scalingGroupExists(t *testing.T, name string) bool {
 // minAvailable 3 moves to the team's other group with never fewer than 3
 // pods available (issue 15: the force-delete took it to 0).
 func TestDeleteDrainsWithinThePodDisruptionBudget(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-delete")
-	old := shortGroup("e2e-delete", "old", 2, 2)
-	create(t, old)
-	oldReady := waitReady(t, old, 3*time.Minute)
-	d := teamApp(t, "e2e-delete", 4, intstr.FromInt32(3))
-	next := shortGroup("e2e-delete", "next", 2, 2)
-	create(t, next)
-	waitReady(t, next, 3*time.Minute)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-delete")
+	old := harness.ShortGroup("e2e-delete", "old", 2, 2)
+	suite.Create(t, old)
+	oldReady := suite.WaitReady(t, old, 3*time.Minute)
+	d := suite.TeamApp(t, "e2e-delete", 4, intstr.FromInt32(3))
+	next := harness.ShortGroup("e2e-delete", "next", 2, 2)
+	suite.Create(t, next)
+	suite.WaitReady(t, next, 3*time.Minute)
 	// Every replica starts on the old group's nodes (the next group came later).
 	var oldNodes []string
-	for _, n := range groupNodes(t, old) {
+	for _, n := range suite.GroupNodes(t, old) {
 		oldNodes = append(oldNodes, n.Name)
 	}
-	g.Expect(podNodes(t, "e2e-delete")).To(HaveEach(BeElementOf(oldNodes)))
+	g.Expect(suite.PodNodes(t, "e2e-delete")).To(HaveEach(BeElementOf(oldNodes)))
 
 	stop, done := make(chan struct{}), make(chan struct{})
 	minPods, samples := int32(1<<30), 0
@@ -133,27 +65,27 @@ func TestDeleteDrainsWithinThePodDisruptionBudget(t *testing.T) {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if n := availableReplicas(d); n >= 0 {
+			if n := suite.AvailableReplicas(d); n >= 0 {
 				minPods, samples = min(minPods, n), samples+1
 			}
 		}
 	}()
-	g.Expect(admin.Delete(ctx, old)).To(Succeed())
-	waitGone(t, old, 4*time.Minute)
+	g.Expect(suite.Admin.Delete(ctx, old)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{old}, 4*time.Minute)
 	g.Expect(scalingGroupExists(t, oldReady.Status.ActiveScalingGroupName)).To(BeFalse(), "the old group's Auto Scaling group is deleted")
 	// Sampling goes on until the app runs in full on the next group's
 	// nodes: pods killed with their nodes (no drain) would count as
 	// available until the pod garbage collector removes them, then all at
 	// once not.
 	var nextNodes []string
-	for _, n := range groupNodes(t, next) {
+	for _, n := range suite.GroupNodes(t, next) {
 		nextNodes = append(nextNodes, n.Name)
 	}
 	g.Eventually(func(g Gomega) {
-		nodes := podNodes(t, "e2e-delete")
+		nodes := suite.PodNodes(t, "e2e-delete")
 		g.Expect(nodes).To(HaveLen(4))
 		g.Expect(nodes).To(HaveEach(BeElementOf(nextNodes)))
-		g.Expect(availableReplicas(d)).To(BeEquivalentTo(4))
+		g.Expect(suite.AvailableReplicas(d)).To(BeEquivalentTo(4))
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the app moved to the next group")
 	close(stop)
 	<-done
@@ -166,19 +98,19 @@ func TestDeleteDrainsWithinThePodDisruptionBudget(t *testing.T) {
 // retried, not forced; the force-delete annotation, once the admin shares
 // it with tenants, deletes the group without the drain.
 func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, boundariesSharingForceDelete())
-	namespace(t, "e2e-delete-blocked")
-	ig := shortGroup("e2e-delete-blocked", "pinned", 1, 1)
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
-	d := teamApp(t, "e2e-delete-blocked", 1, intstr.FromInt32(1)) // never allows an eviction
+	suite.SetBoundaries(t, boundariesSharingForceDelete())
+	suite.Namespace(t, "e2e-delete-blocked")
+	ig := harness.ShortGroup("e2e-delete-blocked", "pinned", 1, 1)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
+	d := suite.TeamApp(t, "e2e-delete-blocked", 1, intstr.FromInt32(1)) // never allows an eviction
 
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	// --drain-timeout is 15s in this suite.
-	event, err := harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonDrainBlocked, "could not be drained", 2*time.Minute)
+	event, err := harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonDrainBlocked, "could not be drained", 2*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Type).To(Equal(corev1.EventTypeWarning))
 	g.Expect(event.Note).To(ContainSubstring("e2e-delete-blocked/team-app-"))
@@ -187,33 +119,33 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 	var cur *v1alpha1.InstanceGroup
 	var c *metav1.Condition
 	g.Eventually(func() string {
-		cur = get(t, ig)
+		cur = suite.Get(t, ig)
 		if c = meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting); c == nil {
 			return "no Deleting condition"
 		}
 		return c.Reason
 	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal(reconciler.ReasonDrainBlocked))
-	node := groupNodes(t, ig)[0]
+	node := suite.GroupNodes(t, ig)[0]
 	g.Expect(c.Message).To(And(ContainSubstring("node "+node.Name), ContainSubstring("e2e-delete-blocked/team-app-"), ContainSubstring(v1alpha1.AnnotationForceDelete)))
 	g.Expect(cur.Status.CurrentState).To(Equal(v1alpha1.StateDeleting))
 	g.Expect(node.Spec.Unschedulable).To(BeTrue(), "the node stays cordoned while its drain is retried")
 
 	// Retried, not forced: a while later the pod still runs and the group
 	// and its Auto Scaling group are still there.
-	g.Consistently(func() int32 { return availableReplicas(d) }, 20*time.Second, time.Second).Should(BeEquivalentTo(1))
+	g.Consistently(func() int32 { return suite.AvailableReplicas(d) }, 20*time.Second, time.Second).Should(BeEquivalentTo(1))
 	g.Expect(scalingGroupExists(t, ready.Status.ActiveScalingGroupName)).To(BeTrue())
-	g.Expect(get(t, ig).DeletionTimestamp).NotTo(BeNil())
+	g.Expect(suite.Get(t, ig).DeletionTimestamp).NotTo(BeNil())
 
 	// The tenant forces it: its pods are killed without eviction, as the
 	// annotation says, which the audit is told.
-	expectUndrained(t, ig)
-	cur = get(t, ig)
+	suite.ExpectUndrained(t, ig)
+	cur = suite.Get(t, ig)
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Annotations[v1alpha1.AnnotationForceDelete] = "true"
 	g.Expect(tenantClient(t, ig.Namespace).Patch(ctx, cur, patch)).To(Succeed())
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonForceDelete, "without draining", time.Minute)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonForceDelete, "without draining", time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
-	waitGone(t, ig, 3*time.Minute)
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 3*time.Minute)
 	g.Expect(scalingGroupExists(t, ready.Status.ActiveScalingGroupName)).To(BeFalse())
 }
 
@@ -230,13 +162,13 @@ func tenantClient(t *testing.T, namespace string) client.Client {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
 	for _, o := range []client.Object{role, binding} {
-		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := suite.Admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(environment.Config)
+	cfg := rest.CopyConfig(suite.Env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: suite.Admin.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +179,7 @@ func tenantClient(t *testing.T, namespace string) client.Client {
 // 5 concurrent upgrades) with the force-delete annotation shared with
 // tenants, so that a tenant can force the delete of a blocked group.
 func boundariesSharingForceDelete() map[string]string {
-	data := cloud.boundaries(cloud.amis[0], 5)
+	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
 	data["sharedAnnotations"] = "- " + v1alpha1.AnnotationForceDelete + "\n"
 	return data
 }

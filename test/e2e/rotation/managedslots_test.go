@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -30,10 +30,10 @@ func kwokNode(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
 		Annotations: map[string]string{env.KwokAnnotation: env.KwokAnnotationValue}}}
-	if err := admin.Create(context.Background(), n); err != nil {
+	if err := suite.Admin.Create(context.Background(), n); err != nil {
 		t.Fatalf("creating node %s: %v", name, err)
 	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(admin.Delete(context.Background(), n)) })
+	t.Cleanup(func() { _ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), n)) })
 }
 
 // One boundary default (the subnets every eks-managed and eks-fargate
@@ -47,13 +47,13 @@ func kwokNode(t *testing.T, name string, labels map[string]string) {
 // Fargate profile is evicted before DeleteFargateProfile (moto's delete
 // leaves pods alone, so only the controller's eviction removes it).
 func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	const ns, cap = "e2e-mslots", 2
-	before := cloud.boundaries(cloud.amis[0], cap)
-	setBoundaries(t, before)
-	namespace(t, ns)
+	before := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], cap)
+	suite.SetBoundaries(t, before)
+	suite.Namespace(t, ns)
 	var groups []*v1alpha1.InstanceGroup
 	for i := range 2 {
 		groups = append(groups, &v1alpha1.InstanceGroup{
@@ -62,25 +62,25 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 				Provisioner: v1alpha1.ProvisionerEKSManaged,
 				Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 				EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 3, Configuration: &v1alpha1.EKSManagedConfiguration{
-					ClusterName: cloud.cluster, InstanceType: "m5.large"}},
+					ClusterName: suite.Cloud.Cluster, InstanceType: "m5.large"}},
 			},
 		}, &v1alpha1.InstanceGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("fargate-%d", i)},
 			Spec: v1alpha1.InstanceGroupSpec{
 				Provisioner: v1alpha1.ProvisionerEKSFargate,
 				Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
-				EKSFargate: &v1alpha1.EKSFargateSpec{ClusterName: cloud.cluster,
+				EKSFargate: &v1alpha1.EKSFargateSpec{ClusterName: suite.Cloud.Cluster,
 					Selectors: []v1alpha1.EKSFargateSelector{{Namespace: ns, Labels: map[string]string{"fargate": fmt.Sprint(i)}}}},
 			},
 		})
 	}
 	first := map[string]string{} // group name -> node group / profile before the change
 	for _, ig := range groups {
-		g.Expect(admin.Create(ctx, ig)).To(Succeed())
-		t.Cleanup(func() { _ = client.IgnoreNotFound(admin.Delete(context.Background(), ig)) })
+		g.Expect(suite.Admin.Create(ctx, ig)).To(Succeed())
+		t.Cleanup(func() { _ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), ig)) })
 	}
 	for _, ig := range groups {
-		first[ig.Name] = waitReady(t, ig, 2*time.Minute).Status.ActiveScalingGroupName
+		first[ig.Name] = suite.WaitReady(t, ig, 2*time.Minute).Status.ActiveScalingGroupName
 	}
 
 	// The app on the first managed group's old nodes, then other nodes of
@@ -89,7 +89,7 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 	for i := range 2 {
 		kwokNode(t, fmt.Sprintf("mslots-old-%d", i), map[string]string{eksmanaged.LabelNodegroup: oldNG, "team": ns})
 	}
-	d := teamApp(t, ns, 4, intstr.FromInt32(3))
+	d := suite.TeamApp(t, ns, 4, intstr.FromInt32(3))
 	for i := range 2 {
 		kwokNode(t, fmt.Sprintf("mslots-landing-%d", i), map[string]string{"team": ns})
 	}
@@ -99,18 +99,18 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 	fpod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fargate-job",
 		Labels: map[string]string{eksfargate.LabelProfile: oldProfile, "fargate": "0"}},
 		Spec: corev1.PodSpec{NodeName: "fargate-mslots-0", Containers: []corev1.Container{{Name: "job", Image: "registry.example/job:1"}}}}
-	g.Expect(admin.Create(ctx, fpod)).To(Succeed())
+	g.Expect(suite.Admin.Create(ctx, fpod)).To(Succeed())
 
 	// Samplers: the app's available pods; per group, its node groups /
 	// profiles in the cloud; slot Leases; states.
-	api := eks.NewFromConfig(environment.AWS)
+	api := eks.NewFromConfig(suite.Env.AWS)
 	prefixes := map[string]string{}
 	for _, ig := range groups {
 		limit := ownership.LimitNodegroup - 9
 		if ig.Spec.Provisioner == v1alpha1.ProvisionerEKSFargate {
 			limit = ownership.LimitFargateProfile - 9
 		}
-		prefixes[ig.Name] = ownership.Name(limit, cloud.cluster, ns, ig.Name) + "-"
+		prefixes[ig.Name] = ownership.Name(limit, suite.Cloud.Cluster, ns, ig.Name) + "-"
 	}
 	var mu sync.Mutex
 	minPods, maxReplacing, maxHolders, samples := int32(1<<30), 0, 0, 0
@@ -125,12 +125,12 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			ngs, err1 := api.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(cloud.cluster)})
-			fps, err2 := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: aws.String(cloud.cluster)})
+			ngs, err1 := api.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(suite.Cloud.Cluster)})
+			fps, err2 := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: aws.String(suite.Cloud.Cluster)})
 			holders, err3 := slotHolders(ctx)
 			igs := &v1alpha1.InstanceGroupList{}
-			err4 := admin.List(ctx, igs, client.InNamespace(ns))
-			n := availableReplicas(d)
+			err4 := suite.Admin.List(ctx, igs, client.InNamespace(ns))
+			n := suite.AvailableReplicas(d)
 			mu.Lock()
 			if err := firstErr(err1, err2, err3, err4); err != nil {
 				sampleErrs = append(sampleErrs, err)
@@ -141,7 +141,7 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 			for name, prefix := range prefixes {
 				count := 0
 				for _, r := range append(append([]string{}, ngs.Nodegroups...), fps.FargateProfileNames...) {
-					if r == first[name] || strings.HasPrefix(r, prefix) || strings.HasPrefix(r, ownership.Name(ownership.LimitNodegroup, cloud.cluster, ns, name)) {
+					if r == first[name] || strings.HasPrefix(r, prefix) || strings.HasPrefix(r, ownership.Name(ownership.LimitNodegroup, suite.Cloud.Cluster, ns, name)) {
 						count++
 					}
 				}
@@ -169,27 +169,27 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 	}()
 
 	// The admin's change: one subnet instead of two for every group.
-	setBoundaries(t, cloud.withoutFirstSubnet(t, before))
+	suite.SetBoundaries(t, suite.Cloud.WithoutFirstSubnet(t, before))
 
 	for _, ig := range groups {
 		g.Eventually(func(g Gomega) {
-			cur := get(t, ig)
+			cur := suite.Get(t, ig)
 			g.Expect(cur.Status.ActiveScalingGroupName).NotTo(Equal(first[ig.Name]))
 			g.Expect(cur.Status.CurrentState).To(Equal(v1alpha1.StateReady))
 			g.Expect(cur.Status.RetiringScalingGroupNames).To(BeEmpty())
 		}, 4*time.Minute, 500*time.Millisecond).Should(Succeed(), "%s is replaced", ig.Name)
 	}
 	g.Eventually(func(g Gomega) {
-		ngs, err := api.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(cloud.cluster)})
+		ngs, err := api.ListNodegroups(ctx, &eks.ListNodegroupsInput{ClusterName: aws.String(suite.Cloud.Cluster)})
 		g.Expect(err).NotTo(HaveOccurred())
-		fps, err := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: aws.String(cloud.cluster)})
+		fps, err := api.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: aws.String(suite.Cloud.Cluster)})
 		g.Expect(err).NotTo(HaveOccurred())
 		for _, old := range first {
 			g.Expect(ngs.Nodegroups).NotTo(ContainElement(old))
 			g.Expect(fps.FargateProfileNames).NotTo(ContainElement(old))
 		}
 	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(Succeed(), "every old node group and profile is deleted")
-	g.Eventually(func() int32 { return availableReplicas(d) }, time.Minute, 250*time.Millisecond).Should(BeEquivalentTo(4))
+	g.Eventually(func() int32 { return suite.AvailableReplicas(d) }, time.Minute, 250*time.Millisecond).Should(BeEquivalentTo(4))
 	close(stop)
 	<-done
 
@@ -203,22 +203,22 @@ func TestOneDefaultReplacesManagedAndFargateGroupsWithinTheCap(t *testing.T) {
 	g.Expect(maxHolders).To(BeNumerically("<=", cap))
 	g.Expect(len(waited)).To(BeNumerically(">=", 1), "with 4 groups and 2 slots, some group waited for a slot")
 	g.Expect(minPods).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-	for _, n := range podNodes(t, ns) {
+	for _, n := range suite.PodNodes(t, ns) {
 		g.Expect(n).To(HavePrefix("mslots-landing-"), "the app left the old node group's nodes")
 	}
-	err := admin.Get(ctx, client.ObjectKeyFromObject(fpod), &corev1.Pod{})
+	err := suite.Admin.Get(ctx, client.ObjectKeyFromObject(fpod), &corev1.Pod{})
 	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 	g.Expect(err).To(HaveOccurred(), "the old Fargate profile's pod was evicted")
 	for _, name := range []string{"mslots-old-0", "mslots-old-1"} {
 		node := &corev1.Node{}
-		g.Expect(admin.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
 		g.Expect(node.Spec.Unschedulable).To(BeTrue(), "%s was cordoned for its drain", name)
 	}
 	for _, ig := range groups {
-		g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+		g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	}
 	for _, ig := range groups {
-		waitGone(t, ig, 2*time.Minute)
+		harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 2*time.Minute)
 	}
 }
 

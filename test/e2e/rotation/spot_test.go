@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // recommend publishes a spot recommendation Event for an Auto Scaling group
@@ -26,7 +27,7 @@ func recommend(t *testing.T, namespace, group, message string) {
 		Reason:         reconciler.ReasonSpotRecommendation, Message: message, Type: corev1.EventTypeNormal,
 		FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "minion-manager"},
 	}
-	if err := admin.Create(context.Background(), ev); err != nil {
+	if err := suite.Admin.Create(context.Background(), ev); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,7 +35,7 @@ func recommend(t *testing.T, namespace, group, message string) {
 // latestSpotPrice is the spot max price of the launch template's latest version ("" for on-demand).
 func latestSpotPrice(t *testing.T, template string) string {
 	t.Helper()
-	out, err := ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplateVersions(context.Background(),
+	out, err := ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplateVersions(context.Background(),
 		&ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: aws.String(template), Versions: []string{"$Latest"}})
 	if err != nil || len(out.LaunchTemplateVersions) == 0 {
 		t.Fatalf("describing launch template %s: %v", template, err)
@@ -47,28 +48,28 @@ func latestSpotPrice(t *testing.T, template string) string {
 }
 
 func TestSpotRecommendationsSwitchBetweenSpotAndOnDemand(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-spot")
-	ig := shortGroup("e2e-spot", "spot", 1, 2)
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-spot")
+	ig := harness.ShortGroup("e2e-spot", "spot", 1, 2)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
 
 	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":true}`)
-	g.Eventually(func() string { return describe(get(t, ig)) + " " + get(t, ig).Status.Lifecycle },
+	g.Eventually(func() string { return describe(suite.Get(t, ig)) + " " + suite.Get(t, ig).Status.Lifecycle },
 		3*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0 spot"))
-	cur := get(t, ig)
+	cur := suite.Get(t, ig)
 	g.Expect(cur.Status.UsingSpotRecommendation).To(BeTrue())
 	g.Expect(cur.Spec.EKS.Configuration.SpotPrice).To(BeEmpty(), "the stored spec is not changed")
 	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(Equal("0.0067"))
 
 	time.Sleep(1100 * time.Millisecond) // Event timestamps have second precision
 	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":false}`)
-	g.Eventually(func() string { return describe(get(t, ig)) + " " + get(t, ig).Status.Lifecycle },
+	g.Eventually(func() string { return describe(suite.Get(t, ig)) + " " + suite.Get(t, ig).Status.Lifecycle },
 		3*time.Minute, time.Second).Should(Equal("Ready v3 1/1 surge 0 normal"))
 	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(BeEmpty())
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }

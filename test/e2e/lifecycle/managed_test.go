@@ -1,9 +1,8 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
 	"errors"
-	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"os"
 	"slices"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -20,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -42,7 +42,7 @@ import (
 
 func describeNodegroup(t *testing.T, cluster, name string) (*ekstypes.Nodegroup, error) {
 	t.Helper()
-	out, err := eks.NewFromConfig(environment.AWS).DescribeNodegroup(context.Background(),
+	out, err := eks.NewFromConfig(suite.Env.AWS).DescribeNodegroup(context.Background(),
 		&eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func isNotFound(err error) bool {
 
 func attachedPolicies(t *testing.T, role string) []string {
 	t.Helper()
-	out, err := iam.NewFromConfig(environment.AWS).ListAttachedRolePolicies(context.Background(), &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
+	out, err := iam.NewFromConfig(suite.Env.AWS).ListAttachedRolePolicies(context.Background(), &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
 	if err != nil {
 		t.Fatalf("ListAttachedRolePolicies %s: %v", role, err)
 	}
@@ -71,20 +71,13 @@ func attachedPolicies(t *testing.T, role string) []string {
 
 func roleGone(t *testing.T, role string) {
 	t.Helper()
-	_, err := iam.NewFromConfig(environment.AWS).GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(role)})
+	_, err := iam.NewFromConfig(suite.Env.AWS).GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(role)})
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")), "IAM role %s is deleted", role)
-}
-
-func waitGone(t *testing.T, ig *v1alpha1.InstanceGroup, timeout time.Duration) {
-	t.Helper()
-	NewWithT(t).Eventually(func() bool {
-		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{}))
-	}, timeout, 250*time.Millisecond).Should(BeTrue(), "InstanceGroup %s/%s is deleted", ig.Namespace, ig.Name)
 }
 
 // readyCondition returns the group's Ready condition (zero when absent).
 func readyCondition(t *testing.T, ig *v1alpha1.InstanceGroup) metav1.Condition {
-	for _, c := range get(t, ig).Status.Conditions {
+	for _, c := range suite.Get(t, ig).Status.Conditions {
 		if c.Type == v1alpha1.ConditionReady {
 			return c
 		}
@@ -94,30 +87,30 @@ func readyCondition(t *testing.T, ig *v1alpha1.InstanceGroup) metav1.Condition {
 
 func patchGroup(t *testing.T, ig *v1alpha1.InstanceGroup, edit func(*v1alpha1.InstanceGroup)) {
 	t.Helper()
-	cur := get(t, ig)
+	cur := suite.Get(t, ig)
 	patch := client.MergeFrom(cur.DeepCopy())
 	edit(cur)
-	NewWithT(t).Expect(admin.Patch(context.Background(), cur, patch)).To(Succeed())
+	NewWithT(t).Expect(suite.Admin.Patch(context.Background(), cur, patch)).To(Succeed())
 }
 
 func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	// The Kubernetes version of a managed node group is sensitive (like the
 	// image, issue 25): the admin shares it for this test's version change.
-	bounds := cloud.boundaries(cloud.amis[0], 5)
+	bounds := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
 	bounds["boundaries"] = strings.Replace(bounds["boundaries"], "  - spec.strategy\n", "  - spec.strategy\n  - spec.eks-managed.configuration.version\n", 1)
-	setBoundaries(t, bounds)
-	namespace(t, "e2e-managed")
+	suite.SetBoundaries(t, bounds)
+	suite.Namespace(t, "e2e-managed")
 	ig := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-managed", Name: "workers"},
 		Spec: v1alpha1.InstanceGroupSpec{
 			Provisioner: v1alpha1.ProvisionerEKSManaged,
 			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 3, Configuration: &v1alpha1.EKSManagedConfiguration{
-				ClusterName:  cloud.cluster,
-				Subnets:      []string{cloud.subnetNames[0], cloud.subnets[1]},
+				ClusterName:  suite.Cloud.Cluster,
+				Subnets:      []string{suite.Cloud.SubnetNames[0], suite.Cloud.Subnets[1]},
 				InstanceType: "m5.large",
 				Labels:       map[string]string{"team": "managed"},
 				NodeLabels:   map[string]string{"team": "overridden", "legacy": "yes"},
@@ -126,14 +119,14 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 			}},
 		},
 	}
-	g.Expect(admin.Create(ctx, ig)).To(Succeed(), "an eks-managed group with strategy managed is admitted under eks defaults")
-	stored := get(t, ig)
+	g.Expect(suite.Admin.Create(ctx, ig)).To(Succeed(), "an eks-managed group with strategy managed is admitted under eks defaults")
+	stored := suite.Get(t, ig)
 	g.Expect(stored.Spec.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
 	g.Expect(stored.Spec.Strategy.Type).To(Equal(v1alpha1.StrategyManaged))
 
-	ready := waitReady(t, ig, 2*time.Minute)
-	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, "e2e-managed", "workers")
-	role := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-managed", "workers")
+	ready := suite.WaitReady(t, ig, 2*time.Minute)
+	name := ownership.Name(ownership.LimitNodegroup, suite.Cloud.Cluster, "e2e-managed", "workers")
+	role := ownership.Name(ownership.LimitIAMRole, suite.Cloud.Cluster, "e2e-managed", "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.Provisioner).To(Equal(v1alpha1.ProvisionerEKSManaged))
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + role))
@@ -141,10 +134,10 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ready.Status.CurrentMax).To(Equal(3))
 	g.Expect(ready.Status.Lifecycle).To(Equal(v1alpha1.LifecycleNormal))
 
-	ng, err := describeNodegroup(t, cloud.cluster, name)
+	ng, err := describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
-	g.Expect(ng.Subnets).To(ConsistOf(cloud.subnets[0], cloud.subnets[1]), "Name tags resolved to ids")
+	g.Expect(ng.Subnets).To(ConsistOf(suite.Cloud.Subnets[0], suite.Cloud.Subnets[1]), "Name tags resolved to ids")
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
 	g.Expect(aws.ToString(ng.NodeRole)).To(Equal(ready.Status.NodesInstanceRoleArn))
 	// The admin's label rule and default (written for spec.eks) follow the
@@ -164,7 +157,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	tmplName := eksmanaged.TemplateName(ready)
 	g.Expect(ng.LaunchTemplate).NotTo(BeNil())
 	g.Expect(aws.ToString(ng.LaunchTemplate.Name)).To(Equal(tmplName))
-	versions, err := ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+	versions, err := ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
 		LaunchTemplateName: aws.String(tmplName), Versions: []string{"$Latest"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	meta := versions.LaunchTemplateVersions[0].LaunchTemplateData.MetadataOptions
@@ -180,17 +173,17 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 		c.Taints = []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoExecute}}
 	})
 	g.Eventually(func() map[string]string {
-		ng, err := describeNodegroup(t, cloud.cluster, name)
+		ng, err := describeNodegroup(t, suite.Cloud.Cluster, name)
 		if err != nil {
 			return nil
 		}
 		return ng.Labels
 	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(map[string]string{"tier": "gold", "a-default-label": "true",
 		v1alpha1.LabelInstanceGroup: "workers", v1alpha1.LabelInstanceGroupNamespace: "e2e-managed"}))
-	scaled := waitReady(t, ig, 2*time.Minute)
+	scaled := suite.WaitReady(t, ig, 2*time.Minute)
 	g.Expect(scaled.Status.CurrentMin).To(Equal(2))
 	g.Expect(scaled.Status.CurrentMax).To(Equal(4))
-	ng, err = describeNodegroup(t, cloud.cluster, name)
+	ng, err = describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	sc = ng.ScalingConfig
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{2, 4, 2}), "desired follows the raised min")
@@ -207,34 +200,34 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 		return string(c.Status) + " " + c.Reason + ": " + c.Message
 	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HavePrefix("False CloudError: "),
 		ContainSubstring("eks UpdateNodegroupVersion "+name), ContainSubstring("version 1.19 -> 1.20")))
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, "CloudError", "UpdateNodegroupVersion", harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, "CloudError", "UpdateNodegroupVersion", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.Version = "" })
-	waitReady(t, ig, 2*time.Minute)
+	suite.WaitReady(t, ig, 2*time.Minute)
 
 	// Tags change in place (TagResource/UntagResource): same node group.
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
 		cur.Spec.EKSManaged.Configuration.Tags = []map[string]string{{"key": "team", "value": "platform"}, {"key": "cost-center", "value": "42"}}
 	})
 	g.Eventually(func() map[string]string {
-		ng, err := describeNodegroup(t, cloud.cluster, name)
+		ng, err := describeNodegroup(t, suite.Cloud.Cluster, name)
 		if err != nil {
 			return nil
 		}
 		return ng.Tags
 	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HaveKeyWithValue("team", "platform"), HaveKeyWithValue("cost-center", "42"),
 		HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers")))
-	g.Expect(waitReady(t, ig, 2*time.Minute).Status.ActiveScalingGroupName).To(Equal(name), "a tag change replaces nothing")
+	g.Expect(suite.WaitReady(t, ig, 2*time.Minute).Status.ActiveScalingGroupName).To(Equal(name), "a tag change replaces nothing")
 
 	// An instance type change EKS cannot make in place: a new node group,
 	// ACTIVE before the old one is deleted; the group never has none.
-	replPrefix := ownership.Name(ownership.LimitNodegroup-9, cloud.cluster, "e2e-managed", "workers") + "-"
-	sampler := sampleNodegroups(cloud.cluster, func(n string) bool { return n == name || strings.HasPrefix(n, replPrefix) })
+	replPrefix := ownership.Name(ownership.LimitNodegroup-9, suite.Cloud.Cluster, "e2e-managed", "workers") + "-"
+	sampler := sampleNodegroups(suite.Cloud.Cluster, func(n string) bool { return n == name || strings.HasPrefix(n, replPrefix) })
 	sampler.await(t, 1) // one look before the change
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) { cur.Spec.EKSManaged.Configuration.InstanceType = "m5.xlarge" })
 	var replaced *v1alpha1.InstanceGroup
 	g.Eventually(func() bool {
-		replaced = get(t, ig)
+		replaced = suite.Get(t, ig)
 		st := replaced.Status
 		return st.ActiveScalingGroupName != name && st.CurrentState == v1alpha1.StateReady && len(st.RetiringScalingGroupNames) == 0
 	}, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the group moves to a new node group")
@@ -256,7 +249,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	t.Logf("%d samples during the replacement, %d with both node groups", len(samples), both)
 	g.Expect(samples[0]).To(Equal([]string{name}))
 	g.Expect(samples[len(samples)-1]).To(Equal([]string{next}))
-	ng, err = describeNodegroup(t, cloud.cluster, next)
+	ng, err = describeNodegroup(t, suite.Cloud.Cluster, next)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.xlarge"}))
@@ -265,23 +258,23 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.Labels).To(HaveKeyWithValue("tier", "gold"))
 	sc = ng.ScalingConfig
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{2, 4, 2}))
-	_, err = describeNodegroup(t, cloud.cluster, name)
+	_, err = describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(isNotFound(err)).To(BeTrue(), "the old node group is deleted: %v", err)
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonReplacing, "instanceType [m5.large] -> [m5.xlarge]", harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonReplacing, "instanceType [m5.large] -> [m5.xlarge]", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonReplaced, name, harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonReplaced, name, harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 	name = next
 
 	// Delete: the node group and the created role are gone.
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 2*time.Minute)
-	_, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 2*time.Minute)
+	_, err = describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
 	roleGone(t, role)
-	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{tmplName}})
+	_, err = ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{tmplName}})
 	g.Expect(err).To(HaveOccurred(), "the launch template is deleted with the group")
-	_, err = harness.WaitForEvent(ctx, admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 }
 
@@ -289,7 +282,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 // ListNodegroups call per sample) and keeps those keep accepts, sorted.
 func sampleNodegroups(cluster string, keep func(string) bool) *profileSampler {
 	s := &profileSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	api := eks.NewFromConfig(environment.AWS)
+	api := eks.NewFromConfig(suite.Env.AWS)
 	go func() {
 		defer close(s.done)
 		for {
@@ -325,7 +318,7 @@ type profileSampler struct {
 
 func sampleProfiles(cluster, prefix string) *profileSampler {
 	s := &profileSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	api := eks.NewFromConfig(environment.AWS)
+	api := eks.NewFromConfig(suite.Env.AWS)
 	go func() {
 		defer close(s.done)
 		for {
@@ -378,7 +371,7 @@ func (s *profileSampler) finish() ([][]string, []error) {
 
 func ownedProfiles(t *testing.T, cluster, owner string) map[string]*ekstypes.FargateProfile {
 	t.Helper()
-	api := eks.NewFromConfig(environment.AWS)
+	api := eks.NewFromConfig(suite.Env.AWS)
 	list, err := api.ListFargateProfiles(context.Background(), &eks.ListFargateProfilesInput{ClusterName: aws.String(cluster)})
 	if err != nil {
 		t.Fatal(err)
@@ -397,56 +390,56 @@ func ownedProfiles(t *testing.T, cluster, owner string) map[string]*ekstypes.Far
 }
 
 func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-fargate")
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-fargate")
 	ig := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "e2e-fargate", Name: "batch"},
 		Spec: v1alpha1.InstanceGroupSpec{
 			Provisioner: v1alpha1.ProvisionerEKSFargate,
 			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSFargate: &v1alpha1.EKSFargateSpec{
-				ClusterName: cloud.cluster, Subnets: cloud.subnets,
+				ClusterName: suite.Cloud.Cluster, Subnets: suite.Cloud.Subnets,
 				Selectors: []v1alpha1.EKSFargateSelector{{Namespace: "e2e-fargate", Labels: map[string]string{"tier": "batch"}}}, // its own namespace only
 				Tags:      map[string]string{"team": "fargate"},
 			},
 		},
 	}
-	g.Expect(admin.Create(ctx, ig)).To(Succeed(), "an eks-fargate group with strategy managed is admitted under eks defaults")
-	ready := waitReady(t, ig, 2*time.Minute)
-	prefix := ownership.Name(ownership.LimitFargateProfile-9, cloud.cluster, "e2e-fargate", "batch") + "-"
-	role := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-fargate", "batch")
+	g.Expect(suite.Admin.Create(ctx, ig)).To(Succeed(), "an eks-fargate group with strategy managed is admitted under eks defaults")
+	ready := suite.WaitReady(t, ig, 2*time.Minute)
+	prefix := ownership.Name(ownership.LimitFargateProfile-9, suite.Cloud.Cluster, "e2e-fargate", "batch") + "-"
+	role := ownership.Name(ownership.LimitIAMRole, suite.Cloud.Cluster, "e2e-fargate", "batch")
 	const owner = "e2e-fargate/batch"
 	first := ready.Status.ActiveScalingGroupName
 	g.Expect(first).To(HavePrefix(prefix))
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + role))
 	g.Expect(attachedPolicies(t, role)).To(Equal([]string{"arn:aws:iam::aws:policy/AmazonEKSFargatePodExecutionRolePolicy"}))
-	profiles := ownedProfiles(t, cloud.cluster, owner)
+	profiles := ownedProfiles(t, suite.Cloud.Cluster, owner)
 	g.Expect(profiles).To(HaveLen(1))
 	p := profiles[first]
 	g.Expect(p).NotTo(BeNil())
 	g.Expect(p.Status).To(Equal(ekstypes.FargateProfileStatusActive))
-	g.Expect(p.Subnets).To(ConsistOf(cloud.subnets[0], cloud.subnets[1]))
+	g.Expect(p.Subnets).To(ConsistOf(suite.Cloud.Subnets[0], suite.Cloud.Subnets[1]))
 	g.Expect(p.Tags).To(HaveKeyWithValue("team", "fargate"))
 	g.Expect(aws.ToString(p.PodExecutionRoleArn)).To(Equal(ready.Status.NodesInstanceRoleArn))
 	g.Expect(p.Selectors).To(HaveLen(1))
 	g.Expect(p.Selectors[0].Labels).To(Equal(map[string]string{"tier": "batch"}))
 
 	// New selectors: a new profile, created before the old one goes.
-	sampler := sampleProfiles(cloud.cluster, prefix)
+	sampler := sampleProfiles(suite.Cloud.Cluster, prefix)
 	sampler.await(t, 1) // one look before the change
 	patchGroup(t, ig, func(cur *v1alpha1.InstanceGroup) {
 		cur.Spec.EKSFargate.Selectors = []v1alpha1.EKSFargateSelector{{Namespace: "e2e-fargate", Labels: map[string]string{"tier": "batch-v2"}}, {Namespace: "e2e-fargate", Labels: map[string]string{"tier": "cron"}}}
 	})
 	var second string
 	g.Eventually(func() bool {
-		cur := get(t, ig)
+		cur := suite.Get(t, ig)
 		second = cur.Status.ActiveScalingGroupName
 		return second != first && cur.Status.CurrentState == v1alpha1.StateReady
 	}, 2*time.Minute, 250*time.Millisecond).Should(BeTrue(), "the group moves to a new profile")
-	g.Eventually(func() int { return len(ownedProfiles(t, cloud.cluster, owner)) }, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(1))
+	g.Eventually(func() int { return len(ownedProfiles(t, suite.Cloud.Cluster, owner)) }, harness.ConvergeTimeout, 250*time.Millisecond).Should(Equal(1))
 	sampler.await(t, 1) // and one after it finished; how many came between is a figure
 	samples, errs := sampler.finish()
 	g.Expect(errs).To(BeEmpty())
@@ -466,14 +459,14 @@ func TestFargateProfileReplacedWithoutAGapAndDeleted(t *testing.T) {
 	t.Logf("%d samples during the replacement, %d with both profiles", len(samples), both)
 	g.Expect(samples[0]).To(Equal([]string{first}))
 	g.Expect(samples[len(samples)-1]).To(Equal([]string{second}))
-	p = ownedProfiles(t, cloud.cluster, owner)[second]
+	p = ownedProfiles(t, suite.Cloud.Cluster, owner)[second]
 	g.Expect(p).NotTo(BeNil())
 	g.Expect(p.Selectors).To(HaveLen(2))
 
 	// Delete: no profile of the group, no role.
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 2*time.Minute)
-	g.Expect(ownedProfiles(t, cloud.cluster, owner)).To(BeEmpty())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 2*time.Minute)
+	g.Expect(ownedProfiles(t, suite.Cloud.Cluster, owner)).To(BeEmpty())
 	roleGone(t, role)
 }
 
@@ -502,16 +495,16 @@ func readExample(t *testing.T, file string) *v1alpha1.InstanceGroup {
 // the remote access security group (eks-managed) become the fixture's.
 // moto does not check the key pair (my-ec2-key-pair). Nothing else changes.
 func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	managed, fargate := readExample(t, "eks-managed.yaml"), readExample(t, "eks-fargate.yaml")
 
-	eksc, iamc := eks.NewFromConfig(environment.AWS), iam.NewFromConfig(environment.AWS)
+	eksc, iamc := eks.NewFromConfig(suite.Env.AWS), iam.NewFromConfig(suite.Env.AWS)
 	for _, cluster := range []string{managed.Spec.EKSManaged.Configuration.ClusterName, fargate.Spec.EKSFargate.ClusterName} {
 		_, err := eksc.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(cluster), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks-cluster"),
-			ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: cloud.subnets}})
+			ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: suite.Cloud.Subnets}})
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() {
 			_, _ = eksc.DeleteCluster(context.Background(), &eks.DeleteClusterInput{Name: aws.String(cluster)})
@@ -523,14 +516,14 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _, _ = iamc.DeleteRole(context.Background(), &iam.DeleteRoleInput{RoleName: aws.String(name)}) })
 	}
-	managed.Spec.EKSManaged.Configuration.Subnets = cloud.subnets
-	managed.Spec.EKSManaged.Configuration.SecurityGroups = []string{cloud.securityGroup}
-	fargate.Spec.EKSFargate.Subnets = cloud.subnets
+	managed.Spec.EKSManaged.Configuration.Subnets = suite.Cloud.Subnets
+	managed.Spec.EKSManaged.Configuration.SecurityGroups = []string{suite.Cloud.SecurityGroup}
+	fargate.Spec.EKSFargate.Subnets = suite.Cloud.Subnets
 
-	g.Expect(admin.Create(ctx, managed)).To(Succeed())
-	g.Expect(admin.Create(ctx, fargate)).To(Succeed())
-	readyManaged := waitReady(t, managed, 2*time.Minute)
-	readyFargate := waitReady(t, fargate, 2*time.Minute)
+	g.Expect(suite.Admin.Create(ctx, managed)).To(Succeed())
+	g.Expect(suite.Admin.Create(ctx, fargate)).To(Succeed())
+	readyManaged := suite.WaitReady(t, managed, 2*time.Minute)
+	readyFargate := suite.WaitReady(t, fargate, 2*time.Minute)
 
 	ng, err := describeNodegroup(t, "my-eks-cluster", readyManaged.Status.ActiveScalingGroupName)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -540,7 +533,7 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 	g.Expect(ng.AmiType).To(Equal(ekstypes.AMITypesAl2X8664))
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.large"}))
 	g.Expect(aws.ToString(ng.RemoteAccess.Ec2SshKey)).To(Equal("my-ec2-key-pair"))
-	g.Expect(ng.RemoteAccess.SourceSecurityGroups).To(Equal([]string{cloud.securityGroup}))
+	g.Expect(ng.RemoteAccess.SourceSecurityGroups).To(Equal([]string{suite.Cloud.SecurityGroup}))
 	g.Expect(ng.Tags).To(HaveKeyWithValue("my-ec2-tag", "some-value"))
 	g.Expect([]int32{*ng.ScalingConfig.MinSize, *ng.ScalingConfig.MaxSize}).To(Equal([]int32{3, 6}))
 
@@ -552,10 +545,10 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 	g.Expect(p.Selectors[0].Labels).To(Equal(map[string]string{"key1": "value1", "key2": "value2"}))
 
 	// Deleting removes what the groups built and leaves the roles they were given.
-	g.Expect(admin.Delete(ctx, managed)).To(Succeed())
-	g.Expect(admin.Delete(ctx, fargate)).To(Succeed())
-	waitGone(t, managed, 2*time.Minute)
-	waitGone(t, fargate, 2*time.Minute)
+	g.Expect(suite.Admin.Delete(ctx, managed)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, fargate)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{managed}, 2*time.Minute)
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{fargate}, 2*time.Minute)
 	_, err = describeNodegroup(t, "my-eks-cluster", readyManaged.Status.ActiveScalingGroupName)
 	g.Expect(isNotFound(err)).To(BeTrue(), "node group deleted: %v", err)
 	g.Expect(ownedProfiles(t, "the-cluster-for-my-pods", "instance-manager/fargate-group")).To(BeEmpty())

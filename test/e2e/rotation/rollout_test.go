@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // rolloutBoundaries is the fixture's ConfigMap with a rollout policy: a
 // canary wave of the groups of namespace canary, then the rest.
 func rolloutBoundaries(image, canary, soak, startupTimeout string) map[string]string {
-	d := cloud.boundaries(image, 5)
+	d := suite.Cloud.Boundaries(image, 5)
 	d["rollout"] = fmt.Sprintf(`maxConcurrentUpgrades: 5
 soak: %s
 failure:
@@ -43,7 +43,7 @@ var recordKey = types.NamespacedName{Namespace: harness.ConfigNamespace, Name: a
 func rolloutRecord(t *testing.T) *record.Record {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
-	if err := admin.Get(context.Background(), recordKey, cm); err != nil {
+	if err := suite.Admin.Get(context.Background(), recordKey, cm); err != nil {
 		t.Fatalf("reading the rollout record: %v", err)
 	}
 	rec, _, err := record.Decode(cm.Data)
@@ -80,11 +80,11 @@ func boundariesStatus(ig *v1alpha1.InstanceGroup) v1alpha1.BoundariesStatus {
 // (at once), then with the policy (the same revision: no rollout).
 func startFrom(t *testing.T, image string, policy map[string]string) string {
 	t.Helper()
-	plain := cloud.boundaries(image, 5)
-	setBoundaries(t, plain)
+	plain := suite.Cloud.Boundaries(image, 5)
+	suite.SetBoundaries(t, plain)
 	rev := boundaries.Revision(plain)
 	waitRecord(t, rev, record.PhaseComplete, harness.ConvergeTimeout)
-	setBoundaries(t, policy)
+	suite.SetBoundaries(t, policy)
 	if got := boundaries.Revision(policy); got != rev {
 		t.Fatalf("the policy changed the revision: %s, %s", rev, got)
 	}
@@ -95,37 +95,37 @@ func startFrom(t *testing.T, image string, policy map[string]string) string {
 // others.
 func rolloutGroups(t *testing.T, prefix string) (*v1alpha1.InstanceGroup, []*v1alpha1.InstanceGroup) {
 	t.Helper()
-	groups := readyGroups(t, prefix+"-canary", prefix+"-b", prefix+"-c")
+	groups := suite.ReadyGroups(t, prefix+"-canary", prefix+"-b", prefix+"-c")
 	return groups[0], groups[1:]
 }
 
 // An AMI change with a canary wave reaches the canary first, and the other
 // groups only after the canary is Ready on it and has soaked.
 func TestBoundaryRolloutReachesEveryGroupInWaveOrder(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	startFrom(t, cloud.amis[0], rolloutBoundaries(cloud.amis[0], "e2e-wave-canary", "10s", "5m"))
+	startFrom(t, suite.Cloud.AMIs[0], rolloutBoundaries(suite.Cloud.AMIs[0], "e2e-wave-canary", "10s", "5m"))
 	canary, others := rolloutGroups(t, "e2e-wave")
 
-	next := rolloutBoundaries(cloud.amis[1], "e2e-wave-canary", "10s", "5m")
+	next := rolloutBoundaries(suite.Cloud.AMIs[1], "e2e-wave-canary", "10s", "5m")
 	target := boundaries.Revision(next)
-	setBoundaries(t, next)
+	suite.SetBoundaries(t, next)
 	canaryDone := false
 	g.Eventually(func() error {
-		byKey, err := groupsByKey(ctx)
+		byKey, err := suite.GroupsByKey(ctx)
 		if err != nil {
 			return err
 		}
 		c := byKey[canary.Namespace+"/"+canary.Name]
-		if image(c) == cloud.amis[1] && c.Status.CurrentState == v1alpha1.StateReady && c.Status.ObservedGeneration == c.Generation &&
+		if image(c) == suite.Cloud.AMIs[1] && c.Status.CurrentState == v1alpha1.StateReady && c.Status.ObservedGeneration == c.Generation &&
 			c.Status.NodesUpdated == c.Status.NodesTotal {
 			canaryDone = true
 		}
 		waiting := 0
 		for _, o := range others {
 			cur := byKey[o.Namespace+"/"+o.Name]
-			if image(cur) == cloud.amis[1] {
+			if image(cur) == suite.Cloud.AMIs[1] {
 				if !canaryDone {
 					return StopTrying(fmt.Sprintf("%s/%s got the new image before the canary was Ready on it", o.Namespace, o.Name))
 				}
@@ -149,7 +149,7 @@ func TestBoundaryRolloutReachesEveryGroupInWaveOrder(t *testing.T) {
 	g.Expect(rec.Waves[0].Groups).To(HaveLen(1))
 	g.Expect(rec.Waves[0].Groups[0].Group).To(Equal(canary.Namespace + "/" + canary.Name))
 	for _, reason := range []string{rollout.ReasonWaveStarted, rollout.ReasonWaveCompleted, rollout.ReasonComplete} {
-		_, err := harness.WaitForEvent(ctx, admin, harness.ConfigNamespace, app.ConfigMapName, reason, target, harness.BoundariesLoadTimeout)
+		_, err := harness.WaitForEvent(ctx, suite.Admin, harness.ConfigNamespace, app.ConfigMapName, reason, target, harness.BoundariesLoadTimeout)
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 }
@@ -159,21 +159,21 @@ func TestBoundaryRolloutReachesEveryGroupInWaveOrder(t *testing.T) {
 // against its group's revision; rollback returns the canary to the last
 // good AMI with a rolling update.
 func TestBoundaryRolloutHaltsOnABrokenImageAndRollsBack(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	stable := startFrom(t, cloud.amis[0], rolloutBoundaries(cloud.amis[0], "e2e-halt-canary", "5s", "45s"))
+	stable := startFrom(t, suite.Cloud.AMIs[0], rolloutBoundaries(suite.Cloud.AMIs[0], "e2e-halt-canary", "5s", "45s"))
 	canary, others := rolloutGroups(t, "e2e-halt")
 	before := map[string]*v1alpha1.InstanceGroup{}
 	for _, o := range others {
-		before[o.Namespace] = get(t, o)
+		before[o.Namespace] = suite.Get(t, o)
 	}
 
-	environment.Bridge.SetNeverJoinImages(cloud.amis[2])
-	t.Cleanup(func() { environment.Bridge.SetNeverJoinImages() })
-	broken := rolloutBoundaries(cloud.amis[2], "e2e-halt-canary", "5s", "45s")
+	suite.Env.Bridge.SetNeverJoinImages(suite.Cloud.AMIs[2])
+	t.Cleanup(func() { suite.Env.Bridge.SetNeverJoinImages() })
+	broken := rolloutBoundaries(suite.Cloud.AMIs[2], "e2e-halt-canary", "5s", "45s")
 	target := boundaries.Revision(broken)
-	setBoundaries(t, broken)
+	suite.SetBoundaries(t, broken)
 
 	rec := waitRecord(t, target, record.PhaseHalted, 5*time.Minute)
 	t.Logf("halted: %s; canary moved at %s, clock from %s, halted at %s", rec.Halt.Reason,
@@ -182,15 +182,15 @@ func TestBoundaryRolloutHaltsOnABrokenImageAndRollsBack(t *testing.T) {
 	g.Expect(rec.Halt.Groups).To(Equal([]string{canary.Namespace + "/" + canary.Name}))
 	g.Expect(rec.Halt.Criterion).To(Equal(record.CriterionStartupTimeout))
 	g.Expect(rec.Wave).To(Equal(0), "no wave after the canary started")
-	_, err := harness.WaitForEvent(ctx, admin, harness.ConfigNamespace, app.ConfigMapName, rollout.ReasonHalted, target, harness.BoundariesLoadTimeout)
+	_, err := harness.WaitForEvent(ctx, suite.Admin, harness.ConfigNamespace, app.ConfigMapName, rollout.ReasonHalted, target, harness.BoundariesLoadTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(image(get(t, canary))).To(Equal(cloud.amis[2]))
+	g.Expect(image(suite.Get(t, canary))).To(Equal(suite.Cloud.AMIs[2]))
 
 	// Every other group is untouched: same spec, same generation, held
 	// on the last good revision with the target pending.
 	for _, o := range others {
 		g.Eventually(func() string {
-			cur := get(t, o)
+			cur := suite.Get(t, o)
 			c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionBoundariesApplied)
 			if c == nil {
 				return "no BoundariesApplied"
@@ -198,43 +198,43 @@ func TestBoundaryRolloutHaltsOnABrokenImageAndRollsBack(t *testing.T) {
 			return fmt.Sprintf("%+v %s", boundariesStatus(cur), c.Reason)
 		}, harness.ConvergeTimeout, 500*time.Millisecond).Should(Equal(fmt.Sprintf("%+v %s",
 			v1alpha1.BoundariesStatus{Revision: stable, PendingRevision: target}, store.RolloutHalted)))
-		cur := get(t, o)
+		cur := suite.Get(t, o)
 		g.Expect(cur.Generation).To(Equal(before[o.Namespace].Generation), "%s/%s changed", o.Namespace, o.Name)
-		g.Expect(image(cur)).To(Equal(cloud.amis[0]))
+		g.Expect(image(cur)).To(Equal(suite.Cloud.AMIs[0]))
 		g.Expect(cur.Status.LatestTemplateVersion).To(Equal(before[o.Namespace].Status.LatestTemplateVersion))
 	}
 
 	// A tenant's edit during the halted rollout is admitted, merged with
 	// the revision its group runs.
-	edited := get(t, others[0])
+	edited := suite.Get(t, others[0])
 	edited.Spec.EKS.MaxSize = 3
-	g.Expect(admin.Update(ctx, edited)).To(Succeed())
-	edited = get(t, others[0])
+	g.Expect(suite.Admin.Update(ctx, edited)).To(Succeed())
+	edited = suite.Get(t, others[0])
 	g.Expect(edited.Spec.EKS.MaxSize).To(Equal(int64(3)))
-	g.Expect(image(edited)).To(Equal(cloud.amis[0]), "the edit keeps the last good AMI")
-	canaryEdit := get(t, canary)
+	g.Expect(image(edited)).To(Equal(suite.Cloud.AMIs[0]), "the edit keeps the last good AMI")
+	canaryEdit := suite.Get(t, canary)
 	canaryEdit.Spec.EKS.MaxSize = 3
-	g.Expect(admin.Update(ctx, canaryEdit)).To(Succeed())
-	g.Expect(image(get(t, canary))).To(Equal(cloud.amis[2]), "the canary's edit keeps the revision it runs")
+	g.Expect(suite.Admin.Update(ctx, canaryEdit)).To(Succeed())
+	g.Expect(image(suite.Get(t, canary))).To(Equal(suite.Cloud.AMIs[2]), "the canary's edit keeps the revision it runs")
 
 	// Rollback: the canary returns to the last good AMI as a normal
 	// rolling update; the rest stays as it is.
 	cm := &corev1.ConfigMap{}
-	g.Expect(admin.Get(ctx, recordKey, cm)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, recordKey, cm)).To(Succeed())
 	patch := client.MergeFrom(cm.DeepCopy())
 	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, record.AnnotationAction, record.ActionRollback)
-	g.Expect(admin.Patch(ctx, cm, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, cm, patch)).To(Succeed())
 	rec = waitRecord(t, target, record.PhaseRolledBack, harness.ConvergeTimeout)
 	g.Expect(rec.RolledBack).To(Equal([]string{canary.Namespace + "/" + canary.Name}))
-	g.Eventually(func() string { return image(get(t, canary)) }, 2*harness.ConvergeTimeout, 500*time.Millisecond).Should(Equal(cloud.amis[0]))
-	back := waitReady(t, canary, 5*time.Minute)
+	g.Eventually(func() string { return image(suite.Get(t, canary)) }, 2*harness.ConvergeTimeout, 500*time.Millisecond).Should(Equal(suite.Cloud.AMIs[0]))
+	back := suite.WaitReady(t, canary, 5*time.Minute)
 	g.Expect(back.Status.NodesUpdated).To(Equal(back.Status.NodesTotal))
-	g.Expect(available(groupNodes(t, canary))).To(BeNumerically(">=", 1))
-	g.Eventually(func() v1alpha1.BoundariesStatus { return boundariesStatus(get(t, canary)) }, harness.ConvergeTimeout, 500*time.Millisecond).
+	g.Expect(harness.Available(suite.GroupNodes(t, canary))).To(BeNumerically(">=", 1))
+	g.Eventually(func() v1alpha1.BoundariesStatus { return boundariesStatus(suite.Get(t, canary)) }, harness.ConvergeTimeout, 500*time.Millisecond).
 		Should(Equal(v1alpha1.BoundariesStatus{Revision: stable, PendingRevision: target, Wave: "canary"}))
-	g.Expect(admin.Get(ctx, recordKey, cm)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, recordKey, cm)).To(Succeed())
 	g.Expect(cm.Annotations).NotTo(HaveKey(record.AnnotationAction), "the action is consumed")
 	for _, o := range others {
-		g.Expect(image(get(t, o))).To(Equal(cloud.amis[0]))
+		g.Expect(image(suite.Get(t, o))).To(Equal(suite.Cloud.AMIs[0]))
 	}
 }

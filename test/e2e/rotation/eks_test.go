@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -29,22 +29,22 @@ import (
 )
 
 func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-create")
-	ig := shortGroup("e2e-create", "web", 2, 4)
-	create(t, ig)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-create")
+	ig := harness.ShortGroup("e2e-create", "web", 2, 4)
+	suite.Create(t, ig)
 
-	ready := waitReady(t, ig, 3*time.Minute)
-	name := ownership.Name(ownership.LimitLaunchTemplate, cloud.cluster, "e2e-create", "web")
-	roleName := ownership.Name(ownership.LimitIAMRole, cloud.cluster, "e2e-create", "web")
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
+	name := ownership.Name(ownership.LimitLaunchTemplate, suite.Cloud.Cluster, "e2e-create", "web")
+	roleName := ownership.Name(ownership.LimitIAMRole, suite.Cloud.Cluster, "e2e-create", "web")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
 	g.Expect(ready.Status.CurrentMin).To(Equal(2))
 	// Created roles sit under the controller's IAM path; aws-auth maps them without it.
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(HaveSuffix(":role/instance-manager/" + roleName))
-	nodes := groupNodes(t, ig)
+	nodes := suite.GroupNodes(t, ig)
 	g.Expect(nodes).To(HaveLen(2))
 	for _, n := range nodes {
 		g.Expect(n.Labels).To(HaveKeyWithValue("team", "e2e-create"))
@@ -52,11 +52,11 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 		g.Expect(n.Spec.ProviderID).To(HavePrefix("aws:///us-west-2"))
 	}
 	auth := &corev1.ConfigMap{}
-	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
 	g.Expect(auth.Data["mapRoles"]).To(ContainSubstring(strings.Replace(ready.Status.NodesInstanceRoleArn, ":role/instance-manager/", ":role/", 1)))
 
 	// The Auto Scaling group carries the tenant's and the admin's tags.
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.AutoScalingGroups).To(HaveLen(1))
@@ -70,31 +70,31 @@ func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
 	// Scale.
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.MinSize, ready.Spec.EKS.MaxSize = 3, 5
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(3))
-	scaled := waitReady(t, ig, 2*time.Minute)
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(3))
+	scaled := suite.WaitReady(t, ig, 2*time.Minute)
 	g.Expect(scaled.Status.CurrentMin).To(Equal(3))
 	g.Expect(scaled.Status.CurrentMax).To(Equal(5))
 
 	// Delete: nothing the group created remains.
 	role := strings.Replace(scaled.Status.NodesInstanceRoleArn, ":role/instance-manager/", ":role/", 1) // as aws-auth maps it
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	g.Eventually(func() bool {
-		err := admin.Get(ctx, client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{})
+		err := suite.Admin.Get(ctx, client.ObjectKeyFromObject(ig), &v1alpha1.InstanceGroup{})
 		return apierrors.IsNotFound(err)
 	}, 3*time.Minute, 500*time.Millisecond).Should(BeTrue())
 	out, err = asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.AutoScalingGroups).To(BeEmpty())
-	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	_, err = ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	g.Expect(err).To(HaveOccurred(), "the launch template is deleted")
-	_, err = iam.NewFromConfig(environment.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	_, err = iam.NewFromConfig(suite.Env.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
-	_, err = iam.NewFromConfig(environment.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(roleName)})
+	_, err = iam.NewFromConfig(suite.Env.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(roleName)})
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")))
-	g.Expect(admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, eks.AuthConfigMap, auth)).To(Succeed())
 	g.Expect(auth.Data["mapRoles"]).NotTo(ContainSubstring(role))
-	g.Eventually(func() []corev1.Node { return groupNodes(t, ig) }, harness.ConvergeTimeout, 500*time.Millisecond).Should(BeEmpty())
+	g.Eventually(func() []corev1.Node { return suite.GroupNodes(t, ig) }, harness.ConvergeTimeout, 500*time.Millisecond).Should(BeEmpty())
 }
 
 // workload runs replicas pods on the group's nodes behind a PDB that
@@ -118,7 +118,7 @@ func workload(t *testing.T, ig *v1alpha1.InstanceGroup, replicas int32) *appsv1.
 		},
 	}
 	g := NewWithT(t)
-	g.Expect(admin.Create(context.Background(), d)).To(Succeed())
+	g.Expect(suite.Admin.Create(context.Background(), d)).To(Succeed())
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ig.Namespace, Name: ig.Name + "-app"},
 		Spec: policyv1.PodDisruptionBudgetSpec{
@@ -126,17 +126,17 @@ func workload(t *testing.T, ig *v1alpha1.InstanceGroup, replicas int32) *appsv1.
 			Selector:       &metav1.LabelSelector{MatchLabels: labels},
 		},
 	}
-	g.Expect(admin.Create(context.Background(), pdb)).To(Succeed())
+	g.Expect(suite.Admin.Create(context.Background(), pdb)).To(Succeed())
 	// Removed before the group (cleanups run last first): a group's
 	// deletion drains its nodes, and a budget whose pods can only run on
 	// them would block it.
 	t.Cleanup(func() {
-		_ = client.IgnoreNotFound(admin.Delete(context.Background(), pdb))
-		_ = client.IgnoreNotFound(admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+		_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), pdb))
+		_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})
 	g.Eventually(func() int32 {
 		cur := &appsv1.Deployment{}
-		_ = admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
+		_ = suite.Admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur)
 		return cur.Status.AvailableReplicas
 	}, 2*time.Minute, 500*time.Millisecond).Should(Equal(replicas))
 	return d
@@ -156,9 +156,9 @@ func watchRotation(t *testing.T, ig *v1alpha1.InstanceGroup, d *appsv1.Deploymen
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			n := available(groupNodes(t, ig))
+			n := harness.Available(suite.GroupNodes(t, ig))
 			cur := &appsv1.Deployment{}
-			if err := admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur); err != nil {
+			if err := suite.Admin.Get(context.Background(), client.ObjectKeyFromObject(d), cur); err != nil {
 				continue
 			}
 			minNodes, minPods = min(minNodes, n), min(minPods, int(cur.Status.AvailableReplicas))
@@ -172,33 +172,33 @@ func watchRotation(t *testing.T, ig *v1alpha1.InstanceGroup, d *appsv1.Deploymen
 }
 
 func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-rotate")
-	ig := shortGroup("e2e-rotate", "workers", 3, 4)
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-rotate")
+	ig := harness.ShortGroup("e2e-rotate", "workers", 3, 4)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	d := workload(t, ig, 3)
 
 	watch := watchRotation(t, ig, d)
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "m5.large"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
 
 	g.Eventually(func() bool {
-		cur := get(t, ig)
+		cur := suite.Get(t, ig)
 		return cur.Status.LatestTemplateVersion == "2" && cur.Status.NodesUpdated == 3 && cur.Status.NodesTotal == 3 &&
-			condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse
+			harness.Condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionFalse
 	}, 8*time.Minute, time.Second).Should(BeTrue(), "all three instances rotated")
-	waitReady(t, ig, 2*time.Minute)
+	suite.WaitReady(t, ig, 2*time.Minute)
 	minNodes, minPods := watch()
 	g.Expect(minNodes).To(BeNumerically(">=", 2), "never more than maxUnavailable (1) of 3 nodes down")
 	g.Expect(minPods).To(BeNumerically(">=", 2), "the PodDisruptionBudget (maxUnavailable 1 of 3) is honoured")
 
 	events := &corev1.EventList{}
-	g.Expect(admin.List(ctx, events, client.InNamespace("e2e-rotate"))).To(Succeed())
+	g.Expect(suite.Admin.List(ctx, events, client.InNamespace("e2e-rotate"))).To(Succeed())
 	drained := 0
 	for _, e := range events.Items {
 		if e.Reason == "NodeDrained" {
@@ -206,24 +206,24 @@ func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
 		}
 	}
 	g.Expect(drained).To(BeNumerically(">=", 3))
-	for _, n := range groupNodes(t, ig) {
+	for _, n := range suite.GroupNodes(t, ig) {
 		g.Expect(n.Labels).To(HaveKeyWithValue("node.kubernetes.io/instance-type", "m5.large"))
 	}
 }
 
 func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 1))
-	groups := readyGroups(t, "e2e-fan-a", "e2e-fan-b", "e2e-fan-c")
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 1))
+	groups := suite.ReadyGroups(t, "e2e-fan-a", "e2e-fan-b", "e2e-fan-c")
 
-	setBoundaries(t, cloud.boundaries(cloud.amis[1], 1))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[1], 1))
 	maxRotating := 0
 	g.Eventually(func() bool {
 		// One snapshot: a Get per group could count a group that stopped
 		// before another started.
-		current, err := groupsByKey(ctx)
+		current, err := suite.GroupsByKey(ctx)
 		if err != nil {
 			return false
 		}
@@ -233,10 +233,10 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 			if cur == nil {
 				return false
 			}
-			if condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionTrue {
+			if harness.Condition(cur, v1alpha1.ConditionUpgrading) == metav1.ConditionTrue {
 				rotating++
 			}
-			if cur.Spec.EKS.Configuration.Image == cloud.amis[1] && cur.Status.LatestTemplateVersion == "2" &&
+			if cur.Spec.EKS.Configuration.Image == suite.Cloud.AMIs[1] && cur.Status.LatestTemplateVersion == "2" &&
 				cur.Status.NodesUpdated == cur.Status.NodesTotal && cur.Status.CurrentState == v1alpha1.StateReady {
 				done++
 			}
@@ -246,46 +246,46 @@ func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {
 	}, 8*time.Minute, 200*time.Millisecond).Should(BeTrue(), "every group rolls to the new image")
 	g.Expect(maxRotating).To(Equal(1), "rollout.maxConcurrentUpgrades: 1")
 	for _, ig := range groups {
-		g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+		g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	}
 }
 
 func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-restart")
-	ig := shortGroup("e2e-restart", "nodes", 3, 4)
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-restart")
+	ig := harness.ShortGroup("e2e-restart", "nodes", 3, 4)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "c5.large"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
 	// Kill the manager once the first node is being drained.
 	g.Eventually(func() bool {
-		for _, n := range groupNodes(t, ig) {
+		for _, n := range suite.GroupNodes(t, ig) {
 			if n.Spec.Unschedulable {
 				return true
 			}
 		}
 		return false
 	}, 4*time.Minute, 100*time.Millisecond).Should(BeTrue())
-	g.Expect(manager.Stop()).To(Succeed())
+	g.Expect(suite.Manager.Stop()).To(Succeed())
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).NotTo(BeZero(), "stopped mid-rotation")
 
-	restarted, err := startManager()
+	restarted, err := suite.StartManager()
 	g.Expect(err).NotTo(HaveOccurred())
-	manager = restarted
-	g.Eventually(func() string { return describe(get(t, ig)) }, 6*time.Minute, time.Second).Should(Equal("Ready v2 3/3 surge 0"))
+	suite.Manager = restarted
+	g.Eventually(func() string { return describe(suite.Get(t, ig)) }, 6*time.Minute, time.Second).Should(Equal("Ready v2 3/3 surge 0"))
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
-	g.Expect(get(t, ig).Status.LatestTemplateVersion).To(Equal("2"))
+	g.Expect(suite.Get(t, ig).Status.LatestTemplateVersion).To(Equal("2"))
 	// The last replaced instance leaves the Auto Scaling group before its
 	// Node object goes (the bridge, like the cloud node lifecycle controller,
 	// deletes it on its next pass), so the drained old Node may still be
 	// listed for a moment; no Node may stay cordoned or marked.
-	g.Eventually(func() []string { return heldNodes(t, ig) }, time.Minute, time.Second).Should(BeEmpty(), "no Node of the group stays cordoned or marked for drain")
+	g.Eventually(func() []string { return suite.HeldNodes(t, ig) }, time.Minute, time.Second).Should(BeEmpty(), "no Node of the group stays cordoned or marked for drain")
 }
 
 // oldInstances counts the group's instances launched from another launch
@@ -293,7 +293,7 @@ func TestRotationFinishesAfterAManagerRestart(t *testing.T) {
 func oldInstances(t *testing.T, group, version string) int {
 	t.Helper()
 	ctx := context.Background()
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx,
+	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx,
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
 	if err != nil || len(out.AutoScalingGroups) != 1 {
 		t.Fatalf("describing group %s: %v", group, err)
@@ -305,7 +305,7 @@ func oldInstances(t *testing.T, group, version string) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	desc, err := ec2.NewFromConfig(environment.AWS).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	desc, err := ec2.NewFromConfig(suite.Env.AWS).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,34 +345,34 @@ func keys(m map[string]string) []string {
 }
 
 func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-surge")
-	ig := shortGroup("e2e-surge", "surge", 2, 3)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-surge")
+	ig := harness.ShortGroup("e2e-surge", "surge", 2, 3)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
 		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	d := workload(t, ig, 2)
 
 	watch := watchRotation(t, ig, d)
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "r5.large"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
 	g.Eventually(func() string {
-		cur := get(t, ig)
+		cur := suite.Get(t, ig)
 		return describe(cur)
 	}, 8*time.Minute, time.Second).Should(Equal("Ready v2 2/2 surge 0"), "both instances rotated and the surge given back")
 	minNodes, minPods := watch()
 	g.Expect(minNodes).To(BeNumerically(">=", 2), "with maxSurge a node is drained only once its surge replacement is Ready")
 	g.Expect(minPods).To(BeNumerically(">=", 1))
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx,
+	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx,
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(aws.ToInt32(out.AutoScalingGroups[0].DesiredCapacity)).To(BeEquivalentTo(2), "the desired capacity is back to its size before the surge")
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }
 
 // TestSurgeKeepsAnOutsideRaiseOfTheDesiredCapacity: while a maxSurge
@@ -382,18 +382,18 @@ func TestMaxSurgeLaunchesBeforeDraining(t *testing.T) {
 // gives back exactly what it added, so the raise is still there when the
 // rollout ends (review finding 8: the surge took it for its own).
 func TestSurgeKeepsAnOutsideRaiseOfTheDesiredCapacity(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-surge-ca")
-	ig := shortGroup("e2e-surge-ca", "surge", 2, 6)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-surge-ca")
+	ig := harness.ShortGroup("e2e-surge-ca", "surge", 2, 6)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
 		MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(1))}}
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	group := ready.Status.ActiveScalingGroupName
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	desired := func() int32 {
 		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -403,64 +403,64 @@ func TestSurgeKeepsAnOutsideRaiseOfTheDesiredCapacity(t *testing.T) {
 
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "c5.large"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
 	// Once the first surge is out (recorded, and the desired capacity
 	// raised by it in AWS), raise the desired capacity from outside by 2,
 	// on top of what it is then. (A raise within the one round trip
 	// between the controller's read of the desired capacity and its write
 	// could be overwritten, as between any two writers of it; the
 	// cluster-autoscaler has the same window with its own writes.)
-	g.Eventually(func() bool { return get(t, ig).Status.SurgeCapacity > 0 && desired() == 3 }, 3*time.Minute, 20*time.Millisecond).Should(BeTrue())
+	g.Eventually(func() bool { return suite.Get(t, ig).Status.SurgeCapacity > 0 && desired() == 3 }, 3*time.Minute, 20*time.Millisecond).Should(BeTrue())
 	raised := desired() + 2
 	_, err := asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(raised)})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("desired capacity raised from outside to %d during the surge", raised)
 
-	g.Eventually(func() string { return describe(get(t, ig)) }, 8*time.Minute, time.Second).Should(Equal("Ready v2 4/4 surge 0"),
+	g.Eventually(func() string { return describe(suite.Get(t, ig)) }, 8*time.Minute, time.Second).Should(Equal("Ready v2 4/4 surge 0"),
 		"every instance rotated, the outside raise's included, and the surge given back")
 	g.Expect(desired()).To(BeEquivalentTo(4), "2 before the rollout + 2 raised from outside; the surge gave back exactly what it added")
 	g.Expect(oldInstances(t, group, "2")).To(BeZero())
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }
 
 func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-blocked")
-	ig := shortGroup("e2e-blocked", "single", 1, 1)
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-blocked")
+	ig := harness.ShortGroup("e2e-blocked", "single", 1, 1)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	d := workload(t, ig, 1)
 	// The only replica may not be disrupted at all.
 	pdb := &policyv1.PodDisruptionBudget{}
-	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
 	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(0))
-	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
+	g.Expect(suite.Admin.Update(ctx, pdb)).To(Succeed())
 
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "m5.2xlarge"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
 
 	// The drain times out (--drain-timeout 15s in this suite): reported, the
 	// node uncordoned and skipped, the pod never evicted.
-	event, err := harness.WaitForEvent(ctx, admin, "e2e-blocked", "single", upgrade.ReasonDrainBlocked, "could not be drained", 3*time.Minute)
+	event, err := harness.WaitForEvent(ctx, suite.Admin, "e2e-blocked", "single", upgrade.ReasonDrainBlocked, "could not be drained", 3*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Note).To(ContainSubstring("e2e-blocked/single-app-"))
 	g.Eventually(func() bool {
-		nodes := groupNodes(t, ig)
+		nodes := suite.GroupNodes(t, ig)
 		return len(nodes) == 1 && !nodes[0].Spec.Unschedulable && nodes[0].Annotations[upgrade.AnnotationDrainSkippedUntil] != ""
 	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(BeTrue(), "the blocked node is uncordoned and skipped")
 	cur := &appsv1.Deployment{}
-	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
 	g.Expect(cur.Status.AvailableReplicas).To(BeEquivalentTo(1), "the protected pod was not evicted")
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(Equal(1), "the instance was not forced out")
 
 	// Once the budget allows it, the rotation finishes after the skip window.
-	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), pdb)).To(Succeed())
 	pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
-	g.Expect(admin.Update(ctx, pdb)).To(Succeed())
-	g.Eventually(func() string { return describe(get(t, ig)) }, 4*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Update(ctx, pdb)).To(Succeed())
+	g.Eventually(func() string { return describe(suite.Get(t, ig)) }, 4*time.Minute, time.Second).Should(Equal("Ready v2 1/1 surge 0"))
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }

@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -30,8 +30,8 @@ import (
 func interruptionQueue(t *testing.T, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	q := sqs.NewFromConfig(environment.AWS)
-	bus := eventbridge.NewFromConfig(environment.AWS)
+	q := sqs.NewFromConfig(suite.Env.AWS)
+	bus := eventbridge.NewFromConfig(suite.Env.AWS)
 	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
 		t.Fatal(err)
@@ -72,36 +72,36 @@ func interruptionQueue(t *testing.T, name string) string {
 // app of 4 replicas under a PodDisruptionBudget of minAvailable 3 keeps at
 // least 3 Ready pods throughout, and no pod is left on a gone Node.
 func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	const ns = "e2e-interruption"
 	url := interruptionQueue(t, "e2e-interruptions")
-	if manager != nil {
-		if err := manager.Stop(); err != nil {
+	if suite.Manager != nil {
+		if err := suite.Manager.Stop(); err != nil {
 			t.Fatalf("stopping the manager: %v", err)
 		}
-		manager = nil
+		suite.Manager = nil
 	}
-	opts := managerOptions()
+	opts := suite.ManagerOptions()
 	opts.CloudPollPeriod = 10 * time.Minute
 	opts.InterruptionQueue = url
-	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
 	if err != nil {
 		t.Fatalf("starting the manager: %v", err)
 	}
-	manager = m
+	suite.Manager = m
 	t.Cleanup(func() { restoreManager(t) })
 
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, ns)
-	ig := shortGroup(ns, "queued", 3, 5)
-	create(t, ig)
-	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
-	app := teamApp(t, ns, 4, intstr.FromInt32(3))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, ns)
+	ig := harness.ShortGroup(ns, "queued", 3, 5)
+	suite.Create(t, ig)
+	name := suite.WaitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	app := suite.TeamApp(t, ns, 4, intstr.FromInt32(3))
 	labels := map[string]string{"app": "team-app"}
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	instances := func(g Gomega) []astypes.Instance {
 		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -109,7 +109,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		return out.AutoScalingGroups[0].Instances
 	}
 	nodeOf := func(id string) *corev1.Node {
-		for _, n := range groupNodes(t, ig) {
+		for _, n := range suite.GroupNodes(t, ig) {
 			if providers.InstanceID(n.Spec.ProviderID) == id {
 				return &n
 			}
@@ -121,18 +121,18 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		t.Helper()
 		g.Eventually(func(g Gomega) {
 			live := map[string]bool{}
-			for _, n := range groupNodes(t, ig) {
+			for _, n := range suite.GroupNodes(t, ig) {
 				live[n.Name] = !n.Spec.Unschedulable
 			}
 			pods := &corev1.PodList{}
-			g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+			g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
 			g.Expect(pods.Items).To(HaveLen(4))
 			for _, p := range pods.Items {
 				g.Expect(live).To(HaveKey(p.Spec.NodeName), "pod %s", p.Name)
-				g.Expect(podReady(&p)).To(BeTrue(), "pod %s", p.Name)
+				g.Expect(harness.PodReady(&p)).To(BeTrue(), "pod %s", p.Name)
 			}
 		}, 3*time.Minute, 500*time.Millisecond).Should(Succeed())
-		g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+		g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
 	}
 	appSettled()
 
@@ -141,7 +141,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	withPods := func() (string, *corev1.Node) {
 		t.Helper()
 		pods := &corev1.PodList{}
-		g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+		g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
 		for _, in := range instances(g) {
 			id := aws.ToString(in.InstanceId)
 			n := nodeOf(id)
@@ -158,8 +158,8 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		return "", nil
 	}
 	victim, _ := withPods()
-	handedOver := counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})
-	audit := auditPods(ns, labels)
+	handedOver := harness.Counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})
+	audit := suite.AuditPods(ns, labels)
 	started := time.Now()
 	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(false)})
@@ -171,20 +171,20 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	}, 90*time.Second, 500*time.Millisecond).Should(Succeed(), "drained and gone far within the 10-minute listing period")
 	t.Logf("(a) terminated instance drained and gone %s after TerminateInstanceInAutoScalingGroup (listing period 10m)", time.Since(started).Round(time.Second))
 	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
-	g.Expect(counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
+	g.Expect(harness.Counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
 	appSettled()
-	minReady, samples, orphans := audit.end()
+	minReady, samples, orphans := audit.End()
 	t.Logf("(a) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
 
 	// (b) A spot interruption warning for an instance of the group, put on
 	// the bus as EC2 sends it: its Node is cordoned and drained.
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
 	spot, spotNode := withPods()
-	audit = auditPods(ns, labels)
+	audit = suite.AuditPods(ns, labels)
 	detail, _ := json.Marshal(map[string]string{"instance-id": spot, "instance-action": "terminate"})
-	out, err := eventbridge.NewFromConfig(environment.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+	out, err := eventbridge.NewFromConfig(suite.Env.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		Source: aws.String("aws.ec2"), DetailType: aws.String(interruption.DetailSpotInterruption), Detail: aws.String(string(detail)),
 		Resources: []string{"arn:aws:ec2:us-west-2a:instance/" + spot}}}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -192,19 +192,19 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	started = time.Now()
 	g.Eventually(func(g Gomega) {
 		n := &corev1.Node{}
-		g.Expect(admin.Get(ctx, client.ObjectKey{Name: spotNode.Name}, n)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Name: spotNode.Name}, n)).To(Succeed())
 		g.Expect(n.Spec.Unschedulable).To(BeTrue())
 		g.Expect(n.Annotations).To(HaveKey(upgrade.AnnotationDrainStarted))
 		pods := &corev1.PodList{}
-		g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+		g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
 		for _, p := range pods.Items {
 			g.Expect(p.Spec.NodeName).NotTo(Equal(spotNode.Name), "pod %s still on the interrupted node", p.Name)
 		}
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node cordoned and drained within the 2-minute notice")
 	t.Logf("(b) spot-interrupted node %s drained %s after the warning", spotNode.Name, time.Since(started).Round(time.Second))
 	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
-	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
-	minReady, samples, orphans = audit.end()
+	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	minReady, samples, orphans = audit.End()
 	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(orphans).To(BeEmpty())
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")

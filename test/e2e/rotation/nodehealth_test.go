@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // healthEvents returns the notes of the group's node health Events with
@@ -25,7 +26,7 @@ import (
 func healthEvents(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) []string {
 	t.Helper()
 	list := &eventsv1.EventList{}
-	if err := admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
+	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -68,17 +69,17 @@ func replacementsMetric(t *testing.T, ig *v1alpha1.InstanceGroup, reason string)
 // with an Event and a metric. With two of five nodes NotReady (more than
 // 20%), replacement halts and the NodesHealthy condition says so.
 func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-health")
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-health")
 
 	// The first instance of the group never joins: a kubelet that does
 	// not start.
 	var mu sync.Mutex
 	broken := ""
-	environment.Bridge.SetNeverJoin(func(group, id string) bool {
+	suite.Env.Bridge.SetNeverJoin(func(group, id string) bool {
 		if !strings.Contains(group, "e2e-health") {
 			return false
 		}
@@ -89,47 +90,47 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 		}
 		return id == broken
 	})
-	t.Cleanup(func() { environment.Bridge.SetNeverJoin(nil) })
+	t.Cleanup(func() { suite.Env.Bridge.SetNeverJoin(nil) })
 
-	ig := shortGroup("e2e-health", "nodes", 5, 6)
+	ig := harness.ShortGroup("e2e-health", "nodes", 5, 6)
 	ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{
 		StartupTimeout:   &metav1.Duration{Duration: 20 * time.Second},
 		UnhealthyTimeout: &metav1.Duration{Duration: 10 * time.Second},
 	}
-	create(t, ig)
+	suite.Create(t, ig)
 
 	// 1. The instance that never joined is replaced.
 	g.Eventually(func() []string { return healthEvents(t, ig, nodehealth.EventNodeUnhealthy) }, 3*time.Minute, time.Second).
 		Should(ContainElement(And(ContainSubstring(nodehealth.ReasonStartupTimeout), ContainSubstring(broken))),
 			"the instance without a node is replaced after the startup timeout")
-	ready := waitReady(t, ig, 3*time.Minute)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	name := ready.Status.ActiveScalingGroupName
 	g.Expect(replacementsMetric(t, ig, nodehealth.ReasonStartupTimeout)).To(BeNumerically(">=", 1))
-	_, group := asgTags(t, name)
+	_, group := suite.ASGTags(t, name)
 	g.Expect(aws.ToInt32(group.DesiredCapacity)).To(BeEquivalentTo(5), "terminated without a decrement")
 	// The instance waits in Terminating:Wait on the drain hook until the
 	// termination controller completes it (it has no node: at once).
 	g.Eventually(func(g Gomega) {
-		_, group := asgTags(t, name)
+		_, group := suite.ASGTags(t, name)
 		for _, in := range group.Instances {
 			g.Expect(aws.ToString(in.InstanceId)).NotTo(Equal(broken))
 		}
 	}, time.Minute, time.Second).Should(Succeed())
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 2*time.Minute, time.Second).Should(Equal(5))
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 2*time.Minute, time.Second).Should(Equal(5))
 
 	// 2. A node that stops being Ready is replaced.
-	nodes := groupNodes(t, ig)
-	g.Expect(environment.Bridge.StopKubelet(ctx, nodes[0].Name)).To(Succeed())
+	nodes := suite.GroupNodes(t, ig)
+	g.Expect(suite.Env.Bridge.StopKubelet(ctx, nodes[0].Name)).To(Succeed())
 	g.Eventually(func() []string { return healthEvents(t, ig, nodehealth.EventNodeUnhealthy) }, 3*time.Minute, time.Second).
 		Should(ContainElement(And(ContainSubstring(nodehealth.ReasonNotReady), ContainSubstring(nodes[0].Name))),
 			"the NotReady node's instance is replaced after the unhealthy timeout")
 	g.Eventually(func() bool {
-		for _, n := range groupNodes(t, ig) {
+		for _, n := range suite.GroupNodes(t, ig) {
 			if n.Name == nodes[0].Name {
 				return false
 			}
 		}
-		return available(groupNodes(t, ig)) == 5
+		return harness.Available(suite.GroupNodes(t, ig)) == 5
 	}, 3*time.Minute, time.Second).Should(BeTrue(), "the replacement joined")
 	g.Expect(replacementsMetric(t, ig, nodehealth.ReasonNotReady)).To(BeNumerically(">=", 1))
 
@@ -138,7 +139,7 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 	// starting).
 	g.Eventually(func() int {
 		nodes = nil
-		for _, n := range groupNodes(t, ig) {
+		for _, n := range suite.GroupNodes(t, ig) {
 			if time.Since(n.CreationTimestamp.Time) > 25*time.Second {
 				nodes = append(nodes, n)
 			}
@@ -147,15 +148,15 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 	}, time.Minute, time.Second).Should(BeNumerically(">=", 2))
 	replaced := len(healthEvents(t, ig, nodehealth.EventNodeUnhealthy))
 	for _, n := range nodes[:2] {
-		g.Expect(environment.Bridge.StopKubelet(ctx, n.Name)).To(Succeed())
+		g.Expect(suite.Env.Bridge.StopKubelet(ctx, n.Name)).To(Succeed())
 	}
 	g.Eventually(func() string {
-		c := meta.FindStatusCondition(get(t, ig).Status.Conditions, v1alpha1.ConditionNodesHealthy)
+		c := meta.FindStatusCondition(suite.Get(t, ig).Status.Conditions, v1alpha1.ConditionNodesHealthy)
 		if c == nil {
 			return "no condition"
 		}
 		seen := ""
-		for _, n := range groupNodes(t, ig) {
+		for _, n := range suite.GroupNodes(t, ig) {
 			for _, nc := range n.Status.Conditions {
 				if nc.Type == "Ready" {
 					seen += fmt.Sprintf(" [%s Ready=%s since %s, annotations %v]", n.Name, nc.Status, nc.LastTransitionTime.Format("15:04:05"), n.Annotations)
@@ -170,5 +171,5 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 	g.Consistently(func() int { return len(healthEvents(t, ig, nodehealth.EventNodeUnhealthy)) }, 20*time.Second, time.Second).
 		Should(Equal(replaced), "nothing is replaced while halted")
 	g.Expect(healthEvents(t, ig, nodehealth.EventRepairHalted)).To(HaveLen(1))
-	g.Expect(groupNodes(t, ig)).To(ContainElement(HaveField("Name", nodes[0].Name)), "the NotReady nodes stay")
+	g.Expect(suite.GroupNodes(t, ig)).To(ContainElement(HaveField("Name", nodes[0].Name)), "the NotReady nodes stay")
 }

@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func owned(t *testing.T, namespace, name string) []string {
 	ctx := context.Background()
 	owner := namespace + "/" + name
 	var out []string
-	groups, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{})
+	groups, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{})
 	if err != nil {
 		t.Fatalf("DescribeAutoScalingGroups: %v", err)
 	}
@@ -50,7 +50,7 @@ func owned(t *testing.T, namespace, name string) []string {
 			}
 		}
 	}
-	lts, err := ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{})
+	lts, err := ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{})
 	if err != nil {
 		t.Fatalf("DescribeLaunchTemplates: %v", err)
 	}
@@ -61,7 +61,7 @@ func owned(t *testing.T, namespace, name string) []string {
 			}
 		}
 	}
-	iamc := iam.NewFromConfig(environment.AWS)
+	iamc := iam.NewFromConfig(suite.Env.AWS)
 	roles, err := iamc.ListRoles(ctx, &iam.ListRolesInput{})
 	if err != nil {
 		t.Fatalf("ListRoles: %v", err)
@@ -91,90 +91,74 @@ func owned(t *testing.T, namespace, name string) []string {
 	return out
 }
 
-func asgTags(t *testing.T, name string) (map[string]string, *astypes.AutoScalingGroup) {
-	t.Helper()
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(context.Background(), &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
-	if err != nil {
-		t.Fatalf("DescribeAutoScalingGroups %s: %v", name, err)
-	}
-	if len(out.AutoScalingGroups) == 0 {
-		return nil, nil
-	}
-	tags := map[string]string{}
-	for _, tg := range out.AutoScalingGroups[0].Tags {
-		tags[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
-	}
-	return tags, &out.AutoScalingGroups[0]
-}
-
 // Two tenants whose namespace and name join to the same string get their
 // own resources, and deleting one leaves the other's untouched.
 func TestCollidingTenantsGetTheirOwnResources(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "acme")
-	namespace(t, "acme-web")
-	a, b := shortGroup("acme", "web-blue", 1, 2), shortGroup("acme-web", "blue", 1, 2)
-	create(t, a)
-	create(t, b)
-	readyA, readyB := waitReady(t, a, 120*time.Second), waitReady(t, b, 120*time.Second)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "acme")
+	suite.Namespace(t, "acme-web")
+	a, b := harness.ShortGroup("acme", "web-blue", 1, 2), harness.ShortGroup("acme-web", "blue", 1, 2)
+	suite.Create(t, a)
+	suite.Create(t, b)
+	readyA, readyB := suite.WaitReady(t, a, 120*time.Second), suite.WaitReady(t, b, 120*time.Second)
 	g.Expect(readyA.Status.ActiveScalingGroupName).NotTo(Equal(readyB.Status.ActiveScalingGroupName))
 	g.Expect(readyA.Status.NodesInstanceRoleArn).NotTo(Equal(readyB.Status.NodesInstanceRoleArn))
-	tagsA, _ := asgTags(t, readyA.Status.ActiveScalingGroupName)
-	tagsB, groupB := asgTags(t, readyB.Status.ActiveScalingGroupName)
+	tagsA, _ := suite.ASGTags(t, readyA.Status.ActiveScalingGroupName)
+	tagsB, groupB := suite.ASGTags(t, readyB.Status.ActiveScalingGroupName)
 	g.Expect(tagsA).To(HaveKeyWithValue(ownership.TagInstanceGroup, "acme/web-blue"))
 	g.Expect(tagsA).To(HaveKeyWithValue(ownership.TagUID, string(readyA.UID)))
 	g.Expect(tagsB).To(HaveKeyWithValue(ownership.TagInstanceGroup, "acme-web/blue"))
 	g.Expect(owned(t, "acme", "web-blue")).To(HaveLen(4), "asg, launch template, role, instance profile of acme/web-blue")
 	instancesB := len(groupB.Instances)
 
-	g.Expect(admin.Delete(ctx, a)).To(Succeed())
-	waitGone(t, a, 120*time.Second)
+	g.Expect(suite.Admin.Delete(ctx, a)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{a}, 120*time.Second)
 	g.Expect(owned(t, "acme", "web-blue")).To(BeEmpty(), "everything acme/web-blue created is deleted")
-	tagsB, groupB = asgTags(t, readyB.Status.ActiveScalingGroupName)
+	tagsB, groupB = suite.ASGTags(t, readyB.Status.ActiveScalingGroupName)
 	g.Expect(groupB).NotTo(BeNil(), "acme-web/blue's Auto Scaling group survives acme/web-blue's deletion")
 	g.Expect(groupB.Instances).To(HaveLen(instancesB))
 	g.Expect(tagsB).To(HaveKeyWithValue(ownership.TagInstanceGroup, "acme-web/blue"))
 	g.Expect(owned(t, "acme-web", "blue")).To(HaveLen(4))
-	g.Expect(get(t, b).Status.CurrentState).To(Equal(v1alpha1.StateReady))
+	g.Expect(suite.Get(t, b).Status.CurrentState).To(Equal(v1alpha1.StateReady))
 
-	g.Expect(admin.Delete(ctx, b)).To(Succeed())
-	waitGone(t, b, 120*time.Second)
+	g.Expect(suite.Admin.Delete(ctx, b)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{b}, 120*time.Second)
 	g.Expect(owned(t, "acme-web", "blue")).To(BeEmpty(), "deleting the groups leaves nothing")
 }
 
 // A hand-made Auto Scaling group with the name the controller would use is
 // reported on the group and never modified or deleted.
 func TestForeignAutoScalingGroupIsReportedNotTouched(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-foreign")
-	name := ownership.Name(ownership.LimitLaunchTemplate, cloud.cluster, "e2e-foreign", "web")
-	ec2c, asc := ec2.NewFromConfig(environment.AWS), autoscaling.NewFromConfig(environment.AWS)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-foreign")
+	name := ownership.Name(ownership.LimitLaunchTemplate, suite.Cloud.Cluster, "e2e-foreign", "web")
+	ec2c, asc := ec2.NewFromConfig(suite.Env.AWS), autoscaling.NewFromConfig(suite.Env.AWS)
 	_, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("hand-made"),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(cloud.amis[1]), InstanceType: ec2types.InstanceTypeT3Small}})
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(suite.Cloud.AMIs[1]), InstanceType: ec2types.InstanceTypeT3Small}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		_, _ = ec2c.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String("hand-made")})
 	})
 	_, err = asc.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{AutoScalingGroupName: aws.String(name),
-		MinSize: aws.Int32(0), MaxSize: aws.Int32(0), DesiredCapacity: aws.Int32(0), VPCZoneIdentifier: aws.String(cloud.subnets[0]),
+		MinSize: aws.Int32(0), MaxSize: aws.Int32(0), DesiredCapacity: aws.Int32(0), VPCZoneIdentifier: aws.String(suite.Cloud.Subnets[0]),
 		LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateName: aws.String("hand-made"), Version: aws.String("$Default")},
 		Tags:           []astypes.Tag{{Key: aws.String("owner"), Value: aws.String("someone-else"), PropagateAtLaunch: aws.Bool(false)}}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		_, _ = asc.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{AutoScalingGroupName: aws.String(name), ForceDelete: aws.Bool(true)})
 	})
-	before, _ := asgTags(t, name)
+	before, _ := suite.ASGTags(t, name)
 
-	ig := shortGroup("e2e-foreign", "web", 1, 2)
-	create(t, ig)
+	ig := harness.ShortGroup("e2e-foreign", "web", 1, 2)
+	suite.Create(t, ig)
 	g.Eventually(func() string {
-		cur := get(t, ig)
+		cur := suite.Get(t, ig)
 		for _, c := range cur.Status.Conditions {
 			if c.Type == v1alpha1.ConditionReady {
 				return cur.Status.CurrentState + " " + c.Reason + ": " + c.Message
@@ -183,17 +167,17 @@ func TestForeignAutoScalingGroupIsReportedNotTouched(t *testing.T) {
 		return cur.Status.CurrentState
 	}, 90*time.Second, 500*time.Millisecond).Should(And(HavePrefix("Error "+reconciler.ReasonForeignResource+": "),
 		ContainSubstring(`Auto Scaling group "`+name+`"`), ContainSubstring("no instance-manager ownership tags")))
-	_, err = harness.WaitForEvent(ctx, admin, "e2e-foreign", "web", reconciler.ReasonForeignResource, name, 30*time.Second)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, "e2e-foreign", "web", reconciler.ReasonForeignResource, name, 30*time.Second)
 	g.Expect(err).NotTo(HaveOccurred(), "a ForeignResource Event names the group")
 
-	tags, group := asgTags(t, name)
+	tags, group := suite.ASGTags(t, name)
 	g.Expect(tags).To(Equal(before), "the foreign group's tags are untouched")
 	g.Expect(aws.ToInt32(group.MaxSize)).To(BeZero())
 	g.Expect(aws.ToString(group.LaunchTemplate.LaunchTemplateName)).To(Equal("hand-made"))
 
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 120*time.Second)
-	_, group = asgTags(t, name)
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 120*time.Second)
+	_, group = suite.ASGTags(t, name)
 	g.Expect(group).NotTo(BeNil(), "deleting the InstanceGroup leaves the foreign Auto Scaling group")
 	g.Expect(owned(t, "e2e-foreign", "web")).To(BeEmpty(), "what the group created (launch template, role) is deleted")
 }
@@ -202,143 +186,143 @@ func TestForeignAutoScalingGroupIsReportedNotTouched(t *testing.T) {
 // resources: to a cluster that does not exist and to another existing one;
 // nothing changes, and deleting the groups then leaves nothing.
 func TestClusterNameChangeInDefaultsIsRefused(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	data := cloud.boundaries(cloud.amis[0], 5)
-	setBoundaries(t, data)
-	namespace(t, "e2e-move")
-	ig := shortGroup("e2e-move", "web", 1, 2)
-	create(t, ig)
-	ready := waitReady(t, ig, 120*time.Second)
+	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
+	suite.SetBoundaries(t, data)
+	suite.Namespace(t, "e2e-move")
+	ig := harness.ShortGroup("e2e-move", "web", 1, 2)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 120*time.Second)
 
-	_, err := eks.NewFromConfig(environment.AWS).CreateCluster(ctx, &eks.CreateClusterInput{
+	_, err := eks.NewFromConfig(suite.Env.AWS).CreateCluster(ctx, &eks.CreateClusterInput{
 		Name: aws.String("e2e-other-cluster"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks-cluster"),
-		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: cloud.subnets}})
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: suite.Cloud.Subnets}})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
-		_, _ = eks.NewFromConfig(environment.AWS).DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String("e2e-other-cluster")})
+		_, _ = eks.NewFromConfig(suite.Env.AWS).DeleteCluster(ctx, &eks.DeleteClusterInput{Name: aws.String("e2e-other-cluster")})
 	})
 	for _, target := range []string{"no-such-cluster", "e2e-other-cluster"} {
 		changed := maps.Clone(data)
-		changed["defaults"] = strings.Replace(data["defaults"], "clusterName: "+cloud.cluster, "clusterName: "+target, 1)
-		err := harness.WriteBoundaries(ctx, admin, changed)
+		changed["defaults"] = strings.Replace(data["defaults"], "clusterName: "+suite.Cloud.Cluster, "clusterName: "+target, 1)
+		err := harness.WriteBoundaries(ctx, suite.Admin, changed)
 		g.Expect(err).To(HaveOccurred(), "clusterName %s is refused", target)
-		g.Expect(err.Error()).To(And(ContainSubstring("e2e-move/web"), ContainSubstring(`clusterName: cannot change from "`+cloud.cluster+`" to "`+target+`"`)))
+		g.Expect(err.Error()).To(And(ContainSubstring("e2e-move/web"), ContainSubstring(`clusterName: cannot change from "`+suite.Cloud.Cluster+`" to "`+target+`"`)))
 		cm := &corev1.ConfigMap{}
-		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: harness.ConfigNamespace, Name: "instance-manager"}, cm)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Namespace: harness.ConfigNamespace, Name: "instance-manager"}, cm)).To(Succeed())
 		g.Expect(cm.Data["defaults"]).To(Equal(data["defaults"]), "the ConfigMap is unchanged")
 	}
 	// A tenant cannot move its group either: clusterName is restricted
 	// here, so the admin's value is kept (webhooks/identity_test.go covers
 	// the refusal where the tenant's value would stand).
-	cur := get(t, ig)
+	cur := suite.Get(t, ig)
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Spec.EKS.Configuration.ClusterName = "e2e-other-cluster"
-	if err := admin.Patch(ctx, cur, patch); err != nil {
+	if err := suite.Admin.Patch(ctx, cur, patch); err != nil {
 		g.Expect(err).To(MatchError(ContainSubstring("cannot change from")))
 	}
-	after := get(t, ig)
-	g.Expect(after.Spec.EKS.Configuration.ClusterName).To(Equal(cloud.cluster))
+	after := suite.Get(t, ig)
+	g.Expect(after.Spec.EKS.Configuration.ClusterName).To(Equal(suite.Cloud.Cluster))
 	g.Expect(after.Status.ActiveScalingGroupName).To(Equal(ready.Status.ActiveScalingGroupName))
 
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 120*time.Second)
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 120*time.Second)
 	g.Expect(owned(t, "e2e-move", "web")).To(BeEmpty(), "deleting the group leaves nothing")
 }
 
 // A ConfigMap naming an image or a subnet that does not exist is refused,
 // naming it; nothing changes.
 func TestConfigMapWithMissingCloudReferencesIsRefused(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	data := cloud.boundaries(cloud.amis[0], 5)
-	setBoundaries(t, data)
+	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
+	suite.SetBoundaries(t, data)
 	for _, c := range []struct{ from, to, want string }{
-		{"image: " + cloud.amis[0], "image: ami-windows", `spec.eks.configuration.image "ami-windows" is not an image`},
-		{"subnets: [" + cloud.subnetNames[0], "subnets: [subnet-0doesnotexist", `spec.eks.configuration.subnets "subnet-0doesnotexist" is not a subnet`},
+		{"image: " + suite.Cloud.AMIs[0], "image: ami-windows", `spec.eks.configuration.image "ami-windows" is not an image`},
+		{"subnets: [" + suite.Cloud.SubnetNames[0], "subnets: [subnet-0doesnotexist", `spec.eks.configuration.subnets "subnet-0doesnotexist" is not a subnet`},
 	} {
 		changed := maps.Clone(data)
 		changed["defaults"] = strings.Replace(data["defaults"], c.from, c.to, 1)
 		g.Expect(changed["defaults"]).NotTo(Equal(data["defaults"]))
-		err := harness.WriteBoundaries(ctx, admin, changed)
+		err := harness.WriteBoundaries(ctx, suite.Admin, changed)
 		g.Expect(err).To(MatchError(ContainSubstring(c.want)))
 		cm := &corev1.ConfigMap{}
-		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: harness.ConfigNamespace, Name: "instance-manager"}, cm)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Namespace: harness.ConfigNamespace, Name: "instance-manager"}, cm)).To(Succeed())
 		g.Expect(cm.Data["defaults"]).To(Equal(data["defaults"]), "the ConfigMap is unchanged")
 	}
 	// The same checks on what a tenant sets: an arm64 instance type for the
 	// admin's x86_64 image.
-	namespace(t, "e2e-refs")
-	ig := shortGroup("e2e-refs", "arm", 1, 2)
+	suite.Namespace(t, "e2e-refs")
+	ig := harness.ShortGroup("e2e-refs", "arm", 1, 2)
 	ig.Spec.EKS.Configuration.InstanceType = "m6g.large"
-	err := admin.Create(ctx, ig)
-	g.Expect(err).To(MatchError(And(ContainSubstring(`spec.eks.configuration.image "`+cloud.amis[0]+`" is a x86_64 image; instance type m6g.large runs arm64`),
+	err := suite.Admin.Create(ctx, ig)
+	g.Expect(err).To(MatchError(And(ContainSubstring(`spec.eks.configuration.image "`+suite.Cloud.AMIs[0]+`" is a x86_64 image; instance type m6g.large runs arm64`),
 		ContainSubstring("InstanceGroup e2e-refs/arm"))))
 }
 
 // Resources left by a controller killed before its finalizer ran (the
 // InstanceGroup removed without it) are found and deleted by the sweep.
 func TestSweepDeletesWhatAKilledControllerLeft(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-orphan")
-	ig := shortGroup("e2e-orphan", "web", 1, 2)
-	create(t, ig)
-	ready := waitReady(t, ig, 120*time.Second)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-orphan")
+	ig := harness.ShortGroup("e2e-orphan", "web", 1, 2)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 120*time.Second)
 	g.Expect(owned(t, "e2e-orphan", "web")).To(HaveLen(4))
 	role := ready.Status.NodesInstanceRoleArn
 
-	g.Expect(manager.Stop()).To(Succeed())
+	g.Expect(suite.Manager.Stop()).To(Succeed())
 	restarted := false
 	defer func() {
 		if !restarted {
-			m, err := startManager()
+			m, err := suite.StartManager()
 			g.Expect(err).NotTo(HaveOccurred())
-			manager = m
+			suite.Manager = m
 		}
 	}()
 	// With the controller down its webhooks are down too: let requests
 	// through while the group is removed, as after a crash with a
 	// bypassed or failed-open webhook.
 	restore := webhooksFailOpen(t)
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &v1alpha1.InstanceGroup{}
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
+		if err := suite.Admin.Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
 			return err
 		}
 		cur.Finalizers = nil
-		return admin.Update(ctx, cur)
+		return suite.Admin.Update(ctx, cur)
 	})).To(Succeed())
-	waitGone(t, ig, 120*time.Second)
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 120*time.Second)
 	restore()
 	g.Expect(owned(t, "e2e-orphan", "web")).To(HaveLen(4), "the killed controller left its resources")
 
-	m, err := startManager()
+	m, err := suite.StartManager()
 	g.Expect(err).NotTo(HaveOccurred())
-	manager, restarted = m, true
-	opts := managerOptions()
+	suite.Manager, restarted = m, true
+	opts := suite.ManagerOptions()
 	g.Eventually(func() []string { return owned(t, "e2e-orphan", "web") }, 2*opts.GCPeriod+opts.GCGrace+90*time.Second, time.Second).
 		Should(BeEmpty(), "the sweep deletes the Auto Scaling group, launch template, role and instance profile")
 	auth := &corev1.ConfigMap{}
-	g.Expect(admin.Get(ctx, eksprov.AuthConfigMap, auth)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, eksprov.AuthConfigMap, auth)).To(Succeed())
 	g.Expect(auth.Data["mapRoles"]).NotTo(ContainSubstring(role), "the aws-auth entry it added is removed")
-	g.Eventually(func() []corev1.Node { return groupNodes(t, ig) }, 60*time.Second, 500*time.Millisecond).Should(BeEmpty())
+	g.Eventually(func() []corev1.Node { return suite.GroupNodes(t, ig) }, 60*time.Second, 500*time.Millisecond).Should(BeEmpty())
 }
 
 // An aws-auth entry for a role that existed before instance-manager
 // survives the create and delete of a group using the same role.
 func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-byo")
-	iamc := iam.NewFromConfig(environment.AWS)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-byo")
+	iamc := iam.NewFromConfig(suite.Env.AWS)
 	role, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("e2e-admin-nodes"), AssumeRolePolicyDocument: aws.String(eksprov.NodeTrustPolicy)})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = iamc.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("e2e-admin-nodes")})
@@ -357,10 +341,10 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 		}
 		g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cm := &corev1.ConfigMap{}
-			err := admin.Get(ctx, eksprov.AuthConfigMap, cm)
+			err := suite.Admin.Get(ctx, eksprov.AuthConfigMap, cm)
 			if apierrors.IsNotFound(err) {
 				cm.Namespace, cm.Name, cm.Data = eksprov.AuthConfigMap.Namespace, eksprov.AuthConfigMap.Name, map[string]string{"mapRoles": edited("")}
-				return admin.Create(ctx, cm)
+				return suite.Admin.Create(ctx, cm)
 			}
 			if err != nil {
 				return err
@@ -369,18 +353,18 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 				cm.Data = map[string]string{}
 			}
 			cm.Data["mapRoles"] = edited(cm.Data["mapRoles"])
-			return admin.Update(ctx, cm)
+			return suite.Admin.Update(ctx, cm)
 		})).To(Succeed())
 	}
 	editAuth(func(roles []map[string]any) []map[string]any {
 		return append(roles, map[string]any{"rolearn": arn, "username": "admin-nodes", "groups": []any{"system:masters"}})
 	})
 	// Node roles are the admin's to choose: the defaults name the role.
-	data := cloud.boundaries(cloud.amis[0], 5)
+	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
 	data["defaults"] = strings.Replace(data["defaults"], "      securityGroups: [e2e-nodes]\n",
 		"      securityGroups: [e2e-nodes]\n      roleName: e2e-admin-nodes\n      instanceProfileName: e2e-admin-nodes\n", 1)
 	g.Expect(data["defaults"]).To(ContainSubstring("roleName: e2e-admin-nodes"))
-	setBoundaries(t, data)
+	suite.SetBoundaries(t, data)
 	t.Cleanup(func() {
 		editAuth(func(roles []map[string]any) []map[string]any {
 			kept := roles[:0]
@@ -399,7 +383,7 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 	// "<username> <groups>".
 	entries := func() []string {
 		cm := &corev1.ConfigMap{}
-		g.Expect(admin.Get(ctx, eksprov.AuthConfigMap, cm)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, eksprov.AuthConfigMap, cm)).To(Succeed())
 		var roles []struct {
 			RoleARN  string   `json:"rolearn"`
 			Username string   `json:"username"`
@@ -415,14 +399,14 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 		return out
 	}
 
-	ig := shortGroup("e2e-byo", "web", 1, 2)
-	create(t, ig)
-	ready := waitReady(t, ig, 120*time.Second)
+	ig := harness.ShortGroup("e2e-byo", "web", 1, 2)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 120*time.Second)
 	g.Expect(ready.Status.NodesInstanceRoleArn).To(Equal(arn))
 	g.Expect(entries()).To(Equal([]string{"admin-nodes system:masters"}), "the admin's entry is unchanged after create, and no second entry is added")
 
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 120*time.Second)
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 120*time.Second)
 	g.Expect(entries()).To(Equal([]string{"admin-nodes system:masters"}), "the admin's entry survives the delete")
 	_, err = iamc.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("e2e-admin-nodes")})
 	g.Expect(err).NotTo(HaveOccurred(), "a bring-your-own role is never deleted")
@@ -433,17 +417,17 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 // A manifest in keikoproj instance-manager's spellings is accepted and
 // stored in the canonical spelling (kubectl apply --dry-run=server).
 func TestUpstreamSpellingsAreNormalised(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	// The admin opens the paths the manifest sets (they are admin-only
 	// otherwise).
-	data := cloud.boundaries(cloud.amis[0], 5)
+	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
 	data["boundaries"] = strings.Replace(data["boundaries"], "  replace:\n  - spec.strategy\n",
 		"  replace:\n  - spec.strategy\n  - spec.eks.configuration.volumes\n  - spec.eks.configuration.lifecycleHooks\n  - spec.eks.configuration.metadataOptions\n", 1)
 	g.Expect(data["boundaries"]).To(ContainSubstring("lifecycleHooks"))
-	setBoundaries(t, data)
-	namespace(t, "e2e-spelling")
+	suite.SetBoundaries(t, data)
+	suite.Namespace(t, "e2e-spelling")
 	manifest := `apiVersion: instancemgr.keikoproj.io/v1alpha1
 kind: InstanceGroup
 metadata:
@@ -486,7 +470,7 @@ spec:
 		"lifecycle: launch", "lifecycle: terminate", "defaultResult: continue"}
 	var shown string
 	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", environment.Kubeconfig, "apply", "--dry-run=server", "-o", "yaml", "-f", "-")
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", suite.Env.Kubeconfig, "apply", "--dry-run=server", "-o", "yaml", "-f", "-")
 		cmd.Stdin = strings.NewReader(manifest)
 		out, err := cmd.Output()
 		g.Expect(err).NotTo(HaveOccurred(), "kubectl apply --dry-run=server: %s", out)
@@ -498,7 +482,7 @@ spec:
 	} else {
 		u := &unstructured.Unstructured{}
 		g.Expect(yaml.Unmarshal([]byte(manifest), &u.Object)).To(Succeed())
-		g.Expect(admin.Create(ctx, u, client.DryRunAll)).To(Succeed())
+		g.Expect(suite.Admin.Create(ctx, u, client.DryRunAll)).To(Succeed())
 		raw, err := yaml.Marshal(u.Object["spec"])
 		g.Expect(err).NotTo(HaveOccurred())
 		shown = string(raw)
@@ -507,7 +491,7 @@ spec:
 		g.Expect(shown).To(ContainSubstring(w), "the dry run shows the canonical form")
 	}
 	g.Expect(shown).NotTo(ContainSubstring("rollingupdate"))
-	g.Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: "e2e-spelling", Name: "upstream"}, &v1alpha1.InstanceGroup{}))).To(BeTrue(), "a dry run stores nothing")
+	g.Expect(apierrors.IsNotFound(suite.Admin.Get(ctx, client.ObjectKey{Namespace: "e2e-spelling", Name: "upstream"}, &v1alpha1.InstanceGroup{}))).To(BeTrue(), "a dry run stores nothing")
 }
 
 // webhooksFailOpen sets the InstanceGroup webhooks to failurePolicy Ignore
@@ -518,7 +502,7 @@ func webhooksFailOpen(t *testing.T) func() {
 	set := func(policy admissionregistrationv1.FailurePolicyType) {
 		NewWithT(t).Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			m := &admissionregistrationv1.MutatingWebhookConfigurationList{}
-			if err := admin.List(ctx, m); err != nil {
+			if err := suite.Admin.List(ctx, m); err != nil {
 				return err
 			}
 			for i := range m.Items {
@@ -527,12 +511,12 @@ func webhooksFailOpen(t *testing.T) func() {
 						m.Items[i].Webhooks[j].FailurePolicy = &policy
 					}
 				}
-				if err := admin.Update(ctx, &m.Items[i]); err != nil {
+				if err := suite.Admin.Update(ctx, &m.Items[i]); err != nil {
 					return err
 				}
 			}
 			v := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
-			if err := admin.List(ctx, v); err != nil {
+			if err := suite.Admin.List(ctx, v); err != nil {
 				return err
 			}
 			for i := range v.Items {
@@ -541,7 +525,7 @@ func webhooksFailOpen(t *testing.T) func() {
 						v.Items[i].Webhooks[j].FailurePolicy = &policy
 					}
 				}
-				if err := admin.Update(ctx, &v.Items[i]); err != nil {
+				if err := suite.Admin.Update(ctx, &v.Items[i]); err != nil {
 					return err
 				}
 			}

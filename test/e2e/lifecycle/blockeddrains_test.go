@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // blockedGroups is how many groups have their delete drain blocked.
@@ -32,24 +33,24 @@ const blockedGroups = 50
 // the drains held the workers). All of it against moto, the
 // bridge's nodes and the real scheduler.
 func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, boundariesSharingForceDelete())
+	suite.SetBoundaries(t, boundariesSharingForceDelete())
 	const ns, other = "e2e-blocked50", "e2e-blocked50-new"
-	namespace(t, ns)
-	namespace(t, other)
+	suite.Namespace(t, ns)
+	suite.Namespace(t, other)
 
 	var groups []*v1alpha1.InstanceGroup
 	for i := range blockedGroups {
-		ig := shortGroup(ns, fmt.Sprintf("g%02d", i), 1, 1)
-		create(t, ig)
+		ig := harness.ShortGroup(ns, fmt.Sprintf("g%02d", i), 1, 1)
+		suite.Create(t, ig)
 		groups = append(groups, ig)
 	}
 	var wg sync.WaitGroup
 	for _, ig := range groups {
 		wg.Add(1)
-		go func() { defer wg.Done(); waitReady(t, ig, 5*time.Minute) }()
+		go func() { defer wg.Done(); suite.WaitReady(t, ig, 5*time.Minute) }()
 	}
 	wg.Wait()
 
@@ -76,29 +77,29 @@ func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(blockedGroups)),
 			Selector: &metav1.LabelSelector{MatchLabels: labels}},
 	}
-	g.Expect(admin.Create(ctx, d)).To(Succeed())
-	g.Expect(admin.Create(ctx, pdb)).To(Succeed())
+	g.Expect(suite.Admin.Create(ctx, d)).To(Succeed())
+	g.Expect(suite.Admin.Create(ctx, pdb)).To(Succeed())
 	t.Cleanup(func() {
-		_ = client.IgnoreNotFound(admin.Delete(context.Background(), pdb))
-		_ = client.IgnoreNotFound(admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+		_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), pdb))
+		_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	})
-	g.Eventually(func() int32 { return availableReplicas(d) }, 3*time.Minute, time.Second).Should(BeEquivalentTo(blockedGroups))
+	g.Eventually(func() int32 { return suite.AvailableReplicas(d) }, 3*time.Minute, time.Second).Should(BeEquivalentTo(blockedGroups))
 
 	// How long a group takes to become Ready here, before the drains.
-	before := shortGroup(other, "before", 1, 1)
+	before := harness.ShortGroup(other, "before", 1, 1)
 	start := time.Now()
-	create(t, before)
-	waitReady(t, before, 3*time.Minute)
+	suite.Create(t, before)
+	suite.WaitReady(t, before, 3*time.Minute)
 	baseline := time.Since(start)
 
 	for _, ig := range groups {
-		g.Expect(admin.Delete(ctx, ig.DeepCopy())).To(Succeed())
+		g.Expect(suite.Admin.Delete(ctx, ig.DeepCopy())).To(Succeed())
 	}
 	// Every deleted group is draining or blocked: none could go.
 	g.Eventually(func() int {
 		n := 0
 		for _, ig := range groups {
-			cur := get(t, ig)
+			cur := suite.Get(t, ig)
 			if c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionDeleting); c != nil && c.Reason != "" && cur.DeletionTimestamp != nil {
 				n++
 			}
@@ -108,10 +109,10 @@ func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
 		// was short on this machine kind under three test runs at once.
 	}, 4*time.Minute, time.Second).Should(Equal(blockedGroups))
 
-	after := shortGroup(other, "after", 1, 1)
+	after := harness.ShortGroup(other, "after", 1, 1)
 	start = time.Now()
-	create(t, after)
-	waitReady(t, after, 3*time.Minute)
+	suite.Create(t, after)
+	suite.WaitReady(t, after, 3*time.Minute)
 	took := time.Since(start)
 	t.Logf("a group became Ready in %s before the %d blocked drains and in %s beside them", baseline.Round(100*time.Millisecond), blockedGroups, took.Round(100*time.Millisecond))
 	// The two durations are figures: how they compare depends on what
@@ -120,25 +121,25 @@ func TestFiftyBlockedDrainsDoNotDelayACreate(t *testing.T) {
 	// the drain timeout, again and again, and the create would queue
 	// behind a round of them (50 drains / 4 workers x 15 s = 3 minutes);
 	// it must come well inside that, in half of it.
-	heldWorkers := time.Duration((blockedGroups+suiteWorkers-1)/suiteWorkers) * suiteDrainTimeout
+	heldWorkers := time.Duration((blockedGroups+harness.SuiteWorkers-1)/harness.SuiteWorkers) * harness.SuiteDrainTimeout
 	g.Expect(took).To(BeNumerically("<", heldWorkers/2),
 		"a create beside %d blocked drains took %s (%s before them): as long as if the drains held the %d reconcile workers for their %s timeout",
-		blockedGroups, took, baseline, suiteWorkers, suiteDrainTimeout)
-	g.Expect(availableReplicas(d)).To(BeEquivalentTo(blockedGroups), "no pod was evicted past its budget")
+		blockedGroups, took, baseline, harness.SuiteWorkers, harness.SuiteDrainTimeout)
+	g.Expect(suite.AvailableReplicas(d)).To(BeEquivalentTo(blockedGroups), "no pod was evicted past its budget")
 
 	// Done: force the deletes, so nothing is left. Forcing kills the pods
 	// without eviction, as the annotation says: the audit expects it.
 	for _, ig := range groups {
-		expectUndrained(t, ig)
-		cur := get(t, ig)
+		suite.ExpectUndrained(t, ig)
+		cur := suite.Get(t, ig)
 		patch := client.MergeFrom(cur.DeepCopy())
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
 		cur.Annotations[v1alpha1.AnnotationForceDelete] = "true"
-		g.Expect(admin.Patch(ctx, cur, patch)).To(Succeed())
+		g.Expect(suite.Admin.Patch(ctx, cur, patch)).To(Succeed())
 	}
 	for _, ig := range groups {
-		waitGone(t, ig, 3*time.Minute)
+		harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 3*time.Minute)
 	}
 }

@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // A launch template version whose instances never join (issue 24 item 4):
@@ -29,32 +30,32 @@ import (
 // and an app of 3 replicas under a budget of minAvailable 2 never has
 // fewer than 2 available.
 func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns = "e2e-neverjoin"
-	namespace(t, ns)
-	ig := shortGroup(ns, "workers", 2, 4)
+	suite.Namespace(t, ns)
+	ig := harness.ShortGroup(ns, "workers", 2, 4)
 	ig.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{StartupTimeout: &metav1.Duration{Duration: 20 * time.Second}}
-	create(t, ig)
-	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	suite.Create(t, ig)
+	name := suite.WaitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	// Three nodes above minSize 2, so a decrement is allowed.
 	_, err := asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
 	old := map[string]bool{}
-	_, group := asgTags(t, name)
+	_, group := suite.ASGTags(t, name)
 	for _, in := range group.Instances {
 		old[aws.ToString(in.InstanceId)] = true
 	}
 	g.Expect(old).To(HaveLen(3))
-	d := teamApp(t, ns, 3, intstr.FromInt32(2))
+	d := suite.TeamApp(t, ns, 3, intstr.FromInt32(2))
 
 	// Every instance launched from now on never becomes a Node.
-	environment.Bridge.SetNeverJoin(func(group, id string) bool { return strings.Contains(group, ns) && !old[id] })
-	t.Cleanup(func() { environment.Bridge.SetNeverJoin(nil) })
+	suite.Env.Bridge.SetNeverJoin(func(group, id string) bool { return strings.Contains(group, ns) && !old[id] })
+	t.Cleanup(func() { suite.Env.Bridge.SetNeverJoin(nil) })
 
 	stop, done := make(chan struct{}), make(chan struct{})
 	minPods, samples := int32(1<<30), 0
@@ -66,7 +67,7 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
-			if n := availableReplicas(d); n >= 0 {
+			if n := suite.AvailableReplicas(d); n >= 0 {
 				minPods, samples = min(minPods, n), samples+1
 			}
 		}
@@ -80,15 +81,15 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 		<-done
 	})
 
-	cur := get(t, ig)
+	cur := suite.Get(t, ig)
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Spec.EKS.Configuration.InstanceType = "m5.large"
-	g.Expect(admin.Patch(ctx, cur, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, cur, patch)).To(Succeed())
 
 	// inGroup returns the ids of the group's instances not terminating,
 	// old and new.
 	inGroup := func() (olds, news []string) {
-		_, group := asgTags(t, name)
+		_, group := suite.ASGTags(t, name)
 		for _, in := range group.Instances {
 			id := aws.ToString(in.InstanceId)
 			switch {
@@ -106,7 +107,7 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	cordoned := func() []string {
 		olds, _ := inGroup()
 		var out []string
-		for _, n := range groupNodes(t, ig) {
+		for _, n := range suite.GroupNodes(t, ig) {
 			for _, id := range olds {
 				if strings.HasSuffix(n.Spec.ProviderID, "/"+id) && n.Spec.Unschedulable {
 					out = append(out, n.Name)
@@ -131,7 +132,7 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	// replacement and recorded it as the batch's. Terminating it before
 	// any listing saw it would test a replacement nobody knew of.
 	g.Eventually(func() []string {
-		if b := get(t, ig).Status.RotationBatch; b != nil {
+		if b := suite.Get(t, ig).Status.RotationBatch; b != nil {
 			return b.Pending
 		}
 		return nil
@@ -144,7 +145,7 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 		g.Expect(olds).To(HaveLen(2), "no second old instance is terminated")
 		g.Expect(cordoned()).To(BeEmpty(), "no second old node is drained")
 	}, 45*time.Second, 2*time.Second).Should(Succeed())
-	g.Expect(get(t, ig).Status.Conditions).To(ContainElement(And(
+	g.Expect(suite.Get(t, ig).Status.Conditions).To(ContainElement(And(
 		HaveField("Type", v1alpha1.ConditionUpgrading), HaveField("Message", ContainSubstring("waiting for this batch's replacements")))))
 
 	// 2. The autoscaler raises the desired capacity again (pods pending
@@ -154,13 +155,13 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() string {
-		c := meta.FindStatusCondition(get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
+		c := meta.FindStatusCondition(suite.Get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
 		if c == nil {
 			return ""
 		}
 		return c.Reason + ": " + c.Message
 	}, 4*time.Minute, time.Second).Should(HavePrefix(upgrade.ReasonRotationStopped+": "), "the rotation stops")
-	stopped := get(t, ig)
+	stopped := suite.Get(t, ig)
 	g.Expect(stopped.Status.CurrentState).To(Equal(v1alpha1.StateError))
 	g.Expect(stopped.Status.RotationBatch).NotTo(BeNil())
 	g.Expect(stopped.Status.RotationBatch.NeverJoined).To(HaveLen(upgrade.MaxNeverJoined))
@@ -172,10 +173,10 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 		olds, _ := inGroup()
 		g.Expect(olds).To(HaveLen(2))
 		g.Expect(cordoned()).To(BeEmpty())
-		c := meta.FindStatusCondition(get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
+		c := meta.FindStatusCondition(suite.Get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
 		g.Expect(c.Reason).To(Equal(upgrade.ReasonRotationStopped))
 	}, 30*time.Second, 2*time.Second).Should(Succeed())
-	g.Expect(availableReplicas(d)).To(BeEquivalentTo(3))
+	g.Expect(suite.AvailableReplicas(d)).To(BeEquivalentTo(3))
 	close(stop)
 	<-done
 	g.Expect(samples).To(BeNumerically(">", 10))

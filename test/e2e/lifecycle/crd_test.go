@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -30,7 +30,7 @@ var rollingUpgradeGVK = schema.GroupVersionKind{Group: "upgrademgr.keikoproj.io"
 func installRollingUpgradeCRD(t *testing.T) {
 	t.Helper()
 	scheme := apiextensionsv1.AddToScheme
-	c, err := client.New(environment.Config, client.Options{})
+	c, err := client.New(suite.Env.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func installRollingUpgradeCRD(t *testing.T) {
 	NewWithT(t).Eventually(func() error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(rollingUpgradeGVK.GroupVersion().WithKind("RollingUpgradeList"))
-		return admin.List(context.Background(), list)
+		return suite.Admin.List(context.Background(), list)
 	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(Succeed())
 }
 
@@ -86,7 +86,7 @@ func rollingUpgrades(t *testing.T, ns string) []unstructured.Unstructured {
 	t.Helper()
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(rollingUpgradeGVK.GroupVersion().WithKind("RollingUpgradeList"))
-	if err := admin.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	var out []unstructured.Unstructured
@@ -103,35 +103,35 @@ func setStatus(t *testing.T, ru *unstructured.Unstructured, status string) {
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(rollingUpgradeGVK)
 	g := NewWithT(t)
-	g.Expect(admin.Get(context.Background(), client.ObjectKeyFromObject(ru), cur)).To(Succeed())
+	g.Expect(suite.Admin.Get(context.Background(), client.ObjectKeyFromObject(ru), cur)).To(Succeed())
 	g.Expect(unstructured.SetNestedField(cur.Object, status, "status", "currentStatus")).To(Succeed())
-	g.Expect(admin.Update(context.Background(), cur)).To(Succeed())
+	g.Expect(suite.Admin.Update(context.Background(), cur)).To(Succeed())
 }
 
 func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	installRollingUpgradeCRD(t)
 	// The admin opts in to RollingUpgrade (no kind is allowed by default),
 	// sharing the fields the template sets.
-	b := cloud.boundaries(cloud.amis[0], 5)
+	b := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
 	b["crdStrategy"] = crdStrategyOptIn
-	setBoundaries(t, b)
-	namespace(t, "e2e-crd")
-	ig := shortGroup("e2e-crd", "crd-group", 2, 3)
+	suite.SetBoundaries(t, b)
+	suite.Namespace(t, "e2e-crd")
+	ig := harness.ShortGroup("e2e-crd", "crd-group", 2, 3)
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyCRD, CRD: &v1alpha1.CRDUpgradeStrategy{
 		CRDName: "rollingupgrades", StatusJSONPath: ".status.currentStatus",
 		StatusSuccessString: "completed", StatusFailureString: "error", MaxRetries: ptr.To(1),
 		Spec: rollingUpgradeTemplate,
 	}}
-	create(t, ig)
-	ready := waitReady(t, ig, 3*time.Minute)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	g.Expect(rollingUpgrades(t, "e2e-crd")).To(BeEmpty(), "nothing to rotate yet")
 
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
 
 	// The rendered RollingUpgrade names the group's Auto Scaling group.
 	var first unstructured.Unstructured
@@ -145,7 +145,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 	asgName, _, _ := unstructured.NestedString(first.Object, "spec", "asgName")
 	g.Expect(asgName).To(Equal(ready.Status.ActiveScalingGroupName))
 	g.Expect(first.GetLabels()).To(HaveKeyWithValue(upgrade.LabelTemplateVersion, "2"))
-	g.Eventually(func() string { return get(t, ig).Status.CurrentState }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(v1alpha1.StateUpgrading))
+	g.Eventually(func() string { return suite.Get(t, ig).Status.CurrentState }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(v1alpha1.StateUpgrading))
 
 	// It fails once: the controller deletes it and submits it again.
 	setStatus(t, &first, "error")
@@ -158,10 +158,10 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		}
 		return false
 	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(BeTrue(), "resubmitted after a failure")
-	g.Eventually(func() int { return get(t, ig).Status.StrategyRetryCount }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(1))
+	g.Eventually(func() int { return suite.Get(t, ig).Status.StrategyRetryCount }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal(1))
 
 	// Playing upgrade-manager: replace the old instances, then report success.
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asgName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, in := range out.AutoScalingGroups[0].Instances {
@@ -172,7 +172,7 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 	setStatus(t, &second, "completed")
 	last := ""
 	g.Eventually(func() string {
-		cur := get(t, ig)
+		cur := suite.Get(t, ig)
 		up := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionUpgrading)
 		msg := ""
 		if up != nil {
@@ -194,6 +194,6 @@ func TestCRDStrategySubmitsFollowsAndRetries(t *testing.T) {
 		}
 		return line
 	}, 2*time.Minute, 500*time.Millisecond).Should(HavePrefix(v1alpha1.StateReady + ", 2 of 2 updated, Upgrading False"))
-	g.Eventually(func() string { return get(t, ig).Status.StrategyResourceName }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal("rollup-nodes"))
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Eventually(func() string { return suite.Get(t, ig).Status.StrategyResourceName }, harness.ConvergeTimeout, 200*time.Millisecond).Should(Equal("rollup-nodes"))
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }

@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 // Deletion always ends (issue 26 item 2, issue 27): groups written in the
 // original project's shapes, a namespace deleted after a boundary change
@@ -74,17 +74,17 @@ func nothingInAWS(t *testing.T, namespace, name string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	asgName := ownership.Name(ownership.LimitLaunchTemplate, cloud.cluster, namespace, name)
-	roleName := ownership.Name(ownership.LimitIAMRole, cloud.cluster, namespace, name)
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx,
+	asgName := ownership.Name(ownership.LimitLaunchTemplate, suite.Cloud.Cluster, namespace, name)
+	roleName := ownership.Name(ownership.LimitIAMRole, suite.Cloud.Cluster, namespace, name)
+	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx,
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asgName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.AutoScalingGroups).To(BeEmpty(), "Auto Scaling group %s is deleted", asgName)
-	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{asgName}})
+	_, err = ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{asgName}})
 	g.Expect(err).To(HaveOccurred(), "launch template %s is deleted", asgName)
-	_, err = iam.NewFromConfig(environment.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
+	_, err = iam.NewFromConfig(suite.Env.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(roleName)})
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")), "role %s is deleted", roleName)
-	_, err = iam.NewFromConfig(environment.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(roleName)})
+	_, err = iam.NewFromConfig(suite.Env.AWS).GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(roleName)})
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")), "instance profile %s is deleted", roleName)
 }
 
@@ -93,34 +93,34 @@ func nothingInAWS(t *testing.T, namespace, name string) {
 // warmPool.minSize dropped by the Go types) become Ready and, deleted,
 // finish within 2 minutes with nothing left in AWS.
 func TestOriginalShapesDeleteToNothingInAWS(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns = "e2e-original-shapes"
-	namespace(t, ns)
+	suite.Namespace(t, ns)
 	shapes := []*unstructured.Unstructured{originalShape(ns, "launchtemplate", true), originalShape(ns, "rolling-wp", false)}
 	var groups []*v1alpha1.InstanceGroup
 	for _, u := range shapes {
-		g.Expect(admin.Create(ctx, u)).To(Succeed())
+		g.Expect(suite.Admin.Create(ctx, u)).To(Succeed())
 		ig := &v1alpha1.InstanceGroup{}
 		ig.Namespace, ig.Name = ns, u.GetName()
 		groups = append(groups, ig)
 	}
 	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
+		suite.WaitReady(t, ig, 3*time.Minute)
 		stored := &unstructured.Unstructured{}
 		stored.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("InstanceGroup"))
-		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(ig), stored)).To(Succeed())
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(ig), stored)).To(Succeed())
 		_, found, _ := unstructured.NestedInt64(stored.Object, "spec", "eks", "warmPool", "minSize")
 		g.Expect(found).To(BeTrue(), "%s/%s is stored with spec.eks.warmPool.minSize: 0 (the premise)", ig.Namespace, ig.Name)
 	}
 
 	deleted := time.Now()
 	for _, ig := range groups {
-		g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+		g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	}
-	harness.WaitGone(t, admin, groups, harness.DeleteWithin)
+	harness.WaitGone(t, suite.Admin, groups, harness.DeleteWithin)
 	t.Logf("both groups deleted in %s", time.Since(deleted).Round(time.Second))
 	for _, ig := range groups {
 		nothingInAWS(t, ig.Namespace, ig.Name)
@@ -133,37 +133,37 @@ func TestOriginalShapesDeleteToNothingInAWS(t *testing.T) {
 // minutes (issue 26's report: the groups stayed Deleting and the
 // namespace Terminating for good).
 func TestNamespaceDeletedAfterABoundaryChangeDuringAnAdmissionOutage(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns = "e2e-delete-outage"
-	namespace(t, ns)
+	suite.Namespace(t, ns)
 	var groups []*v1alpha1.InstanceGroup
 	for _, name := range []string{"a", "b", "c"} {
-		ig := shortGroup(ns, name, 0, 2)
-		create(t, ig)
+		ig := harness.ShortGroup(ns, name, 0, 2)
+		suite.Create(t, ig)
 		groups = append(groups, ig)
 	}
 	for _, ig := range groups {
-		waitReady(t, ig, 3*time.Minute)
+		suite.WaitReady(t, ig, 3*time.Minute)
 	}
 
 	// A new default image (the fan-out recomputes every group's spec) and
 	// a quota for the namespace.
-	changed := cloud.boundaries(cloud.amis[1], 5)
+	changed := suite.Cloud.Boundaries(suite.Cloud.AMIs[1], 5)
 	changed["quotas"] = "perNamespace: {maxGroups: 100}\nnamespaces:\n  " + ns + ": {maxGroups: 3, maxSize: 2}\n"
-	setBoundaries(t, changed)
-	harness.WebhooksUnreachable(t, admin)
+	suite.SetBoundaries(t, changed)
+	harness.WebhooksUnreachable(t, suite.Admin)
 	g.Eventually(func() error {
-		return admin.Create(ctx, shortGroup(ns, "while-down", 0, 1), client.DryRunAll)
+		return suite.Admin.Create(ctx, harness.ShortGroup(ns, "while-down", 0, 1), client.DryRunAll)
 	}, 30*time.Second, 250*time.Millisecond).Should(MatchError(ContainSubstring("failed calling webhook")), "the outage is real")
 
 	deleted := time.Now()
-	g.Expect(admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	harness.WaitGone(t, admin, groups, harness.DeleteWithin)
+	g.Expect(suite.Admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	harness.WaitGone(t, suite.Admin, groups, harness.DeleteWithin)
 	g.Eventually(func() bool {
-		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+		return apierrors.IsNotFound(suite.Admin.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
 	}, harness.DeleteWithin-time.Since(deleted), time.Second).Should(BeTrue(), "namespace %s is deleted", ns)
 	t.Logf("namespace and groups deleted in %s", time.Since(deleted).Round(time.Second))
 	for _, ig := range groups {
@@ -175,25 +175,25 @@ func TestNamespaceDeletedAfterABoundaryChangeDuringAnAdmissionOutage(t *testing.
 // the canary, mid-rotation on the failed revision, and a group held on the
 // last good revision are deleted: both finish within 2 minutes.
 func TestGroupsDeletedDuringAHaltedRolloutFinishDeleting(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	startFrom(t, cloud.amis[0], rolloutBoundaries(cloud.amis[0], "e2e-delhalt-canary", "5s", "45s"))
+	startFrom(t, suite.Cloud.AMIs[0], rolloutBoundaries(suite.Cloud.AMIs[0], "e2e-delhalt-canary", "5s", "45s"))
 	canary, others := rolloutGroups(t, "e2e-delhalt")
 
-	environment.Bridge.SetNeverJoinImages(cloud.amis[2])
-	t.Cleanup(func() { environment.Bridge.SetNeverJoinImages() })
-	broken := rolloutBoundaries(cloud.amis[2], "e2e-delhalt-canary", "5s", "45s")
+	suite.Env.Bridge.SetNeverJoinImages(suite.Cloud.AMIs[2])
+	t.Cleanup(func() { suite.Env.Bridge.SetNeverJoinImages() })
+	broken := rolloutBoundaries(suite.Cloud.AMIs[2], "e2e-delhalt-canary", "5s", "45s")
 	target := boundaries.Revision(broken)
-	setBoundaries(t, broken)
+	suite.SetBoundaries(t, broken)
 	waitRecord(t, target, record.PhaseHalted, 5*time.Minute)
 
 	gone := []*v1alpha1.InstanceGroup{canary, others[0]}
 	deleted := time.Now()
 	for _, ig := range gone {
-		g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+		g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	}
-	harness.WaitGone(t, admin, gone, harness.DeleteWithin)
+	harness.WaitGone(t, suite.Admin, gone, harness.DeleteWithin)
 	t.Logf("deleted in %s during the halted rollout", time.Since(deleted).Round(time.Second))
 	for _, ig := range gone {
 		nothingInAWS(t, ig.Namespace, ig.Name)

@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // TestFargateTagsInTheOriginalsListForm: keikoproj instance-manager writes
@@ -20,15 +21,15 @@ import (
 // with our map form, keeps the list in its submitted-spec annotation, and
 // its Fargate profile carries both tags; deleting it removes the profile.
 func TestFargateTagsInTheOriginalsListForm(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns, name = "e2e-fargate-tags", "tagged"
-	namespace(t, ns)
+	suite.Namespace(t, ns)
 
-	subnets := make([]any, len(cloud.subnets))
-	for i, s := range cloud.subnets {
+	subnets := make([]any, len(suite.Cloud.Subnets))
+	for i, s := range suite.Cloud.Subnets {
 		subnets[i] = s
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -39,29 +40,29 @@ func TestFargateTagsInTheOriginalsListForm(t *testing.T) {
 			"provisioner": "eks-fargate",
 			"strategy":    map[string]any{"type": "managed"},
 			"eks-fargate": map[string]any{
-				"clusterName": cloud.cluster,
+				"clusterName": suite.Cloud.Cluster,
 				"subnets":     subnets,
 				"selectors":   []any{map[string]any{"namespace": ns}},
 				"tags":        []any{map[string]any{"key1": "v1", "key2": "v2"}},
 			},
 		},
 	}}
-	g.Expect(admin.Create(ctx, u)).To(Succeed(), "the original's list-of-maps tags are admitted")
+	g.Expect(suite.Admin.Create(ctx, u)).To(Succeed(), "the original's list-of-maps tags are admitted")
 
 	ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	ready := waitReady(t, ig, 2*time.Minute)
+	ready := suite.WaitReady(t, ig, 2*time.Minute)
 	g.Expect(ready.Spec.EKSFargate.Tags).To(Equal(map[string]string{"key1": "v1", "key2": "v2"}), "the stored spec has our map form")
 	var submitted map[string]any
 	g.Expect(json.Unmarshal([]byte(ready.Annotations[v1alpha1.AnnotationSubmittedSpec]), &submitted)).To(Succeed())
 	g.Expect(submitted["eks-fargate"].(map[string]any)["tags"]).To(Equal([]any{map[string]any{"key1": "v1", "key2": "v2"}}),
 		"the submitted-spec annotation keeps what the tenant wrote")
 
-	p := ownedProfiles(t, cloud.cluster, ns+"/"+name)[ready.Status.ActiveScalingGroupName]
+	p := ownedProfiles(t, suite.Cloud.Cluster, ns+"/"+name)[ready.Status.ActiveScalingGroupName]
 	g.Expect(p).NotTo(BeNil(), "the group's profile %s", ready.Status.ActiveScalingGroupName)
 	g.Expect(p.Tags).To(HaveKeyWithValue("key1", "v1"))
 	g.Expect(p.Tags).To(HaveKeyWithValue("key2", "v2"))
 
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
-	waitGone(t, ig, 2*time.Minute)
-	g.Expect(ownedProfiles(t, cloud.cluster, ns+"/"+name)).To(BeEmpty())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 2*time.Minute)
+	g.Expect(ownedProfiles(t, suite.Cloud.Cluster, ns+"/"+name)).To(BeEmpty())
 }

@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -27,19 +27,19 @@ import (
 // the suite's manager back when the test ends.
 func pollManager(t *testing.T, poll time.Duration) {
 	t.Helper()
-	if manager != nil {
-		if err := manager.Stop(); err != nil {
+	if suite.Manager != nil {
+		if err := suite.Manager.Stop(); err != nil {
 			t.Fatalf("stopping the manager: %v", err)
 		}
-		manager = nil
+		suite.Manager = nil
 	}
-	opts := managerOptions()
+	opts := suite.ManagerOptions()
 	opts.CloudPollPeriod = poll
-	m, err := harness.StartManager(environment.Config, environment.Envtest.WebhookInstallOptions, opts)
+	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
 	if err != nil {
 		t.Fatalf("starting the manager: %v", err)
 	}
-	manager = m
+	suite.Manager = m
 	t.Cleanup(func() { restoreManager(t) })
 }
 
@@ -53,17 +53,17 @@ func pollManager(t *testing.T, poll time.Duration) {
 // instance is gone; the instances wait in Terminating:Wait until their
 // nodes are drained.
 func TestOutOfBandTerminationsAreDrained(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	const ns = "e2e-termination"
 	pollManager(t, 10*time.Second)
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, ns)
-	ig := shortGroup(ns, "hooked", 2, 5)
-	create(t, ig)
-	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
-	asg := autoscaling.NewFromConfig(environment.AWS)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, ns)
+	ig := harness.ShortGroup(ns, "hooked", 2, 5)
+	suite.Create(t, ig)
+	name := suite.WaitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
 	describe := func(g Gomega) astypes.AutoScalingGroup {
 		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -80,8 +80,8 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	// 3 nodes: the desired capacity raised by hand (the spec's min is 2).
 	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
-	app := teamApp(t, ns, 4, intstr.FromInt32(3))
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	app := suite.TeamApp(t, ns, 4, intstr.FromInt32(3))
 	labels := map[string]string{"app": "team-app"}
 	inService := func(g Gomega) []string {
 		var ids []string
@@ -104,7 +104,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 			now := inService(g)
 			g.Expect(now).To(HaveLen(want))
 			nodes := &corev1.NodeList{}
-			g.Expect(admin.List(ctx, nodes)).To(Succeed())
+			g.Expect(suite.Admin.List(ctx, nodes)).To(Succeed())
 			for _, id := range before {
 				if slices.Contains(now, id) {
 					continue
@@ -118,23 +118,23 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 			grp := describe(g)
 			g.Expect(grp.Instances).To(HaveLen(want))
 			g.Expect(inService(g)).To(HaveLen(want))
-			g.Expect(available(groupNodes(t, ig))).To(Equal(want))
+			g.Expect(harness.Available(suite.GroupNodes(t, ig))).To(Equal(want))
 		}, 4*time.Minute, time.Second).Should(Succeed())
-		g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+		g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
 		// Every pod Ready on one of the group's Nodes, none left on a gone
 		// one (the pod garbage collector removes those in its own time:
 		// the audit keeps sampling meanwhile).
 		g.Eventually(func(g Gomega) {
 			live := map[string]bool{}
-			for _, n := range groupNodes(t, ig) {
+			for _, n := range suite.GroupNodes(t, ig) {
 				live[n.Name] = true
 			}
 			pods := &corev1.PodList{}
-			g.Expect(admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+			g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
 			g.Expect(pods.Items).To(HaveLen(4))
 			for _, p := range pods.Items {
 				g.Expect(live).To(HaveKey(p.Spec.NodeName), "pod %s", p.Name)
-				g.Expect(podReady(&p)).To(BeTrue(), "pod %s", p.Name)
+				g.Expect(harness.PodReady(&p)).To(BeTrue(), "pod %s", p.Name)
 			}
 		}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
 	}
@@ -142,8 +142,8 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	// (a) Two instances terminated by a person, without decrement.
 	before := inService(g)
 	victims := before[:2]
-	drainedBefore := counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
-	audit := auditPods(ns, labels)
+	drainedBefore := harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
+	audit := suite.AuditPods(ns, labels)
 	started := time.Now()
 	for _, id := range victims {
 		_, err := asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
@@ -157,7 +157,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	}, 4*time.Minute, time.Second).Should(Succeed(), "the terminated instances leave once drained")
 	t.Logf("(a) two instances drained and gone %s after their termination", time.Since(started).Round(time.Second))
 	settled(3, before)
-	minReady, samples, orphans := audit.end()
+	minReady, samples, orphans := audit.End()
 	t.Logf("(a) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(samples).To(BeNumerically(">", 10))
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
@@ -167,22 +167,22 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrainStarted) }, 30*time.Second, time.Second).
 		Should(Equal(2), "one TerminationDrainStarted Event per instance")
 	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(2))
-	g.Expect(counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"}) - drainedBefore).To(Equal(2.0))
+	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"}) - drainedBefore).To(Equal(2.0))
 
 	// (b) The desired capacity lowered by hand: Auto Scaling picks one.
 	before = inService(g)
-	audit = auditPods(ns, labels)
+	audit = suite.AuditPods(ns, labels)
 	started = time.Now()
 	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(2)})
 	g.Expect(err).NotTo(HaveOccurred())
 	settled(2, before)
 	t.Logf("(b) scale in drained and done %s after the desired capacity was lowered", time.Since(started).Round(time.Second))
-	minReady, samples, orphans = audit.end()
+	minReady, samples, orphans = audit.End()
 	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(samples).To(BeNumerically(">", 10))
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-	g.Expect(counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(Equal(3.0), "the scale in's instance was drained too")
+	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(Equal(3.0), "the scale in's instance was drained too")
 }
 
 // occurrences counts the group's Events of reason, a series counting as
@@ -190,7 +190,7 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 func occurrences(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) int {
 	t.Helper()
 	list := &eventsv1.EventList{}
-	if err := admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
+	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -217,26 +217,26 @@ func occurrences(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) int {
 // gone, and every instance of the removed subnet is drained before it
 // goes.
 func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	const ns = "e2e-subnet-removed"
 	pollManager(t, 10*time.Second)
-	before := cloud.boundaries(cloud.amis[0], 5)
-	setBoundaries(t, before)
-	namespace(t, ns)
-	ig := shortGroup(ns, "spread", 3, 5)
-	create(t, ig)
-	name := waitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
-	g.Eventually(func() int { return available(groupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
-	asg := autoscaling.NewFromConfig(environment.AWS)
-	subnets, err := ec2.NewFromConfig(environment.AWS).DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: cloud.subnets})
+	before := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
+	suite.SetBoundaries(t, before)
+	suite.Namespace(t, ns)
+	ig := harness.ShortGroup(ns, "spread", 3, 5)
+	suite.Create(t, ig)
+	name := suite.WaitReady(t, ig, 3*time.Minute).Status.ActiveScalingGroupName
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	asg := autoscaling.NewFromConfig(suite.Env.AWS)
+	subnets, err := ec2.NewFromConfig(suite.Env.AWS).DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: suite.Cloud.Subnets})
 	g.Expect(err).NotTo(HaveOccurred())
 	zoneOf := map[string]string{}
 	for _, s := range subnets.Subnets {
 		zoneOf[aws.ToString(s.SubnetId)] = aws.ToString(s.AvailabilityZone)
 	}
-	removed, kept := zoneOf[cloud.subnets[0]], zoneOf[cloud.subnets[1]]
+	removed, kept := zoneOf[suite.Cloud.Subnets[0]], zoneOf[suite.Cloud.Subnets[1]]
 	g.Expect(removed).NotTo(Equal(kept), "the fixture's two subnets are in two zones")
 	instances := func(g Gomega) []astypes.Instance {
 		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
@@ -251,14 +251,14 @@ func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
 		}
 	}
 	g.Expect(leaving).NotTo(BeEmpty(), "Auto Scaling spread the group over both zones")
-	app := teamApp(t, ns, 4, intstr.FromInt32(3))
+	app := suite.TeamApp(t, ns, 4, intstr.FromInt32(3))
 	labels := map[string]string{"app": "team-app"}
-	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
-	drainedBefore := counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
-	audit := auditPods(ns, labels)
+	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	drainedBefore := harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
+	audit := suite.AuditPods(ns, labels)
 	started := time.Now()
 
-	setBoundaries(t, cloud.withoutFirstSubnet(t, before))
+	suite.SetBoundaries(t, suite.Cloud.WithoutFirstSubnet(t, before))
 
 	g.Eventually(func(g Gomega) {
 		ins := instances(g)
@@ -267,15 +267,15 @@ func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
 			g.Expect(in.LifecycleState).To(Equal(astypes.LifecycleStateInService))
 			g.Expect(aws.ToString(in.AvailabilityZone)).To(Equal(kept), "instance %s", aws.ToString(in.InstanceId))
 		}
-		g.Expect(available(groupNodes(t, ig))).To(Equal(3))
+		g.Expect(harness.Available(suite.GroupNodes(t, ig))).To(Equal(3))
 	}, 6*time.Minute, time.Second).Should(Succeed(), "every instance moved out of the removed subnet")
 	t.Logf("%d instance(s) moved out of %s in %s", len(leaving), removed, time.Since(started).Round(time.Second))
-	g.Eventually(func() int32 { return availableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
-	minReady, samples, orphans := audit.end()
+	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	minReady, samples, orphans := audit.End()
 	t.Logf("audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(samples).To(BeNumerically(">", 10))
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-	g.Expect(counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(BeNumerically(">=", len(leaving)),
+	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(BeNumerically(">=", len(leaving)),
 		"each instance of the removed subnet was drained by the termination hook")
 }

@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // TestWeightedGroupBecomesReadyAndRotates: a mixed instances policy with
@@ -31,22 +32,22 @@ import (
 // unit tests (reconciler/upgrade TestWeightedGroupRotatesInCapacityUnits)
 // cover that with the narrowest fake.
 func TestWeightedGroupBecomesReadyAndRotates(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	namespace(t, "e2e-weighted")
-	ig := shortGroup("e2e-weighted", "weighted", 4, 6)
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
+	suite.Namespace(t, "e2e-weighted")
+	ig := harness.ShortGroup("e2e-weighted", "weighted", 4, 6)
 	ig.Spec.EKS.Configuration.InstanceType = "t3.large"
 	ig.Spec.EKS.Configuration.MixedInstancesPolicy = &v1alpha1.MixedInstancesPolicySpec{
 		InstanceTypes: []v1alpha1.InstanceTypeSpec{{Type: "t3.large", Weight: 2}, {Type: "t3.medium", Weight: 1}}}
 	ig.Spec.Strategy = v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyRollingUpdate, RollingUpdate: &v1alpha1.RollingUpdateStrategy{
 		MaxUnavailable: ptr.To(intstr.FromInt32(2))}}
-	create(t, ig)
+	suite.Create(t, ig)
 
-	ready := waitReady(t, ig, 3*time.Minute)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	g.Expect(ready.Status.CurrentMin).To(Equal(4), "minSize in capacity units")
-	g.Expect(groupNodes(t, ig)).To(HaveLen(2), "two instances of weight 2 hold minSize 4")
+	g.Expect(suite.GroupNodes(t, ig)).To(HaveLen(2), "two instances of weight 2 hold minSize 4")
 	g.Expect(describe(ready)).To(Equal("Ready v1 2/2 surge 0"))
 	d := workload(t, ig, 2)
 
@@ -55,19 +56,19 @@ func TestWeightedGroupBecomesReadyAndRotates(t *testing.T) {
 	watch := watchRotation(t, ig, d)
 	patch := client.MergeFrom(ready.DeepCopy())
 	ready.Spec.EKS.Configuration.Labels["rotation"] = "2"
-	g.Expect(admin.Patch(ctx, ready, patch)).To(Succeed())
-	g.Eventually(func() string { return describe(get(t, ig)) }, 6*time.Minute, time.Second).Should(Equal("Ready v2 2/2 surge 0"),
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
+	g.Eventually(func() string { return describe(suite.Get(t, ig)) }, 6*time.Minute, time.Second).Should(Equal("Ready v2 2/2 surge 0"),
 		"both weighted instances rotated")
 	minNodes, minPods := watch()
 	g.Expect(minNodes).To(BeNumerically(">=", 1), "maxUnavailable 2 units: one instance of weight 2 at a time")
 	g.Expect(minPods).To(BeNumerically(">=", 1), "the PodDisruptionBudget is honoured")
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
-	for _, n := range groupNodes(t, ig) {
+	for _, n := range suite.GroupNodes(t, ig) {
 		g.Expect(n.Labels).To(HaveKeyWithValue("rotation", "2"))
 	}
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx,
+	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx,
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(aws.ToInt32(out.AutoScalingGroups[0].DesiredCapacity)).To(BeEquivalentTo(4), "the desired capacity (units) is unchanged")
-	g.Expect(admin.Delete(ctx, ig)).To(Succeed())
+	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }

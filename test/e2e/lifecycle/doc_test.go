@@ -1,0 +1,10 @@
+// Package lifecycle runs instance-manager end to end (harness.Suite: the
+// local control plane with controller manager, scheduler and kwok kubelets,
+// moto as AWS, the instance-to-node bridge, the manager in process) through
+// a group's life outside rotations: creation of each provisioner's
+// resources (eks, eks-managed, eks-fargate, the crd strategy), the
+// original project's manifest forms, ownership of AWS resources and the
+// garbage collector, and deletion that drains and always ends, with AWS
+// checked for leaks. Its sibling test/e2e/rotation covers rotations and
+// rollouts; the two run side by side.
+package lifecycle
