@@ -37,6 +37,7 @@ func TestMoto(t *testing.T) {
 		{"ScalingGroupCachePagination", testScalingGroupCachePaginationAgainstMoto},
 		{"OperationSupport", testMotoOperationSupport},
 		{"Behaviour", testMotoBehaviour},
+		{"SSMContract", testSSMContract},
 		{"AutoScalingContract", func(t *testing.T, cfg awssdk.Config) { testAutoScalingContract(t, cfg, e) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,9 @@ Fixes:
   by ARN, and UntagResource removes every key of its query string (moto
   reads the first only).
 
+AWS's public EKS-optimized AMI parameters (`image: latest`) are
+motossm.py's.
+
 Auto Scaling's own behaviour (termination policy, lifecycle hooks,
 rebalancing, scaling activities, warm pools) is motoautoscaling.py's,
 installed here; IM_MOTO_AUTOSCALING chooses which behaviours are on.
@@ -31,6 +34,7 @@ installed here; IM_MOTO_AUTOSCALING chooses which behaviours are on.
 import sys
 
 import motoautoscaling
+import motossm
 
 from moto.autoscaling.exceptions import AutoscalingClientError
 from moto.autoscaling.models import AutoScalingBackend
@@ -164,6 +168,7 @@ EKSResponse.untag_resource = _untag_every_key
 
 # After the fixes above: its terminate replaces the one defined here.
 motoautoscaling.install()
+motossm.install()
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"
