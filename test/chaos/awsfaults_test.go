@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -10,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/record"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,10 +88,14 @@ func TestAWSFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = mgr.Stop() }()
-	const maxConcurrent = 25
-	if err := harness.SetBoundaries(ctx, admin, cloud.Boundaries(cloud.AMIs[0], maxConcurrent)); err != nil {
+	if err := harness.SetBoundaries(ctx, admin, wavesBoundaries(cloud.AMIs[0])); err != nil {
 		t.Fatal(err)
 	}
+	// Later tests write boundaries without waves (which ends any rollout);
+	// so does this one when it ends.
+	t.Cleanup(func() {
+		_ = harness.SetBoundaries(context.Background(), admin, cloud.Boundaries(cloud.AMIs[0], maxConcurrent))
+	})
 
 	var namespaces, keys []string
 	var groups []*v1alpha1.InstanceGroup
@@ -157,25 +166,15 @@ func TestAWSFaults(t *testing.T) {
 	}
 	figure(t, "scarce_group_reports_insufficient_capacity", fmt.Sprintf("%d/1", reported))
 
-	// Roll every group to a new image: the admin changes the default.
+	// Roll every group to a new image: the admin changes the default, and
+	// the change rolls out in waves (canary namespace, half of the rest,
+	// the rest), each judged: transient faults must not halt it.
 	stepStart = time.Now()
-	var boundaryRetries int
-	for attempt := 1; ; attempt++ {
-		err := harness.SetBoundaries(ctx, admin, cloud.Boundaries(cloud.AMIs[1], maxConcurrent))
-		if err == nil {
-			break
-		}
-		if attempt == 10 {
-			t.Fatalf("the ConfigMap with the new image was refused 10 times under faults: %v", err)
-		}
-		boundaryRetries++
-		t.Logf("ConfigMap write %d refused (retrying): %v", attempt, err)
-		time.Sleep(time.Second)
-	}
+	boundaryRetries := setBoundariesRetrying(t, wavesBoundaries(cloud.AMIs[1]))
 	newImage := cloud.AMIs[1]
 	var inv inventory
 	var invErr error
-	pending = waitGroups(ctx, namespaces, keys, 5*time.Minute, func(k string, ig *v1alpha1.InstanceGroup) (bool, string) {
+	pending = waitGroups(ctx, namespaces, keys, 8*time.Minute, func(k string, ig *v1alpha1.InstanceGroup) (bool, string) {
 		if k == keys[0] { // once per poll
 			inv, invErr = readInventory(ctx, environment.AWS, iamOwners)
 		}
@@ -201,8 +200,39 @@ func TestAWSFaults(t *testing.T) {
 		t.Fatalf("%d of %d groups not rolled to %s under faults (%s):\n  %s\nfaults: %s", len(pending), n, newImage, time.Since(stepStart).Round(time.Second), summarize(pending, 10), proxy.Stats())
 	}
 	t.Logf("all %d groups rolled to the new image in %s; faults so far: %s", n, time.Since(stepStart).Round(time.Second), proxy.Stats())
+	rolled := harness.WaitRolloutRecord(t, admin, boundaries.Revision(wavesBoundaries(newImage)), record.PhaseComplete, 2*time.Minute)
+	if rolled.Halt != nil {
+		t.Errorf("the rollout under transient faults halted: %s", rolled.Halt.Reason)
+	}
+	figure(t, "rollout_waves_completed_under_faults", fmt.Sprintf("%d/%d", len(rolled.Waves), len(rolled.Waves)))
 
-	// Delete every group, the one without capacity too.
+	// The same rollout, with a persistent fault on one canary group: its
+	// launch template can no longer be written (an IAM policy denying
+	// ec2:CreateLaunchTemplateVersion on it). The rollout halts on that
+	// group, and no group outside the canary wave moves.
+	broken := groups[1] // the first group of the canary namespace
+	brokenTemplate := ownership.Name(ownership.LimitLaunchTemplate, cloud.Cluster, broken.Namespace, broken.Name)
+	removeRule := proxy.AddRule(faults.Rule{
+		Service: "ec2", Operations: []string{"CreateLaunchTemplateVersion"},
+		Match: func(c *faults.Call) bool { return c.ParamEquals("LaunchTemplateName", brokenTemplate) },
+		Error: faults.APIError{Code: "UnauthorizedOperation", Status: http.StatusForbidden,
+			Message: "You are not authorized to perform this operation."},
+	})
+	stepStart = time.Now()
+	boundaryRetries += setBoundariesRetrying(t, wavesBoundaries(cloud.AMIs[2]))
+	halted := harness.WaitRolloutRecord(t, admin, boundaries.Revision(wavesBoundaries(cloud.AMIs[2])), record.PhaseHalted, 5*time.Minute)
+	removeRule()
+	if halted.Halt == nil || !strings.Contains(halted.Halt.Reason+" "+halted.Message, key(broken)) {
+		t.Errorf("the rollout halted, but not on %s: %+v (%s)", key(broken), halted.Halt, halted.Message)
+	}
+	if len(halted.Waves) > 1 && len(halted.Waves[1].Groups) > 0 {
+		t.Errorf("a wave after the canary started: %+v", halted.Waves[1])
+	}
+	t.Logf("halted on %s in %s: %s", key(broken), time.Since(stepStart).Round(time.Second), halted.Message)
+	figure(t, "rollout_halted_on_persistent_fault", fmt.Sprintf("%d/1", map[bool]int{true: 1}[halted.Halt != nil]))
+
+	// Delete every group, the one without capacity too, while the rollout
+	// is halted.
 	stepStart = time.Now()
 	for _, ig := range append([]*v1alpha1.InstanceGroup{scarce}, groups...) {
 		if err := admin.Delete(ctx, ig.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
@@ -279,5 +309,45 @@ func createAll(t *testing.T, groups []*v1alpha1.InstanceGroup, retries *atomic.I
 	}
 	if t.Failed() {
 		t.FailNow()
+	}
+}
+
+// maxConcurrent is TestAWSFaults' cap on groups rotating at once.
+const maxConcurrent = 25
+
+// wavesBoundaries are the cloud's boundaries for image under a rollout
+// policy: the canary namespace chaos-aws-1, then half of the groups left,
+// then the rest; a short soak; a group not Ready within 4 minutes of its
+// move fails its wave.
+func wavesBoundaries(image string) map[string]string {
+	d := cloud.Boundaries(image, maxConcurrent)
+	d["rollout"] = fmt.Sprintf(`maxConcurrentUpgrades: %d
+soak: 5s
+failure:
+  startupTimeout: 4m
+waves:
+- name: canary
+  namespaces: [chaos-aws-1]
+- name: early
+  percent: 50
+`, maxConcurrent)
+	return d
+}
+
+// setBoundariesRetrying writes the boundary ConfigMap, retrying up to 10
+// times a write its webhook refused for a transient reason (its AWS
+// checks met a fault); it returns the number of retries.
+func setBoundariesRetrying(t *testing.T, data map[string]string) int {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := harness.SetBoundaries(context.Background(), admin, data)
+		if err == nil {
+			return attempt - 1
+		}
+		if attempt == 10 {
+			t.Fatalf("the boundary ConfigMap was refused 10 times under faults: %v", err)
+		}
+		t.Logf("ConfigMap write %d refused (retrying): %v", attempt, err)
+		time.Sleep(time.Second)
 	}
 }

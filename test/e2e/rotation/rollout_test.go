@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -37,18 +36,12 @@ waves:
 	return d
 }
 
-var recordKey = types.NamespacedName{Namespace: harness.ConfigNamespace, Name: app.RolloutRecordName}
-
 // rolloutRecord reads the rollout record ConfigMap.
 func rolloutRecord(t *testing.T) *record.Record {
 	t.Helper()
-	cm := &corev1.ConfigMap{}
-	if err := suite.Admin.Get(context.Background(), recordKey, cm); err != nil {
-		t.Fatalf("reading the rollout record: %v", err)
-	}
-	rec, _, err := record.Decode(cm.Data)
-	if err != nil || rec == nil {
-		t.Fatalf("decoding the rollout record: %v (%v)", err, cm.Data)
+	rec, err := harness.RolloutRecord(context.Background(), suite.Admin)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return rec
 }
@@ -56,15 +49,7 @@ func rolloutRecord(t *testing.T) *record.Record {
 // waitRecord waits until the record rolls out revision target in phase.
 func waitRecord(t *testing.T, target, phase string, timeout time.Duration) *record.Record {
 	t.Helper()
-	var rec *record.Record
-	NewWithT(t).Eventually(func() string {
-		rec = rolloutRecord(t)
-		if rec.Target == target && rec.Phase == phase {
-			return phase
-		}
-		return fmt.Sprintf("target %s phase %s: %s", rec.Target, rec.Phase, rec.Message)
-	}, timeout, 500*time.Millisecond).Should(Equal(phase))
-	return rec
+	return harness.WaitRolloutRecord(t, suite.Admin, target, phase, timeout)
 }
 
 func image(ig *v1alpha1.InstanceGroup) string { return ig.Spec.EKS.Configuration.Image }
@@ -220,7 +205,7 @@ func TestBoundaryRolloutHaltsOnABrokenImageAndRollsBack(t *testing.T) {
 	// Rollback: the canary returns to the last good AMI as a normal
 	// rolling update; the rest stays as it is.
 	cm := &corev1.ConfigMap{}
-	g.Expect(suite.Admin.Get(ctx, recordKey, cm)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, harness.RolloutRecordKey, cm)).To(Succeed())
 	patch := client.MergeFrom(cm.DeepCopy())
 	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, record.AnnotationAction, record.ActionRollback)
 	g.Expect(suite.Admin.Patch(ctx, cm, patch)).To(Succeed())
@@ -232,7 +217,7 @@ func TestBoundaryRolloutHaltsOnABrokenImageAndRollsBack(t *testing.T) {
 	g.Expect(harness.Available(suite.GroupNodes(t, canary))).To(BeNumerically(">=", 1))
 	g.Eventually(func() v1alpha1.BoundariesStatus { return boundariesStatus(suite.Get(t, canary)) }, harness.ConvergeTimeout, 500*time.Millisecond).
 		Should(Equal(v1alpha1.BoundariesStatus{Revision: stable, PendingRevision: target, Wave: "canary"}))
-	g.Expect(suite.Admin.Get(ctx, recordKey, cm)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, harness.RolloutRecordKey, cm)).To(Succeed())
 	g.Expect(cm.Annotations).NotTo(HaveKey(record.AnnotationAction), "the action is consumed")
 	for _, o := range others {
 		g.Expect(image(suite.Get(t, o))).To(Equal(suite.Cloud.AMIs[0]))
