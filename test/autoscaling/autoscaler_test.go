@@ -7,6 +7,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
+	"github.com/instancemgr/instance-manager/test/harness"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -31,6 +36,12 @@ func TestAutoscalerScalesOnlyTheGroupThePodsFitWithinItsBounds(t *testing.T) {
 	namespace(t, ns)
 	special := corev1.Taint{Key: "dedicated", Value: "special", Effect: corev1.TaintEffectNoSchedule}
 	fits := scaledGroup(ns, "special", 0, 2, map[string]string{"pool": "special"}, special)
+	// Node health judges its instances after 40 s: shorter than they live
+	// before the scale in, so that an instance the autoscaler removed, still
+	// InService in a listing up to 2 × --cloud-poll-period old while its
+	// Node is gone, would look like one that never joined (review M1).
+	fits.Spec.EKS.NodeHealth = &v1alpha1.NodeHealthSpec{
+		StartupTimeout: &metav1.Duration{Duration: 40 * time.Second}, UnhealthyTimeout: &metav1.Duration{Duration: 10 * time.Second}}
 	// Same label, a taint the pods do not tolerate.
 	otherTaint := scaledGroup(ns, "other", 0, 3, map[string]string{"pool": "special"},
 		corev1.Taint{Key: "dedicated", Value: "other", Effect: corev1.TaintEffectNoSchedule})
@@ -97,6 +108,14 @@ func TestAutoscalerScalesOnlyTheGroupThePodsFitWithinItsBounds(t *testing.T) {
 	mu.Unlock()
 	g.Expect(desired(t, names["general"])).To(BeEquivalentTo(1), "minSize 1 keeps the general group's empty node")
 	g.Expect(groupNodes(t, general)).To(HaveLen(1))
+
+	// The scale in never triggers a node-health repair (issue 26): not
+	// while the listing still shows the instances (two listing periods),
+	// not after.
+	g.Consistently(func() []string {
+		return repairs(t, fits)
+	}, 2*cloudPollPeriod+10*time.Second, time.Second).Should(BeEmpty(), "node health repaired nothing after the autoscaler's scale in")
+	g.Expect(harness.Counter(t, "instance_manager_node_health_replacements_total", map[string]string{"namespace": ns, "name": fits.Name})).To(BeZero())
 
 	terminations := 0
 	for _, w := range capacityWrites(rec.Calls()) {
@@ -245,4 +264,25 @@ func TestRolloutAndAutoscalerScaleUpBothFinish(t *testing.T) {
 		}
 	}
 	g.Expect(autoscaler).To(BeNumerically(">=", 1), "the autoscaler scaled the group up")
+}
+
+// repairs lists the node-health Events on ig (a replacement, a halted or a
+// failed repair) as "reason: note".
+func repairs(t *testing.T, ig *v1alpha1.InstanceGroup) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind != "InstanceGroup" || e.Regarding.Name != ig.Name {
+			continue
+		}
+		switch e.Reason {
+		case nodehealth.EventNodeUnhealthy, nodehealth.EventRepairHalted, "NodeRepairFailed":
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
 }

@@ -30,6 +30,9 @@ import (
 
 const cluster = "ca-cluster"
 
+// cloudPollPeriod is the manager's --cloud-poll-period here (see run).
+const cloudPollPeriod = 30 * time.Second
+
 // priorityConfigMap is the ConfigMap the autoscaler's priority expander
 // reads in its namespace (kube-system), which the manager keeps.
 const priorityConfigMap = "cluster-autoscaler-priority-expander"
@@ -105,7 +108,7 @@ func run(m *testing.M) int {
 		// old); 30 s keeps that under a minute here, where the 2-minute
 		// default made TestSurgeRotationWhileTheAutoscalerScalesIn wait past
 		// its 4 minutes on a loaded machine.
-		CloudPollPeriod:             30 * time.Second,
+		CloudPollPeriod:             cloudPollPeriod,
 		AutoscalerPriorityConfigMap: "kube-system/" + priorityConfigMap,
 	})
 	if err == nil {

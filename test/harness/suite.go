@@ -46,6 +46,10 @@ type Suite struct {
 	Admin   client.Client
 	Cloud   *Cloud
 	Manager *Manager
+
+	// replaced is the test whose cleanup puts the suite's manager back
+	// (ReplaceManager).
+	replaced testing.TB
 }
 
 // Run starts the environment, the cloud and the manager, runs the tests,
@@ -131,4 +135,40 @@ func (s *Suite) Require(t *testing.T) {
 		t.Skip("needs the local environment: run make test")
 	}
 	Audit(t, s.Env.Bridge)
+}
+
+// ReplaceManager stops the running manager and starts one with opts (from
+// ManagerOptions, changed); the suite's own manager is back when the test
+// ends. Called again in the same test, it replaces the replacement.
+func (s *Suite) ReplaceManager(t testing.TB, opts app.Options) {
+	t.Helper()
+	s.stopManager(t)
+	m, err := StartManager(s.Env.Config, s.Env.Envtest.WebhookInstallOptions, opts)
+	if err != nil {
+		t.Fatalf("starting a manager with the test's options: %v", err)
+	}
+	s.Manager = m
+	if s.replaced == nil {
+		s.replaced = t
+		t.Cleanup(func() {
+			s.replaced = nil
+			s.stopManager(t)
+			m, err := s.StartManager()
+			if err != nil {
+				t.Fatalf("starting the suite's manager again: %v", err)
+			}
+			s.Manager = m
+		})
+	}
+}
+
+func (s *Suite) stopManager(t testing.TB) {
+	t.Helper()
+	if s.Manager == nil {
+		return
+	}
+	if err := s.Manager.Stop(); err != nil {
+		t.Errorf("stopping the manager: %v", err)
+	}
+	s.Manager = nil
 }

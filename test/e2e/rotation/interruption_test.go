@@ -77,21 +77,10 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	ctx := context.Background()
 	const ns = "e2e-interruption"
 	url := interruptionQueue(t, "e2e-interruptions")
-	if suite.Manager != nil {
-		if err := suite.Manager.Stop(); err != nil {
-			t.Fatalf("stopping the manager: %v", err)
-		}
-		suite.Manager = nil
-	}
 	opts := suite.ManagerOptions()
 	opts.CloudPollPeriod = 10 * time.Minute
 	opts.InterruptionQueue = url
-	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
-	if err != nil {
-		t.Fatalf("starting the manager: %v", err)
-	}
-	suite.Manager = m
-	t.Cleanup(func() { restoreManager(t) })
+	suite.ReplaceManager(t, opts)
 
 	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	suite.Namespace(t, ns)
@@ -161,7 +150,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	handedOver := harness.Counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})
 	audit := suite.AuditPods(ns, labels)
 	started := time.Now()
-	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func(g Gomega) {

@@ -135,18 +135,9 @@ func TestStalledRotationGivesItsSlotToTheNextGroup(t *testing.T) {
 	ctx := context.Background()
 	// Stall timeout below the drain timeout (15s): the stall, not the
 	// drain timeout, uncordons the node.
-	if err := suite.Manager.Stop(); err != nil {
-		t.Fatalf("stopping the manager: %v", err)
-	}
-	suite.Manager = nil
 	opts := suite.ManagerOptions()
 	opts.UpgradeStallTimeout = 8 * time.Second
-	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
-	if err != nil {
-		t.Fatalf("starting a manager with --upgrade-stall-timeout: %v", err)
-	}
-	suite.Manager = m
-	t.Cleanup(func() { restoreManager(t) })
+	suite.ReplaceManager(t, opts)
 
 	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 1))
 	suite.Namespace(t, "e2e-stall-a")

@@ -27,20 +27,9 @@ import (
 // the suite's manager back when the test ends.
 func pollManager(t *testing.T, poll time.Duration) {
 	t.Helper()
-	if suite.Manager != nil {
-		if err := suite.Manager.Stop(); err != nil {
-			t.Fatalf("stopping the manager: %v", err)
-		}
-		suite.Manager = nil
-	}
 	opts := suite.ManagerOptions()
 	opts.CloudPollPeriod = poll
-	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
-	if err != nil {
-		t.Fatalf("starting the manager: %v", err)
-	}
-	suite.Manager = m
-	t.Cleanup(func() { restoreManager(t) })
+	suite.ReplaceManager(t, opts)
 }
 
 // Auto Scaling terminates on its own, and every such termination passes

@@ -1,4 +1,4 @@
-package rotation
+package lifecycle
 
 import (
 	"context"
@@ -38,12 +38,6 @@ var failingOps = []string{"EC2 DescribeLaunchTemplateVersions", "EC2 CreateLaunc
 // and poll period. The suite's manager is back when the test ends.
 func budgetManager(t *testing.T, resync, poll time.Duration) {
 	t.Helper()
-	if suite.Manager != nil {
-		if err := suite.Manager.Stop(); err != nil {
-			t.Fatalf("stopping the manager: %v", err)
-		}
-		suite.Manager = nil
-	}
 	faulty := harness.FailCalls(suite.Env.AWS, func(op string, in any) error {
 		if lt, ok := in.(*ec2.CreateLaunchTemplateInput); ok && strings.Contains(aws.ToString(lt.LaunchTemplateName), "-e2e-budget-failing-") {
 			return harness.AuthorizationFailure()
@@ -54,26 +48,7 @@ func budgetManager(t *testing.T, resync, poll time.Duration) {
 	opts.AWS = &faulty
 	opts.ResyncInterval, opts.CloudPollPeriod = resync, poll
 	opts.GCPeriod = time.Hour
-	m, err := harness.StartManager(suite.Env.Config, suite.Env.Envtest.WebhookInstallOptions, opts)
-	if err != nil {
-		t.Fatalf("starting the budget manager: %v", err)
-	}
-	suite.Manager = m
-}
-
-// restoreManager puts the suite's manager back.
-func restoreManager(t *testing.T) {
-	t.Helper()
-	if suite.Manager != nil {
-		if err := suite.Manager.Stop(); err != nil {
-			t.Errorf("stopping the budget manager: %v", err)
-		}
-	}
-	m, err := suite.StartManager()
-	if err != nil {
-		t.Fatalf("starting the suite's manager again: %v", err)
-	}
-	suite.Manager = m
+	suite.ReplaceManager(t, opts)
 }
 
 // TestAWSCallBudget: idle Ready groups make no AWS call of their own,
@@ -84,7 +59,6 @@ func TestAWSCallBudget(t *testing.T) {
 	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	t.Cleanup(func() { restoreManager(t) })
 	// Resynced every 5 s: 20 resyncs of each group a minute.
 	budgetManager(t, 5*time.Second, 15*time.Second)
 	// Nothing else reconciling: groups of earlier tests are deleted first.
