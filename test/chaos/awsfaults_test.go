@@ -65,7 +65,10 @@ func TestAWSFaults(t *testing.T) {
 	}
 	started := time.Now()
 
-	proxy, err := faults.Start(faults.Options{Target: environment.AWSEndpoint, Seed: seed, SlowDelay: time.Second})
+	// Besides random faults: every instance profile the manager creates is
+	// unusable for 5 s (IAM propagation), so each group's first
+	// CreateAutoScalingGroup is refused as AWS refuses it.
+	proxy, err := faults.Start(faults.Options{Target: environment.AWSEndpoint, Seed: seed, SlowDelay: time.Second, IAMPropagation: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,15 @@ type Options struct {
 	// ago: EC2's eventual consistency right after a launch (EC2 API
 	// Reference, "Eventual consistency in the Amazon EC2 API").
 	FreshNotFound time.Duration
+	// IAMPropagation, when positive, makes an instance profile created
+	// through the proxy (IAM CreateInstanceProfile) unusable for that long,
+	// as IAM's eventual consistency does (IAM User Guide, "Changes that I
+	// make are not always immediately visible"): Auto Scaling
+	// CreateAutoScalingGroup and UpdateAutoScalingGroup whose launch
+	// template (by name, as written by CreateLaunchTemplate or
+	// CreateLaunchTemplateVersion through the proxy) names the profile
+	// answer ValidationError "... Invalid IAM Instance Profile name".
+	IAMPropagation time.Duration
 	// OnCall, when set, sees every AWS call with the fault it gets ("" for
 	// none, the kind, or "rule:<code>"), before the proxy acts on it: a
 	// record of what the caller asked for (which instances it terminated,
@@ -242,6 +251,11 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	seen    map[string]time.Time // instance ids, first seen (FreshNotFound)
+	// profiles are the instance profiles created through the proxy, when;
+	// templateProfile the profile each launch template's last version names
+	// (IAMPropagation).
+	profiles        map[string]time.Time
+	templateProfile map[string]string
 	bursts  map[string]time.Time // service -> throttled until (ThrottleBurst)
 	rnd     *rand.Rand
 	rate    float64
@@ -434,6 +448,45 @@ func (p *Proxy) notVisible(c *Call) []string {
 	return fresh
 }
 
+// notPropagated records the instance profiles and launch templates
+// IAMPropagation follows, and returns Auto Scaling's refusal of a group
+// whose launch template names a profile created less than IAMPropagation
+// ago; p.mu held.
+func (p *Proxy) notPropagated(c *Call) *APIError {
+	if p.opts.IAMPropagation <= 0 {
+		return nil
+	}
+	if p.profiles == nil {
+		p.profiles, p.templateProfile = map[string]time.Time{}, map[string]string{}
+	}
+	switch {
+	case c.Service == "iam" && c.Operation == "CreateInstanceProfile":
+		if name := c.Params.Get("InstanceProfileName"); name != "" {
+			p.profiles[name] = time.Now()
+		}
+	case c.Service == "ec2" && (c.Operation == "CreateLaunchTemplate" || c.Operation == "CreateLaunchTemplateVersion"):
+		name := c.Params.Get("LaunchTemplateName")
+		profile := c.Params.Get("LaunchTemplateData.IamInstanceProfile.Name")
+		if arn := c.Params.Get("LaunchTemplateData.IamInstanceProfile.Arn"); profile == "" && arn != "" {
+			profile = arn[strings.LastIndex(arn, "/")+1:]
+		}
+		if name != "" && profile != "" {
+			p.templateProfile[name] = profile
+		}
+	case c.Service == "autoscaling" && (c.Operation == "CreateAutoScalingGroup" || c.Operation == "UpdateAutoScalingGroup"):
+		template := c.Params.Get("LaunchTemplate.LaunchTemplateName")
+		if template == "" {
+			template = c.Params.Get("MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification.LaunchTemplateName")
+		}
+		profile := p.templateProfile[template]
+		if created, ok := p.profiles[profile]; ok && time.Since(created) < p.opts.IAMPropagation {
+			return &APIError{Code: "ValidationError", Status: http.StatusBadRequest, Message: fmt.Sprintf(
+				"You must use a valid fully-formed launch template. Value (%s) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", profile)}
+		}
+	}
+	return nil
+}
+
 // notFoundError is EC2's answer to DescribeInstances naming ids it does not
 // know (yet).
 func notFoundError(ids []string) APIError {
@@ -448,6 +501,11 @@ func (p *Proxy) decide(c *Call) decision {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Calls++
+	if e := p.notPropagated(c); e != nil {
+		p.stats.RuleFailures++
+		p.stats.ByOperation[c.Service+":"+c.Operation]++
+		return decision{apiErr: e}
+	}
 	if fresh := p.notVisible(c); len(fresh) > 0 {
 		p.stats.RuleFailures++
 		p.stats.ByOperation[c.Service+":"+c.Operation]++

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -22,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
+
+	"github.com/instancemgr/instance-manager/providers"
 )
 
 // upstream is a stand-in for the emulator: it counts calls and answers
@@ -364,5 +367,49 @@ func TestOperationNames(t *testing.T) {
 	}
 	if strings.Join(observed, " ") != strings.Join(want, " ") {
 		t.Errorf("OnCall saw %v, want %v (no faults)", observed, want)
+	}
+}
+
+// IAM User Guide, "Changes that I make are not always immediately
+// visible": an instance profile created a moment ago is not yet usable,
+// and Auto Scaling refuses a group whose launch template names it
+// ("Invalid IAM Instance Profile name"). IAMPropagation does so for its
+// duration, for the groups whose template names such a profile only; the
+// product takes the refusal as transient (providers.IsTransient).
+func TestIAMPropagationInvalidInstanceProfile(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, Options{Target: up.URL, IAMPropagation: 300 * time.Millisecond})
+	cfg := config(p)
+	ctx := context.Background()
+	if _, err := iam.NewFromConfig(cfg).CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("nodes")}); err != nil {
+		t.Fatal(err)
+	}
+	ec2c := ec2.NewFromConfig(cfg)
+	for name, profile := range map[string]string{"with-new-profile": "nodes", "with-old-profile": "older"} {
+		if _, err := ec2c.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(name),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(profile)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(template string) error {
+		_, err := autoscaling.NewFromConfig(cfg).CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
+			AutoScalingGroupName: aws.String(template), MinSize: aws.Int32(0), MaxSize: aws.Int32(1),
+			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateName: aws.String(template), Version: aws.String("1")}})
+		return err
+	}
+	err := create("with-new-profile")
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationError" || !strings.Contains(apiErr.ErrorMessage(), "Value (nodes) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name") {
+		t.Fatalf("a group naming a just-created profile: %v, want ValidationError naming the profile", err)
+	}
+	if !providers.IsTransient(err) {
+		t.Errorf("the product takes %v for terminal; IAM propagation ends by itself", err)
+	}
+	if err := create("with-old-profile"); err != nil {
+		t.Errorf("a group naming a profile the proxy did not see created: %v", err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if err := create("with-new-profile"); err != nil {
+		t.Errorf("after IAMPropagation: %v", err)
 	}
 }
