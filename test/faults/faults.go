@@ -249,20 +249,20 @@ type Proxy struct {
 	ln     net.Listener
 	proxy  *httputil.ReverseProxy
 
-	mu      sync.Mutex
-	seen    map[string]time.Time // instance ids, first seen (FreshNotFound)
+	mu   sync.Mutex
+	seen map[string]time.Time // instance ids, first seen (FreshNotFound)
 	// profiles are the instance profiles created through the proxy, when;
 	// templateProfile the profile each launch template's last version names
 	// (IAMPropagation).
 	profiles        map[string]time.Time
 	templateProfile map[string]string
-	bursts  map[string]time.Time // service -> throttled until (ThrottleBurst)
-	rnd     *rand.Rand
-	rate    float64
-	rules   []*ruleState
-	stats   Stats
-	nextID  int
-	stopped bool
+	bursts          map[string]time.Time // service -> throttled until (ThrottleBurst)
+	rnd             *rand.Rand
+	rate            float64
+	rules           []*ruleState
+	stats           Stats
+	nextID          int
+	stopped         bool
 }
 
 type ruleState struct {
