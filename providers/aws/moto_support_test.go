@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
@@ -62,13 +65,14 @@ func support(err error) string {
 func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 	cfg.RetryMaxAttempts = 1 // moto's 500 for unimplemented actions is retryable
 	c := NewClients(cfg)
-	eksFull, iamFull := eks.NewFromConfig(cfg), iam.NewFromConfig(cfg)
+	eksFull, iamFull, sqsFull := eks.NewFromConfig(cfg), iam.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	s := func(v string) *string { return awssdk.String(v) }
 	i32 := func(v int32) *int32 { return awssdk.Int32(v) }
 
 	// State the probes hand on to later probes.
 	var (
 		ami, ltID, instanceID, roleARN, policyARN string
+		queueURL, receipt                         string
 		subnets                                   []string
 	)
 	const (
@@ -408,6 +412,31 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 			_, err := c.IAM.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: s(role)})
 			return err
 		}},
+		// The interruption queue: the admin creates it and EventBridge
+		// sends to it (here, the full client).
+		{"SQSAPI.GetQueueAttributes", func(ctx context.Context) error {
+			out, err := sqsFull.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: s("support-queue")})
+			if err != nil {
+				return err
+			}
+			queueURL = *out.QueueUrl
+			if _, err := sqsFull.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: s(queueURL), MessageBody: s(`{"detail-type":"EC2 Spot Instance Interruption Warning"}`)}); err != nil {
+				return err
+			}
+			_, err = c.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: s(queueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+			return err
+		}},
+		{"SQSAPI.ReceiveMessage", func(ctx context.Context) error {
+			out, err := c.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: s(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+			if err == nil && len(out.Messages) > 0 {
+				receipt = *out.Messages[0].ReceiptHandle
+			}
+			return err
+		}},
+		{"SQSAPI.DeleteMessage", func(ctx context.Context) error {
+			_, err := c.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: s(queueURL), ReceiptHandle: s(receipt)})
+			return err
+		}},
 	}
 
 	probed := map[string]bool{}
@@ -432,7 +461,7 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 	// complete when an interface grows.
 	for _, iface := range []reflect.Type{
 		reflect.TypeFor[EC2API](), reflect.TypeFor[AutoScalingAPI](), reflect.TypeFor[IAMAPI](),
-		reflect.TypeFor[EKSAPI](), reflect.TypeFor[SSMAPI](), reflect.TypeFor[STSAPI](),
+		reflect.TypeFor[EKSAPI](), reflect.TypeFor[SSMAPI](), reflect.TypeFor[STSAPI](), reflect.TypeFor[SQSAPI](),
 	} {
 		for m := range iface.Methods() {
 			if op := iface.Name() + "." + m.Name; !probed[op] {
