@@ -16,10 +16,15 @@ import (
 // rotation cordoned, uncordoned through the drain path (releaseDrains: the
 // drain stopped first, Drainer.Skip), so that no node stays cordoned and
 // no slot stays taken while the group waits for a re-admission that may
-// never come. The instances come from the provisioner's listing
-// (providers.InstanceLister), which changes nothing in the cloud; a
-// provisioner without one only releases the slot. Surge capacity stays
-// recorded and is given back once the group is admitted again (Settle).
+// never come. Node health keeps running (NodeHealth.Check, on the NodesHealthy
+// condition the caller stores): an instance that never joined or stopped
+// being Ready is replaced from the launch template the group already has,
+// as it would be if the group were not held; the rotation itself waits.
+// The instances come from the provisioner's listing
+// (providers.InstanceLister); a provisioner without one only releases the
+// slot. Surge capacity stays recorded and is given back once the group is
+// admitted again (Settle). A node-health error is returned after the slot
+// is released.
 //
 // It is called only for a group whose stored spec was admitted under
 // earlier boundaries (ReasonBoundariesStale): one stored without
@@ -27,6 +32,7 @@ import (
 // so nothing is read for it.
 func (r *InstanceGroupReconciler) unwindHeld(ctx context.Context, ig *v1alpha1.InstanceGroup, prov providers.Provisioner) error {
 	key := client.ObjectKeyFromObject(ig)
+	var healthErr error
 	if l, ok := prov.(providers.InstanceLister); ok {
 		instances, err := l.Instances(ctx, ig)
 		if err != nil {
@@ -44,6 +50,15 @@ func (r *InstanceGroupReconciler) unwindHeld(ctx context.Context, ig *v1alpha1.I
 		if len(names) > 0 {
 			log.FromContext(ctx).Info("held group: uncordoned the nodes its rotation had cordoned", "nodes", names)
 		}
+		if r.NodeHealth != nil {
+			rot, _ := prov.(providers.Rotator)
+			if _, err := r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
+				healthErr = fmt.Errorf("node health of held group %s: %w", key, err)
+			}
+		}
 	}
-	return r.Slots.Release(ctx, key)
+	if err := r.Slots.Release(ctx, key); err != nil {
+		return err
+	}
+	return healthErr
 }

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -91,5 +93,89 @@ func TestAHeldGroupReleasesItsSlotAndUncordonsItsNodes(t *testing.T) {
 				t.Errorf("slot holders %v; want released: %v", slots.Holders(), c.unwound)
 			}
 		})
+	}
+}
+
+// rotatingLister lists five instances with Ready nodes (i-0 to i-4) and
+// one that never joined (i-b), and records what it terminates.
+type rotatingLister struct {
+	listingProvisioner
+	terminated []string
+}
+
+func (p *rotatingLister) Instances(context.Context, *v1alpha1.InstanceGroup) ([]providers.Instance, error) {
+	long := time.Now().Add(-time.Hour)
+	out := []providers.Instance{{ID: "i-b", ProviderID: "aws:///us-west-2a/i-b", LifecycleState: "InService", LaunchTime: long}}
+	for i := range 5 {
+		id := fmt.Sprintf("i-%d", i)
+		out = append(out, providers.Instance{ID: id, ProviderID: "aws:///us-west-2a/" + id, LifecycleState: "InService", LaunchTime: long})
+	}
+	return out, nil
+}
+
+func (p *rotatingLister) Terminate(_ context.Context, _ *v1alpha1.InstanceGroup, id string, decrement bool) error {
+	if decrement {
+		return fmt.Errorf("node health terminated %s with a decrement", id)
+	}
+	p.terminated = append(p.terminated, id)
+	return nil
+}
+
+func (p *rotatingLister) AddCapacity(context.Context, *v1alpha1.InstanceGroup, int) (int, error) {
+	return 0, fmt.Errorf("not expected")
+}
+
+// A held group keeps its node health (issue 26 item 5): an instance that
+// never joined is replaced (terminated without a decrement) while the
+// group waits for its re-admission, and the NodesHealthy condition says
+// so; the Ready ones are left alone.
+func TestAHeldGroupKeepsReplacingUnhealthyInstances(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := boundaries.Parse(map[string]string{"defaults": "spec:\n  provisioner: eks\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", Generation: 1, Finalizers: []string{Finalizer},
+			Annotations: map[string]string{v1alpha1.AnnotationBoundariesHash: "old"}},
+		Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKS},
+		Status: v1alpha1.InstanceGroupStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionBoundariesApplied,
+			Status: metav1.ConditionFalse, Reason: "Rejected", Message: "quota exceeded", LastTransitionTime: metav1.Now()}}},
+	}
+	objs := []client.Object{ig}
+	for i := range 5 {
+		objs = append(objs, readyNode(fmt.Sprintf("node-%d", i), fmt.Sprintf("aws:///us-west-2a/i-%d", i), nil))
+	}
+	cl := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	st := &store.Store{}
+	st.SetValid(cfg, "1")
+	recorder := events.NewFakeRecorder(100)
+	prov := &rotatingLister{}
+	r := &InstanceGroupReconciler{
+		Client: cl, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
+		Rolling: &upgrade.RollingUpdate{Drainer: &upgrade.Drainer{Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now}, Recorder: recorder, Client: cl},
+		Slots:   &upgrade.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
+		NodeHealth: &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
+		backoff:    newFailureBackoff(time.Second, time.Minute),
+	}
+	key := client.ObjectKeyFromObject(ig)
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if len(prov.terminated) != 1 || prov.terminated[0] != "i-b" {
+		t.Errorf("terminated %v; want the instance that never joined, i-b", prov.terminated)
+	}
+	cur := &v1alpha1.InstanceGroup{}
+	if err := cl.Get(ctx, key, cur); err != nil {
+		t.Fatal(err)
+	}
+	if rc := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady); rc == nil || rc.Reason != ReasonBoundariesStale {
+		t.Errorf("Ready condition %+v; want the hold (%s)", rc, ReasonBoundariesStale)
+	}
+	if hc := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionNodesHealthy); hc == nil || hc.Reason != nodehealth.ConditionReasonRepairing {
+		t.Errorf("NodesHealthy condition %+v; want %s", hc, nodehealth.ConditionReasonRepairing)
+	}
+	if n := drainEvents(recorder, nodehealth.EventNodeUnhealthy); n != 1 {
+		t.Errorf("%d %s Events; want 1", n, nodehealth.EventNodeUnhealthy)
 	}
 }

@@ -183,9 +183,15 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			log.FromContext(ctx).Info("re-admitted a group stored without admission")
 			return ctrl.Result{}, nil
 		default:
+			// Unwound first, so that the hold's status write carries the
+			// node-health condition too.
+			var unwindErr error
+			if reason == ReasonBoundariesStale {
+				unwindErr = r.unwindHeld(ctx, ig, prov)
+			}
 			res, err := r.hold(ctx, ig, reason, msg)
-			if err == nil && reason == ReasonBoundariesStale {
-				err = r.unwindHeld(ctx, ig, prov)
+			if err == nil {
+				err = unwindErr
 			}
 			return res, err
 		}
