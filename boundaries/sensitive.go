@@ -79,6 +79,9 @@ var equivalents = []equivalent{
 	{[]string{"spec.eks.configuration.labels", "spec.eks-managed.configuration.labels"}, true},
 	{[]string{"spec.eks.configuration.taints", "spec.eks-managed.configuration.taints"}, true},
 	{[]string{"spec.eks.configuration.tags", "spec.eks-managed.configuration.tags"}, true},
+	// Tags at launch (the launch template's tag specifications) are tags
+	// too: a rule on tags governs them; the default does not follow.
+	{[]string{"spec.eks.configuration.tags", "spec.eks.configuration.tagSpecifications"}, false},
 	// Tags of a Fargate profile are a map, not a list: the rule follows,
 	// the default does not.
 	{[]string{"spec.eks.configuration.tags", "spec.eks-fargate.tags"}, false},

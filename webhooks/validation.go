@@ -198,6 +198,7 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 	errs = append(errs, validateNodeLabels(c.Labels, cp.Child("labels"))...)
 	errs = append(errs, validateTaints(c.Taints, cp.Child("taints"))...)
 	errs = append(errs, validateTags(c.Tags, cp.Child("tags"))...)
+	errs = append(errs, validateTagSpecifications(c.TagSpecifications, cp.Child("tagSpecifications"))...)
 	errs = append(errs, validateVolumes(c.Volumes, cp.Child("volumes"))...)
 	errs = append(errs, validateNodeStrings(c, cp)...)
 	if c.SpotPrice != "" {
@@ -518,6 +519,28 @@ func validateTags(tags []map[string]string, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Duplicate(tp.Child("key"), key))
 		}
 		seen[key] = true
+	}
+	return errs
+}
+
+// validateTagSpecifications checks each resource type (one of
+// v1alpha1.TagSpecificationResourceTypes, each once) and its tags (as
+// validateTags).
+func validateTagSpecifications(specs []v1alpha1.TagSpecification, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, ts := range specs {
+		sp := path.Index(i)
+		switch {
+		case ts.ResourceType == "":
+			errs = append(errs, field.Required(sp.Child("resourceType"), "one of "+strings.Join(v1alpha1.TagSpecificationResourceTypes, ", ")))
+		case !slices.Contains(v1alpha1.TagSpecificationResourceTypes, ts.ResourceType):
+			errs = append(errs, field.NotSupported(sp.Child("resourceType"), ts.ResourceType, v1alpha1.TagSpecificationResourceTypes))
+		case seen[ts.ResourceType]:
+			errs = append(errs, field.Duplicate(sp.Child("resourceType"), ts.ResourceType))
+		}
+		seen[ts.ResourceType] = true
+		errs = append(errs, validateTags(ts.Tags, sp.Child("tags"))...)
 	}
 	return errs
 }

@@ -74,6 +74,25 @@ func TestValidateTenantInput(t *testing.T) {
 		{"a tag key that forges the managed-tags record", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.Tags = []map[string]string{{"key": "team,CostCenter", "value": "a"}}
 		}, "spec.eks.configuration.tags[0].key: Forbidden: tag keys may not contain a comma"},
+		{"a cluster tag on the instances' launch (tagSpecifications)", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.TagSpecifications = []v1alpha1.TagSpecification{{ResourceType: "instance",
+				Tags: []map[string]string{{"key": "kubernetes.io/cluster/prod", "value": "owned"}}}}
+		}, "spec.eks.configuration.tagSpecifications[0].tags[0].key: Forbidden: tag keys starting with kubernetes.io/cluster/"},
+		{"an AWS tag in tagSpecifications", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.TagSpecifications = []v1alpha1.TagSpecification{{ResourceType: "volume",
+				Tags: []map[string]string{{"key": "aws:autoscaling:groupName", "value": "x"}}}}
+		}, "spec.eks.configuration.tagSpecifications[0].tags[0].key: Invalid value: \"aws:autoscaling:groupName\": keys starting with aws: are reserved by AWS"},
+		{"a resource type launch templates do not tag", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.TagSpecifications = []v1alpha1.TagSpecification{{ResourceType: "snapshot"}}
+		}, `spec.eks.configuration.tagSpecifications[0].resourceType: Unsupported value: "snapshot": supported values: "instance", "volume", "network-interface", "spot-instances-request"`},
+		{"a resource type twice", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.TagSpecifications = []v1alpha1.TagSpecification{{ResourceType: "instance"}, {ResourceType: "instance"}}
+		}, `spec.eks.configuration.tagSpecifications[1].resourceType: Duplicate value: "instance"`},
+		{"the original's tagSpecifications", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.TagSpecifications = []v1alpha1.TagSpecification{
+				{ResourceType: "instance", Tags: []map[string]string{{"key": "team", "value": "a"}}},
+				{ResourceType: "volume", Tags: []map[string]string{{"key": "backup", "value": "daily"}}}}
+		}, ""},
 		{"shell in bootstrap arguments", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.EKS.Configuration.BootstrapArguments = "--kubelet-extra-args '--v=2' ; id > /tmp/pwned"
 		}, "spec.eks.configuration.bootstrapArguments: Invalid value"},

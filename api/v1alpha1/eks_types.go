@@ -136,6 +136,17 @@ type EKSConfiguration struct {
 	// +optional
 	Tags []map[string]string `json:"tags,omitempty"`
 
+	// TagSpecifications tag, at launch, the resources each instance's
+	// launch creates: the launch template's TagSpecifications (EC2 API
+	// Reference, LaunchTemplateTagSpecificationRequest). resourceType is
+	// one of instance, volume, network-interface, spot-instances-request;
+	// tags are as in tags ({key, value}). Keys reserved by AWS (aws:) and
+	// by instance-manager's ownership and cluster tags are refused, as in
+	// tags. A change is a new launch template version (the nodes rotate).
+	// keikoproj instance-manager's field.
+	// +optional
+	TagSpecifications []TagSpecification `json:"tagSpecifications,omitempty"`
+
 	// BootstrapArguments are extra arguments for the bootstrap script,
 	// e.g. "--kubelet-extra-args=--v=2" (amazonlinux2).
 	// +optional
@@ -313,6 +324,22 @@ type MixedInstancesPolicySpec struct {
 	// +optional
 	InstanceTypes []InstanceTypeSpec `json:"instanceTypes,omitempty"`
 }
+
+// TagSpecification is the tags for one type of resource an instance's
+// launch creates.
+type TagSpecification struct {
+	// ResourceType is instance, volume, network-interface or
+	// spot-instances-request.
+	ResourceType string `json:"resourceType"`
+	// Tags, each as {key: <tag key>, value: <tag value>}.
+	// +optional
+	Tags []map[string]string `json:"tags,omitempty"`
+}
+
+// TagSpecificationResourceTypes are the resource types a launch
+// template's tag specifications may name (EC2 API Reference,
+// LaunchTemplateTagSpecificationRequest).
+var TagSpecificationResourceTypes = []string{"instance", "volume", "network-interface", "spot-instances-request"}
 
 // InstancePoolSubFamilyFlexible is the instancePool that derives the
 // instance types from the base instanceType: its family and generation

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -46,6 +47,25 @@ type launchData struct {
 	AvailabilityZone, HostResourceGroupArn, Tenancy string
 	// Licenses are license configuration ARNs in spec order.
 	Licenses []string
+	// TagSpecs are the tags of the resources a launch creates, by resource
+	// type, each type's tags sorted by key (the order EC2 keeps is not
+	// the spec's).
+	TagSpecs []launchTagSpec
+}
+
+// launchTagSpec is one resource type's tags ([key, value] pairs).
+type launchTagSpec struct {
+	ResourceType string
+	Tags         [][2]string
+}
+
+// sortTagSpecs puts specs in the canonical order launchData compares in.
+func sortTagSpecs(specs []launchTagSpec) []launchTagSpec {
+	for _, s := range specs {
+		sort.Slice(s.Tags, func(i, j int) bool { return s.Tags[i][0] < s.Tags[j][0] })
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].ResourceType < specs[j].ResourceType })
+	return specs
 }
 
 // launchVolume is one EBS block device mapping; zero numbers and ""
@@ -117,6 +137,20 @@ func (d launchData) encode() []byte {
 	for _, l := range d.Licenses {
 		str("license", l)
 	}
+	// Written only when set: the data of groups without them hashes as it
+	// did before the field existed, so upgrading the controller rotates
+	// nothing.
+	if len(d.TagSpecs) > 0 {
+		num("tagSpecifications", int64(len(d.TagSpecs)))
+		for _, ts := range d.TagSpecs {
+			str("tagSpecification.resourceType", ts.ResourceType)
+			num("tagSpecification.tags", int64(len(ts.Tags)))
+			for _, t := range ts.Tags {
+				str("tag.key", t[0])
+				str("tag.value", t[1])
+			}
+		}
+	}
 	return []byte(b.String())
 }
 
@@ -173,6 +207,14 @@ func launchDataOf(ig *v1alpha1.InstanceGroup, in launchInput) launchData {
 		d.AvailabilityZone, d.HostResourceGroupArn, d.Tenancy = p.AvailabilityZone, p.HostResourceGroupArn, p.Tenancy
 	}
 	d.Licenses = append(d.Licenses, c.LicenseSpecifications...)
+	for _, ts := range c.TagSpecifications {
+		spec := launchTagSpec{ResourceType: ts.ResourceType}
+		for _, t := range ts.Tags {
+			spec.Tags = append(spec.Tags, [2]string{t["key"], t["value"]})
+		}
+		d.TagSpecs = append(d.TagSpecs, spec)
+	}
+	d.TagSpecs = sortTagSpecs(d.TagSpecs)
 	return d
 }
 
@@ -233,6 +275,13 @@ func (d launchData) request() *ec2types.RequestLaunchTemplateData {
 	for _, l := range d.Licenses {
 		r.LicenseSpecifications = append(r.LicenseSpecifications, ec2types.LaunchTemplateLicenseConfigurationRequest{LicenseConfigurationArn: awssdk.String(l)})
 	}
+	for _, ts := range d.TagSpecs {
+		spec := ec2types.LaunchTemplateTagSpecificationRequest{ResourceType: ec2types.ResourceType(ts.ResourceType)}
+		for _, t := range ts.Tags {
+			spec.Tags = append(spec.Tags, ec2types.Tag{Key: awssdk.String(t[0]), Value: awssdk.String(t[1])})
+		}
+		r.TagSpecifications = append(r.TagSpecifications, spec)
+	}
 	return r
 }
 
@@ -268,6 +317,14 @@ func launchDataFromStored(s *ec2types.ResponseLaunchTemplateData) launchData {
 	for _, l := range s.LicenseSpecifications {
 		d.Licenses = append(d.Licenses, awssdk.ToString(l.LicenseConfigurationArn))
 	}
+	for _, ts := range s.TagSpecifications {
+		spec := launchTagSpec{ResourceType: string(ts.ResourceType)}
+		for _, t := range ts.Tags {
+			spec.Tags = append(spec.Tags, [2]string{awssdk.ToString(t.Key), awssdk.ToString(t.Value)})
+		}
+		d.TagSpecs = append(d.TagSpecs, spec)
+	}
+	d.TagSpecs = sortTagSpecs(d.TagSpecs)
 	return d
 }
 

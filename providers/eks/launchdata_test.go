@@ -74,6 +74,17 @@ func TestLaunchDataEncodesEveryField(t *testing.T) {
 		mutate(t, reflect.ValueOf(&d.Volumes[0]).Elem().Field(i))
 		check("Volumes[0]."+vt.Field(i).Name, d)
 	}
+	tt := reflect.TypeOf(launchTagSpec{})
+	for i := range tt.NumField() {
+		d := launchDataOf(ig, in)
+		d.TagSpecs = append([]launchTagSpec{{ResourceType: "volume", Tags: [][2]string{{"k", "v"}}}}, d.TagSpecs...)
+		base := launchDataOf(ig, in)
+		base.TagSpecs = append([]launchTagSpec{{ResourceType: "volume", Tags: [][2]string{{"k", "v"}}}}, base.TagSpecs...)
+		mutateTagSpec(t, reflect.ValueOf(&d.TagSpecs[0]).Elem().Field(i))
+		if string(d.encode()) == string(base.encode()) {
+			t.Errorf("changing TagSpecs[0].%s does not change the encoding", tt.Field(i).Name)
+		}
+	}
 	// Lists are counted: moving an item between neighbours changes it.
 	d := launchDataOf(ig, in)
 	d.SecurityGroupIDs, d.Licenses = []string{"sg-1"}, []string{"sg-2"}
@@ -81,6 +92,19 @@ func TestLaunchDataEncodesEveryField(t *testing.T) {
 	e.SecurityGroupIDs, e.Licenses = []string{"sg-1", "sg-2"}, nil
 	if string(d.encode()) == string(e.encode()) {
 		t.Error("items moved from one list to the next encode the same")
+	}
+}
+
+// mutateTagSpec changes a field of a launchTagSpec.
+func mutateTagSpec(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Slice:
+		v.Set(reflect.Append(v, reflect.ValueOf([2]string{"another", "tag"})))
+	default:
+		t.Fatalf("mutateTagSpec: no rule for %s; extend encode and this test", v.Type())
 	}
 }
 
@@ -144,6 +168,11 @@ func storedAs(req *ec2types.RequestLaunchTemplateData) *ec2types.ResponseLaunchT
 	}
 	for _, l := range req.LicenseSpecifications {
 		s.LicenseSpecifications = append(s.LicenseSpecifications, ec2types.LaunchTemplateLicenseConfiguration{LicenseConfigurationArn: l.LicenseConfigurationArn})
+	}
+	// EC2 keeps its own order: the resource types reversed here.
+	for i := len(req.TagSpecifications) - 1; i >= 0; i-- {
+		ts := req.TagSpecifications[i]
+		s.TagSpecifications = append(s.TagSpecifications, ec2types.LaunchTemplateTagSpecification{ResourceType: ts.ResourceType, Tags: ts.Tags})
 	}
 	return s
 }
@@ -239,5 +268,37 @@ func TestTemplatesOfTheEarlierHashAreKept(t *testing.T) {
 				t.Errorf("version %d, want the stored 7", v)
 			}
 		})
+	}
+}
+
+// TestTagSpecificationsReachTheLaunchTemplate: spec.eks.configuration
+// .tagSpecifications become the launch template's TagSpecifications, and a
+// stored version with the same tags in another order (EC2 keeps its own)
+// is the same launch data: no new version, no rotation.
+func TestTagSpecificationsReachTheLaunchTemplate(t *testing.T) {
+	ig, in := pinnedGroup()
+	ig.Spec.EKS.Configuration.TagSpecifications = []v1alpha1.TagSpecification{
+		{ResourceType: "volume", Tags: []map[string]string{{"key": "backup", "value": "daily"}}},
+		{ResourceType: "instance", Tags: []map[string]string{{"key": "team", "value": "a"}, {"key": "cost-center", "value": "42"}}},
+	}
+	d := launchDataOf(ig, in)
+	req := d.request()
+	var got []string
+	for _, ts := range req.TagSpecifications {
+		for _, tag := range ts.Tags {
+			got = append(got, fmt.Sprintf("%s %s=%s", ts.ResourceType, awssdk.ToString(tag.Key), awssdk.ToString(tag.Value)))
+		}
+	}
+	want := []string{"instance cost-center=42", "instance team=a", "volume backup=daily"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("TagSpecifications %v, want %v", got, want)
+	}
+	stored := launchDataFromStored(storedAs(req))
+	if !reflect.DeepEqual(stored, d) || stored.description() != d.description() {
+		t.Errorf("stored in EC2's order, the data differs:\n%+v\n%+v", stored.TagSpecs, d.TagSpecs)
+	}
+	plain, _ := pinnedGroup()
+	if launchDataOf(plain, in).description() == d.description() {
+		t.Error("tag specifications do not change the version description")
 	}
 }

@@ -111,7 +111,8 @@ func groupImages(t *testing.T, namespace, name string) map[string]int {
 	return images
 }
 
-// The original project's shapes live and die: the launch-template group,
+// The original project's shapes live and die: the launch-template group
+// (with tagSpecifications, tagging what its instances' launch creates),
 // the warm-pool group (maxSize -1, minSize 0: the zero value used to be
 // dropped by the Go types), the mixed instances group with
 // SubFamilyFlexible, and the locked `latest` group (image: latest resolved
@@ -134,7 +135,13 @@ func TestOriginalShapesLiveAndDie(t *testing.T) {
 	locked := originalShape(ns, "locked-latest", nil)
 	locked.SetAnnotations(map[string]string{v1alpha1.AnnotationLockUpgrades: "true"})
 	shapes := []*unstructured.Unstructured{
-		originalShape(ns, "launchtemplate", func(eks map[string]any) { eks["type"] = "LaunchTemplate" }),
+		originalShape(ns, "launchtemplate", func(eks map[string]any) {
+			eks["type"] = "LaunchTemplate"
+			eks["configuration"].(map[string]any)["tagSpecifications"] = []any{
+				map[string]any{"resourceType": "instance", "tags": []any{map[string]any{"key": "shape", "value": "launchtemplate"}}},
+				map[string]any{"resourceType": "volume", "tags": []any{map[string]any{"key": "backup", "value": "daily"}}},
+			}
+		}),
 		originalShape(ns, "rolling-wp", func(eks map[string]any) {
 			eks["warmPool"] = map[string]any{"maxSize": int64(-1), "minSize": int64(0)}
 		}),
@@ -163,6 +170,21 @@ func TestOriginalShapesLiveAndDie(t *testing.T) {
 		suite.WaitReady(t, ig, 3*time.Minute)
 		g.Expect(groupImages(t, ns, ig.Name)).To(HaveKey(published), "%s runs the AMI AWS recommends (image: latest)", ig.Name)
 	}
+	// The launch-template shape's tagSpecifications are its launch
+	// template's.
+	lt := ownership.Name(ownership.LimitLaunchTemplate, suite.Cloud.Cluster, ns, "launchtemplate")
+	versions, err := ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateName: aws.String(lt), Versions: []string{"$Latest"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(versions.LaunchTemplateVersions).To(HaveLen(1))
+	var tagged []string
+	for _, ts := range versions.LaunchTemplateVersions[0].LaunchTemplateData.TagSpecifications {
+		for _, tag := range ts.Tags {
+			tagged = append(tagged, fmt.Sprintf("%s %s=%s", ts.ResourceType, aws.ToString(tag.Key), aws.ToString(tag.Value)))
+		}
+	}
+	g.Expect(tagged).To(ContainElements("instance shape=launchtemplate", "volume backup=daily"))
+
 	stored := &unstructured.Unstructured{}
 	stored.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("InstanceGroup"))
 	g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rolling-wp"}, stored)).To(Succeed())
