@@ -138,11 +138,12 @@ func TestSection3RootIAMPathIsRefusedAtStart(t *testing.T) {
 func TestSection3ClusterNameIsTheAdminsWithoutARule(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-nopin")
-	data := map[string]string{
-		"boundaries":  "shared:\n  replace: [spec.strategy]\n",
-		"defaults":    "spec:\n  provisioner: eks\n  strategy: {type: rollingUpdate}\n  eks:\n    configuration: {clusterName: a-managed-cluster}\n",
-		"enforcement": "deny",
+	data := exampleConfigMapData(t)
+	without := strings.Replace(data["boundaries"], "\n- spec.eks.configuration.clusterName\n", "\n", 1)
+	if without == data["boundaries"] {
+		t.Fatalf("the example ConfigMap has no clusterName rule to leave out:\n%s", data["boundaries"])
 	}
+	data["boundaries"], data["enforcement"] = without, "deny"
 	g, ctx, tn := underBoundaries(t, data, "nopin-tenant", ns)
 	ig := fullIG(ns, "elsewhere")
 	ig.Spec.EKS.Configuration.ClusterName = "someone-elses-cluster"
