@@ -178,6 +178,8 @@ func (c *Config) rulesFor(admin bool) ([]rule, error) {
 //     provisioners' sections (applied only in a section the group has,
 //     with the named path's default where the value means the same), and
 //     c.Sensitive paths no rule covers, which are restricted.
+//  4. A group of eks-managed or eks-fargate keeps the managed strategy
+//     when the tenant asked for it or for none (keepManagedStrategy).
 //
 // A path may reach below what exists: absent intermediates mean no value.
 // JSON null counts as absent. A nil Config (no ConfigMap) and
@@ -266,6 +268,7 @@ func (c *Config) Effective(in Input) (Result, error) {
 			return Result{}, fmt.Errorf("%w (boundary %s)", err, r.kind)
 		}
 	}
+	keepManagedStrategy(out, t, &res)
 	if c.NodeIsolation && !in.AdminNamespace {
 		if in.Namespace == "" {
 			return Result{}, isolationError()

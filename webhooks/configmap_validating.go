@@ -29,9 +29,10 @@ const maxReportedGroups = 10
 // invalid, naming up to 10 of them, and its deletion while InstanceGroups
 // exist (the boundaries would go with it). It warns when a change would
 // make groups' kept submissions effective again on sensitive paths the
-// boundaries in force replace (boundaries.Resurrected), and when it would
+// boundaries in force replace (boundaries.Resurrected), when it would
 // refuse groups' crd strategy templates that the ConfigMap in force admits
-// (crdRefusals).
+// (crdRefusals), and about settings that give tenants more than they seem
+// to (boundaries.Config.AdminWarnings).
 type ConfigMapValidator struct {
 	// Client lists InstanceGroups for the dry run: the manager's cache, so
 	// that an admission costs the API server no LIST.
@@ -70,7 +71,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		return admission.Denied(fmt.Sprintf("ConfigMap %s is refused: %s. A rule on an ancestor would hand these sensitive paths to every tenant; "+
 			"name each one in data.boundaries: in shared to share it, in restricted to keep it the admin's", v.ConfigMap, strings.Join(each, "; ")))
 	}
-	var warnings []string
+	warnings := cfg.AdminWarnings()
 	if action, ok := cm.Annotations[record.AnnotationAction]; ok {
 		// A common slip: the action goes on the rollout record.
 		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s]=%q does nothing on the boundary ConfigMap; annotate ConfigMap %s/%s-rollout (the rollout record) instead",

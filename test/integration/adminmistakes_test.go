@@ -30,7 +30,7 @@ func adminWithWarnings(t *testing.T) (client.Client, *warningCollector) {
 	return c, w
 }
 
-// Issue 25 item 7 (review 2026-11-26 N11, attack 16): "tenants own their
+// Attack 16 (N11), Section 3 (ancestor share); issue 25 item 7: "tenants own their
 // configuration" written as shared.merge: [spec.eks.configuration] used to
 // hand userData, metadataOptions, placement, volumes and lifecycle hooks to
 // every tenant without a word. As admin: refused, naming the rule and the
@@ -62,7 +62,7 @@ func TestAncestorRuleOverSensitivePathsIsRefused(t *testing.T) {
 	g.Expect(setConfigMap(ctx, data)).To(Succeed(), "every sensitive path named")
 }
 
-// Issue 25 item 7 (review 2026-11-26 N11, attack 17): in warn mode a
+// Attack 17 (N11), Section 3 (relaxing a rule); issue 25 item 7: in warn mode a
 // tenant's IMDS setting is replaced but kept in the submission; relaxing
 // the rule later (sharing metadataOptions; excluding the namespace does
 // the same) makes it effective again. As admin: the change is admitted

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -136,7 +138,30 @@ func newTenant(t *testing.T, user, namespace string) *tenant {
 	if err != nil {
 		t.Fatal(err)
 	}
+	awaitAuthorized(t, c, namespace)
 	return &tenant{user: user, namespace: namespace, client: c, warnings: w}
+}
+
+// awaitAuthorized waits until the API server's RBAC authorizer, which
+// reads Roles from its informers, lets c create InstanceGroups in
+// namespace: a request right after the RoleBinding was created can be
+// refused with "role ... not found" on a loaded machine.
+func awaitAuthorized(t *testing.T, c client.Client, namespace string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: "instancegroups",
+		}}}
+		err := c.Create(context.Background(), review)
+		if err == nil && review.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenant is not allowed to create InstanceGroups in %s 30s after its RoleBinding: %v %+v", namespace, err, review.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // kubectl runs kubectl as the tenant (impersonated) against the local

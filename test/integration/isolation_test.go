@@ -1,6 +1,6 @@
 package integration
 
-// Per-namespace node isolation (issue 25 item 6, review N9, attack 13):
+// Per-namespace node isolation (issue 25 item 6; Attack 13, N9):
 // the ValidatingAdmissionPolicy of examples/node-isolation, against the
 // real kube-apiserver, as impersonated tenants who may create pods in
 // their own namespace.

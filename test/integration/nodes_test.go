@@ -23,7 +23,7 @@ func managedIG(namespace, name string, c v1alpha1.EKSManagedConfiguration) *v1al
 	}
 }
 
-// Attack 11: node labels that make a tenant's node pass for another node,
+// Attack 11 (N8): node labels that make a tenant's node pass for another node,
 // zone or type, or attract another pool owner's pods (N8).
 func TestTenantCannotSpoofNodeLabels(t *testing.T) {
 	requireEnv(t)
@@ -63,7 +63,7 @@ func TestTenantCannotSpoofNodeLabels(t *testing.T) {
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), ig) }) // left, it would make later tests' ConfigMaps invalid
 }
 
-// Attacks 21 (N13) and 12 (N8): a managed node group's AMI fields and the
+// Attack 21 (N13) and Attack 12 (N8): a managed node group's AMI fields and the
 // kubelet's max-pods are sensitive: refused in deny mode unless shared; a
 // rule on image shares the AMI fields too.
 func TestTenantCannotPinManagedAMIsOrSetMaxPods(t *testing.T) {

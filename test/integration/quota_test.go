@@ -23,7 +23,7 @@ func deleteGroupsAtEnd(t *testing.T, ns string) {
 	})
 }
 
-// Issue 25 item 5 (review 2026-11-26 N5, attacks 07 and 08): a ConfigMap
+// Attack 07 (N5) and Attack 08 (N5, issue 25 item 5): a ConfigMap
 // without a quotas key no longer means no bound. As a tenant: a group of
 // 500 x p5.48xlarge and the 11th group of a namespace are refused by the
 // default quotas, and the message says where the bound comes from.
@@ -56,7 +56,7 @@ func TestDefaultQuotasApply(t *testing.T) {
 	}, 10*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring("11 InstanceGroups in namespace " + ns + " would be above quotas.perNamespace.maxGroups (10)")))
 }
 
-// Issue 25 item 5 (review 2026-11-26 N7, attack 10): parallel creates
+// Attack 10 (N7, issue 25 item 5): parallel creates
 // under maxGroups 2. Admission counts the groups in the manager's cache,
 // which cannot see creates of the same moment, so several may be
 // admitted; the reconciler re-checks by creation order before it builds a

@@ -103,8 +103,8 @@ func ruTemplate(ns, spec string) string {
 		"\nspec:\n  asgName: ${.status.activeScalingGroupName}\n  nodeIntervalSeconds: 30\n" + spec
 }
 
-// Security review 2026-11-26 N1: under the example ConfigMap (no
-// crdStrategy) the crd strategy creates nothing, not even upgrade-manager's
+// Attack 01 (N1), Section 3 (absent crdStrategy): under the example
+// ConfigMap (no crdStrategy) the crd strategy creates nothing, not even upgrade-manager's
 // RollingUpgrade, whose controller runs scripts.
 func TestTenantCRDStrategyIsAdminOnlyByDefault(t *testing.T) {
 	requireEnv(t)
@@ -116,7 +116,9 @@ func TestTenantCRDStrategyIsAdminOnlyByDefault(t *testing.T) {
 		ContainSubstring("kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: none)"))))
 }
 
-// The admin cannot share a field upgrade-manager executes.
+// Section 3 (crdStrategy kinds): the admin cannot share a field
+// upgrade-manager executes (an unreviewed kind is warned:
+// TestSection3UnreviewedCRDKindIsWarned).
 func TestAdminCannotShareRollingUpgradeScripts(t *testing.T) {
 	requireEnv(t)
 	g := NewWithT(t)
@@ -389,7 +391,7 @@ func TestSpecEditsOnADeletingGroupAreRefused(t *testing.T) {
 	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 }
 
-// Attack 09 of the 2026-11-26 security review (N6): under a namespace
+// Attack 09 (N6), Section 3 (maxTotalVCPU without maxSize): under a namespace
 // entry without maxSize, only a vCPU budget bounds a tenant; a maxSize of
 // 2^61+512 used to overflow the vCPU sum to a negative (admitted, and
 // every later group of every namespace passed the total) and reach AWS

@@ -26,7 +26,7 @@ import (
 // from (the manager's --webhook-allowed-sources here).
 const apiServerSource = "127.0.0.1/32"
 
-// Issue 25 item 3 (review 2026-11-26 N3, attack 05): a pod with no RBAC
+// Attack 05 (N3, issue 25 item 3): a pod with no RBAC
 // that calls the webhook port directly gets nothing and costs nothing. On
 // a real cluster the chart's NetworkPolicy keeps it out (the local world
 // has no CNI, so the policy is not enforced here: its rendered shape is
