@@ -37,16 +37,16 @@ func TestUpgradeKeepsTemplatesOfTheEarlierHashOnMoto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := ensureLaunchTemplate(ctx, api, ig, name, st, launchDataOf(ig, in))
+		st, err = ensureLaunchTemplate(ctx, api, ig, name, st, launchDataOf(ig, in), &versionContents{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
+		return st.version
 	}
 	if v := converge(); v != 1 {
 		st, _ := describeTemplate(ctx, api, name)
 		t.Fatalf("the template written by the earlier hash got version %d; stored data read back:\n%s\nwant:\n%s",
-			v, launchDataFromStored(st.latestData).encode(), want.encode())
+			v, launchDataFromStored(st.data).encode(), want.encode())
 	}
 
 	ig.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
@@ -62,6 +62,20 @@ func TestUpgradeKeepsTemplatesOfTheEarlierHashOnMoto(t *testing.T) {
 	}
 	if v := converge(); v != 2 {
 		t.Errorf("an unchanged spec gave version %d, want 2", v)
+	}
+
+	// Reverting the change makes version 1 (same content, the earlier
+	// hash) the default again: no version 3, its instances stay.
+	ig.Spec.EKS.Configuration.InstanceType = "m5.large"
+	if v := converge(); v != 1 {
+		t.Fatalf("the reverted instance type gave version %d, want 1 made the default again", v)
+	}
+	if st, err := describeTemplate(ctx, api, name); err != nil || st.version != 1 {
+		t.Fatalf("default version %d (%v), want 1", st.version, err)
+	}
+	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name)})
+	if err != nil || len(out.LaunchTemplateVersions) != 2 {
+		t.Errorf("the template has %d version(s) (%v), want 2: the revert created one", len(out.LaunchTemplateVersions), err)
 	}
 }
 
