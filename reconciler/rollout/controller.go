@@ -142,10 +142,17 @@ func (r *Reconciler) groups(ctx context.Context, st store.State) ([]Group, error
 			AtTarget:   running.Config != nil && running.Revision == st.Revision,
 			Generation: ig.Generation, ObservedGeneration: ig.Status.ObservedGeneration,
 			State: ig.Status.CurrentState, NodesUpdated: ig.Status.NodesUpdated, NodesTotal: ig.Status.NodesTotal,
+			InService: ig.Status.NodesInService, ReadyNodes: ig.Status.NodesReady,
 			Nodes: perGroup[key].all, NotReadyNodes: perGroup[key].bad,
 		}
 		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 			g.Ready, g.Message = c.Status == metav1.ConditionTrue, c.Message
+		}
+		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionNodesReady); c != nil {
+			g.NodesReady = c.Status == metav1.ConditionTrue
+		}
+		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionNodesHealthy); c != nil {
+			g.NodesUnhealthy = c.Status == metav1.ConditionFalse
 		}
 		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil && c.Reason == "Rejected" && !g.AtTarget {
 			g.Rejected = c.Message
