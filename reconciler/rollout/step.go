@@ -120,6 +120,11 @@ const (
 	ReasonResumed       = "RolloutResumed"
 	ReasonRolledBack    = "RolloutRolledBack"
 	ReasonActionIgnored = "RolloutActionIgnored"
+	// ReasonRecordNotWritten (Warning) and ReasonRecordWritten: the
+	// rollout record could not be written (the rollout cannot move), and
+	// is written again (Reconciler.reportWrite).
+	ReasonRecordNotWritten = "RolloutRecordNotWritten"
+	ReasonRecordWritten    = "RolloutRecordWritten"
 )
 
 // Result is a step's outcome.
