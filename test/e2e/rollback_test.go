@@ -149,9 +149,6 @@ func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) 
 		}
 		return nil
 	}, 2*harness.ConvergeTimeout, time.Second).Should(Succeed())
-	back := get(t, canary)
-	g.Expect(back.Status.LatestTemplateVersion).To(Equal(startVersion), "the rollback makes the last good version the default again")
-
 	var replaced []string
 	for id := range maps.Keys(after) {
 		if !slices.Contains(kept, id) {
@@ -161,6 +158,8 @@ func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) 
 	sort.Strings(replaced)
 	t.Logf("FIGURE rollback_replaced_instances=%d (instances of the broken AMI %d, of the last good AMI kept %d of %d)",
 		len(replaced), len(failed), len(kept), len(kept))
+	back := get(t, canary)
+	g.Expect(back.Status.LatestTemplateVersion).To(Equal(startVersion), "the rollback makes the last good version the default again")
 	for _, id := range kept {
 		g.Expect(after).To(HaveKey(id), "instance %s of the last good AMI was replaced by the rollback: after it %v", id, after)
 	}
