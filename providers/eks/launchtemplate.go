@@ -47,24 +47,40 @@ type templateState struct {
 	// data is the default version's data, compared with the desired data
 	// when the version was written by an earlier controller version.
 	data *ec2types.ResponseLaunchTemplateData
+	// latest is the template's latest version when it is not the default
+	// (created by a process that stopped before making it the default, or
+	// a change since reverted); nil otherwise.
+	latest *ec2types.LaunchTemplateVersion
 }
 
-// describeTemplate reads the template's default version (EC2
-// DescribeLaunchTemplateVersions, $Default). A template that does not
-// exist is no error (exists false).
+// describeTemplate reads the template's default and latest versions (one
+// EC2 DescribeLaunchTemplateVersions, $Default and $Latest). A template
+// that does not exist is no error (exists false).
 func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templateState, error) {
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
-		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Default"}})
+		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Default", "$Latest"}})
 	if err != nil {
 		if IsLaunchTemplateNotFound(err) {
 			return templateState{}, nil
 		}
 		return templateState{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
 	}
-	if len(out.LaunchTemplateVersions) == 0 {
-		return templateState{}, nil
+	var st templateState
+	var latest *ec2types.LaunchTemplateVersion
+	for i, v := range out.LaunchTemplateVersions {
+		if awssdk.ToBool(v.DefaultVersion) && !st.exists {
+			st = stateOf(v)
+		} else if latest == nil || awssdk.ToInt64(v.VersionNumber) > awssdk.ToInt64(latest.VersionNumber) {
+			latest = &out.LaunchTemplateVersions[i]
+		}
 	}
-	return stateOf(out.LaunchTemplateVersions[0]), nil
+	if !st.exists && latest != nil { // no version said it is the default
+		st, latest = stateOf(*latest), nil
+	}
+	if latest != nil && awssdk.ToInt64(latest.VersionNumber) != st.version {
+		st.latest = latest
+	}
+	return st, nil
 }
 
 // stateOf is the templateState of version v as the default.
@@ -92,9 +108,12 @@ func stateOf(v ec2types.LaunchTemplateVersion) templateState {
 //
 // A version carries want when its content key (contentKey: the hash of the
 // canonical launch data, kept in the version description) is want's.
-// Looking for another version costs one paginated
-// DescribeLaunchTemplateVersions, made only when the default does not
-// carry want; what it reads is remembered in contents.
+// Other versions are looked for among the latest (st.latest) and those
+// contents remembers (read for the instances' versions, or written here),
+// at no call: the versions instances run are the ones that matter, and
+// contents knows them. A version no instance runs and not remembered (the
+// controller restarted) is created again with the same content, which
+// rotates nothing (drift is judged by content).
 func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, want launchData, contents *versionContents) (templateState, error) {
 	desc := want.description()
 	if st.exists && (st.description == desc || sameAsStored(st, want)) {
@@ -109,25 +128,22 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		if err != nil {
 			return templateState{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
 		}
-		return templateState{exists: true, id: awssdk.ToString(out.LaunchTemplate.LaunchTemplateId), version: awssdk.ToInt64(out.LaunchTemplate.LatestVersionNumber),
-			imageID: want.ImageID, description: desc}, nil
+		created := templateState{exists: true, id: awssdk.ToString(out.LaunchTemplate.LaunchTemplateId), version: awssdk.ToInt64(out.LaunchTemplate.LatestVersionNumber),
+			imageID: want.ImageID, description: desc}
+		contents.remember(name, created.id, created.version, desc)
+		return created, nil
 	}
-	versions, err := contents.list(ctx, api, name)
-	if err != nil {
-		return templateState{}, err
-	}
-	var found *ec2types.LaunchTemplateVersion
-	for i := range versions {
-		v := &versions[i]
-		if contentKey(*v) == desc && (found == nil || awssdk.ToInt64(v.VersionNumber) > awssdk.ToInt64(found.VersionNumber)) {
-			found = v
-		}
-	}
-	if found != nil {
-		if err := setDefaultVersion(ctx, api, name, awssdk.ToInt64(found.VersionNumber)); err != nil {
+	if st.latest != nil && contentKey(*st.latest) == desc {
+		if err := setDefaultVersion(ctx, api, name, awssdk.ToInt64(st.latest.VersionNumber)); err != nil {
 			return templateState{}, err
 		}
-		return stateOf(*found), nil
+		return stateOf(*st.latest), nil
+	}
+	if found, ok := contents.newestWith(name, st.id, desc); ok {
+		if err := setDefaultVersion(ctx, api, name, found); err != nil {
+			return templateState{}, err
+		}
+		return templateState{exists: true, id: st.id, version: found, imageID: want.ImageID, description: desc}, nil
 	}
 	out, err := api.CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
 		LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc)})
@@ -135,6 +151,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		return templateState{}, fmt.Errorf("ec2 CreateLaunchTemplateVersion %s: %w", name, err)
 	}
 	version := awssdk.ToInt64(out.LaunchTemplateVersion.VersionNumber)
+	contents.remember(name, st.id, version, desc)
 	if err := setDefaultVersion(ctx, api, name, version); err != nil {
 		return templateState{}, err
 	}

@@ -31,13 +31,14 @@ func TestUpgradeKeepsTemplatesOfTheEarlierHashOnMoto(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	contents := &versionContents{}
 	converge := func() int64 {
 		t.Helper()
 		st, err := describeTemplate(ctx, api, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err = ensureLaunchTemplate(ctx, api, ig, name, st, launchDataOf(ig, in), &versionContents{})
+		st, err = ensureLaunchTemplate(ctx, api, ig, name, st, launchDataOf(ig, in), contents)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,6 +65,12 @@ func TestUpgradeKeepsTemplatesOfTheEarlierHashOnMoto(t *testing.T) {
 		t.Errorf("an unchanged spec gave version %d, want 2", v)
 	}
 
+	// Instances still on version 1 are drifted from version 2; their
+	// version's content is read (listing every version on moto).
+	upToDate, err := contents.upToDate(ctx, api, name, st, []string{"1"})
+	if err != nil || upToDate("1") || !upToDate("2") {
+		t.Fatalf("version 1 up to date %v, 2 %v (%v); want false, true", upToDate("1"), upToDate("2"), err)
+	}
 	// Reverting the change makes version 1 (same content, the earlier
 	// hash) the default again: no version 3, its instances stay.
 	ig.Spec.EKS.Configuration.InstanceType = "m5.large"

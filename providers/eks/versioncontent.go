@@ -178,6 +178,45 @@ func (c *versionContents) known(name, id string, versions []string, target strin
 	return out
 }
 
+// remember records that version of template name (id) carries the
+// content key desc (a version the controller just wrote).
+func (c *versionContents) remember(name, id string, version int64, desc string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byTemplate == nil {
+		c.byTemplate, c.ids = map[string]map[int64]string{}, map[string]string{}
+	}
+	if id == "" {
+		id = c.ids[name]
+	}
+	if c.ids[name] != id {
+		delete(c.byTemplate, name+"/"+c.ids[name])
+		c.ids[name] = id
+	}
+	key := name + "/" + id
+	if c.byTemplate[key] == nil {
+		c.byTemplate[key] = map[int64]string{}
+	}
+	c.byTemplate[key][version] = desc
+}
+
+// newestWith returns the newest remembered version of template name (id)
+// that carries the content key desc.
+func (c *versionContents) newestWith(name, id, desc string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id == "" {
+		id = c.ids[name]
+	}
+	best := int64(0)
+	for v, key := range c.byTemplate[name+"/"+id] {
+		if key == desc && v > best {
+			best = v
+		}
+	}
+	return best, best > 0
+}
+
 // forget drops what was read of template name (the group is deleted).
 func (c *versionContents) forget(name string) {
 	c.mu.Lock()

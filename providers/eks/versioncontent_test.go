@@ -129,10 +129,16 @@ func TestRevertMakesTheVersionOfTheSameContentTheDefault(t *testing.T) {
 	changed := ig.DeepCopy()
 	changed.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
 	b := launchDataOf(changed, in)
-	if st := f.converge(t, changed, b, contents); st.version != 2 || f.created != 1 {
+	st := f.converge(t, changed, b, contents)
+	if st.version != 2 || f.created != 1 {
 		t.Fatalf("a change gave version %d (%d created), want a new version 2", st.version, f.created)
 	}
-	st := f.converge(t, ig, a, contents)
+	// The group's instances, launched from version 1, are drifted: their
+	// version's content is read (one listing).
+	if upToDate, err := contents.upToDate(context.Background(), f, "lt", st, []string{"1", "1", "2"}); err != nil || upToDate("1") || !upToDate("2") || f.listed != 1 {
+		t.Fatalf("after the change: version 1 up to date %v, 2 %v, %d listing(s) (%v)", upToDate("1"), upToDate("2"), f.listed, err)
+	}
+	st = f.converge(t, ig, a, contents)
 	if st.version != 1 || f.created != 1 || f.def != 1 {
 		t.Fatalf("the revert gave version %d, default %d, %d version(s) created; want version 1 made the default again, none created", st.version, f.def, f.created)
 	}
@@ -151,6 +157,20 @@ func TestRevertMakesTheVersionOfTheSameContentTheDefault(t *testing.T) {
 	listed := f.listed
 	if st := f.converge(t, ig, a, contents); st.version != 1 || f.listed != listed || len(f.defaults) != 2 {
 		t.Errorf("a settled template: version %d, %d more listing(s), defaults %v; want 1, none, unchanged", st.version, f.listed-listed, f.defaults)
+	}
+
+	// A controller restarted between the change and the revert remembers
+	// no version: it creates version 3 with version 1's content, and the
+	// instances of version 1 are still up to date with it.
+	f.converge(t, changed, b, contents)
+	restarted := &versionContents{}
+	st = f.converge(t, ig, a, restarted)
+	if st.version != 3 || f.created != 2 {
+		t.Fatalf("after a restart the revert gave version %d (%d created), want a new 3", st.version, f.created)
+	}
+	upToDate, err = restarted.upToDate(context.Background(), f, "lt", st, []string{"1", "2", "3"})
+	if err != nil || !upToDate("1") || upToDate("2") || !upToDate("3") {
+		t.Errorf("after a restart: versions 1, 2, 3 up to date %v %v %v (%v), want true false true", upToDate("1"), upToDate("2"), upToDate("3"), err)
 	}
 }
 
@@ -218,7 +238,7 @@ func TestVersionCreatedButNotDefaultIsFinished(t *testing.T) {
 	f.add(b.description(), storedAs(b.request()))
 	f.def = 1
 	st := f.converge(t, changed, b, &versionContents{})
-	if st.version != 2 || f.created != 0 || fmt.Sprint(f.defaults) != "[2]" {
+	if st.version != 2 || f.created != 0 || fmt.Sprint(f.defaults) != "[2]" || f.listed != 0 {
 		t.Fatalf("version %d, %d created, defaults %v; want 2 made the default, none created", st.version, f.created, f.defaults)
 	}
 	third := ig.DeepCopy()
