@@ -156,8 +156,14 @@ func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) 
 		}
 	}
 	sort.Strings(replaced)
-	t.Logf("FIGURE rollback_replaced_instances=%d (instances of the broken AMI %d, of the last good AMI kept %d of %d)",
-		len(replaced), len(failed), len(kept), len(kept))
+	still := 0
+	for _, id := range kept {
+		if _, ok := after[id]; ok {
+			still++
+		}
+	}
+	t.Logf("FIGURE rollback_replaced_instances=%d (instances of the broken AMI %d; of the last good AMI's %d, %d kept their ids)",
+		len(replaced), len(failed), len(kept), still)
 	back := get(t, canary)
 	g.Expect(back.Status.LatestTemplateVersion).To(Equal(startVersion), "the rollback makes the last good version the default again")
 	for _, id := range kept {
