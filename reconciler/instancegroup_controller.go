@@ -396,6 +396,7 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	st.Provisioner = ig.Spec.Provisioner
 	st.Strategy = ig.Spec.Strategy.Type
 	st.NodesUpdated, st.NodesTotal = progress.Updated, progress.Total
+	st.NodesInService, st.NodesReady = inService, readyNodes
 
 	setCondition(ig, v1alpha1.ConditionNodesReady, readyNodes == inService && inService > 0 || obs.Managed && obs.Active,
 		"NodesReady", fmt.Sprintf("%d of %d in-service instance(s) have Ready nodes", readyNodes, inService))

@@ -230,14 +230,28 @@ type InstanceGroupStatus struct {
 	// +optional
 	SpotRecommendationPrice string `json:"spotRecommendationPrice,omitempty"`
 
-	// NodesUpdated is how many of the group's instances run the latest
-	// launch template version; with NodesTotal it shows upgrade progress.
+	// NodesUpdated is how many of the group's instances were launched from
+	// a launch template version with the desired content (whatever its
+	// number); with NodesTotal it shows upgrade progress.
 	// +optional
 	NodesUpdated int `json:"nodesUpdated,omitempty"`
 
 	// NodesTotal is how many instances the group has.
 	// +optional
 	NodesTotal int `json:"nodesTotal,omitempty"`
+
+	// NodesInService is how many of the group's instances are InService
+	// (Auto Scaling lifecycle state).
+	// +optional
+	NodesInService int `json:"nodesInService,omitempty"`
+
+	// NodesReady is how many of its InService instances have a Ready
+	// node; the NodesReady condition is True when it equals a non-zero
+	// NodesInService. A progressive rollout judges a group healthy only
+	// when every InService instance has a Ready node (see README,
+	// Progressive rollouts).
+	// +optional
+	NodesReady int `json:"nodesReady,omitempty"`
 
 	// SurgeCapacity is the capacity (instances, or units with weights) the
 	// rollingUpdate strategy added to the desired capacity for maxSurge and

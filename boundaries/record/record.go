@@ -69,8 +69,14 @@ const (
 	// KeyStatus holds the Record as YAML.
 	KeyStatus = "status"
 	// KeyRevisionPrefix + revision holds that revision's boundary
-	// ConfigMap data as JSON.
+	// ConfigMap data as JSON, or, when large, gzip-compressed JSON in
+	// base64 after the prefix "gzip:".
 	KeyRevisionPrefix = "revision."
+	// KeyStatusCompressed, when present, holds the whole Record as
+	// gzip-compressed JSON in base64 after the prefix "gzip:" (a record
+	// of thousands of groups); KeyStatus then holds a readable summary
+	// without the waves' groups, which Decode ignores.
+	KeyStatusCompressed = "status.gz"
 )
 
 // AnnotationAction, on the record ConfigMap, is how the admin answers a
@@ -201,7 +207,13 @@ func (r *Record) IsRolledBack(group string) bool {
 }
 
 // Encode returns the record ConfigMap's data: the record under KeyStatus
-// and each revision's boundary ConfigMap data under KeyRevisionPrefix+id.
+// and each revision's boundary ConfigMap data under KeyRevisionPrefix+id,
+// kept within MaxDataBytes (see compact): a large record's groups go
+// compressed under KeyStatusCompressed with a readable summary under
+// KeyStatus, and a large revision is stored compressed. Revisions are
+// stored once each (a revision is the hash of its data). A record that
+// still does not fit is a *TooLargeError: the caller reports it rather
+// than have the API server refuse the write.
 func Encode(r *Record, revisions map[string]map[string]string) (map[string]string, error) {
 	status, err := yaml.Marshal(r)
 	if err != nil {
@@ -214,17 +226,42 @@ func Encode(r *Record, revisions map[string]map[string]string) (map[string]strin
 			return nil, fmt.Errorf("encoding revision %s: %w", id, err)
 		}
 		out[KeyRevisionPrefix+id] = string(raw)
+		if len(raw) > compressAbove {
+			if out[KeyRevisionPrefix+id], err = compress(raw); err != nil {
+				return nil, fmt.Errorf("encoding revision %s: %w", id, err)
+			}
+		}
+	}
+	if size(out) > MaxDataBytes || len(status) > compressAbove*16 {
+		if err := compact(r, out); err != nil {
+			return nil, err
+		}
+	}
+	if n := size(out); n > MaxDataBytes {
+		return nil, &TooLargeError{Bytes: n, Groups: r.groupCount(), Revisions: len(revisions)}
 	}
 	return out, nil
 }
 
-// Decode reads the record ConfigMap's data. A missing status gives a nil
-// Record; revisions that do not decode are reported in the error but the
-// others are returned.
+// Decode reads the record ConfigMap's data, in this format or the one
+// before it (a plain YAML status, plain JSON revisions: what an earlier
+// controller version wrote). A missing status gives a nil Record;
+// revisions that do not decode are reported in the error but the others
+// are returned.
 func Decode(data map[string]string) (*Record, map[string]map[string]string, error) {
 	var problems []string
 	var rec *Record
-	if s, ok := data[KeyStatus]; ok && strings.TrimSpace(s) != "" {
+	if s, ok := data[KeyStatusCompressed]; ok {
+		rec = &Record{}
+		raw, err := decompress(s)
+		if err == nil {
+			err = json.Unmarshal(raw, rec)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("data.%s: %v", KeyStatusCompressed, err))
+			rec = nil
+		}
+	} else if s, ok := data[KeyStatus]; ok && strings.TrimSpace(s) != "" {
 		rec = &Record{}
 		if err := yaml.Unmarshal([]byte(s), rec); err != nil {
 			problems = append(problems, fmt.Sprintf("data.%s: %v", KeyStatus, err))
@@ -237,8 +274,16 @@ func Decode(data map[string]string) (*Record, map[string]map[string]string, erro
 		if !ok {
 			continue
 		}
+		raw := []byte(data[k])
+		if compressed(data[k]) {
+			var err error
+			if raw, err = decompress(data[k]); err != nil {
+				problems = append(problems, fmt.Sprintf("data.%s: %v", k, err))
+				continue
+			}
+		}
 		var d map[string]string
-		if err := json.Unmarshal([]byte(data[k]), &d); err != nil {
+		if err := json.Unmarshal(raw, &d); err != nil {
 			problems = append(problems, fmt.Sprintf("data.%s: %v", k, err))
 			continue
 		}

@@ -328,14 +328,14 @@ func launchDataFromStored(s *ec2types.ResponseLaunchTemplateData) launchData {
 	return d
 }
 
-// sameAsStored reports whether the template's latest version, written by
+// sameAsStored reports whether the template's default version, written by
 // an earlier controller version (legacyDescription), already carries
 // want: then it is kept, so an upgrade of the controller rotates no node.
 // A stored version that differs in any field launchData has is not the
 // same (a new version follows, as for any change).
 func sameAsStored(st templateState, want launchData) bool {
-	if !st.exists || st.latestData == nil || !legacyDescription(st.description) {
+	if !st.exists || st.data == nil || !legacyDescription(st.description) {
 		return false
 	}
-	return string(launchDataFromStored(st.latestData).encode()) == string(want.encode())
+	return string(launchDataFromStored(st.data).encode()) == string(want.encode())
 }

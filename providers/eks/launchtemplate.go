@@ -34,61 +34,90 @@ func launchTemplateData(ig *v1alpha1.InstanceGroup, in launchInput) *ec2types.Re
 	return launchDataOf(ig, in).request()
 }
 
-// templateState is the launch template as found.
+// templateState is the launch template as found: its default version,
+// the one the group's Auto Scaling group launches from.
 type templateState struct {
-	exists        bool
-	id            string
-	latest        int64
-	latestImageID string
-	description   string
-	// latestIsDefault: the latest version is the template's default.
-	latestIsDefault bool
-	// latestData is the latest version's data, compared with the desired
-	// data when the version was written by an earlier controller version.
-	latestData *ec2types.ResponseLaunchTemplateData
+	exists bool
+	id     string
+	// version is the default version's number.
+	version int64
+	// imageID and description are the default version's.
+	imageID     string
+	description string
+	// data is the default version's data, compared with the desired data
+	// when the version was written by an earlier controller version.
+	data *ec2types.ResponseLaunchTemplateData
+	// latest is the template's latest version when it is not the default
+	// (created by a process that stopped before making it the default, or
+	// a change since reverted); nil otherwise.
+	latest *ec2types.LaunchTemplateVersion
 }
 
+// describeTemplate reads the template's default and latest versions (one
+// EC2 DescribeLaunchTemplateVersions, $Default and $Latest). A template
+// that does not exist is no error (exists false).
 func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templateState, error) {
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
-		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Latest"}})
+		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Default", "$Latest"}})
 	if err != nil {
 		if IsLaunchTemplateNotFound(err) {
 			return templateState{}, nil
 		}
 		return templateState{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
 	}
-	if len(out.LaunchTemplateVersions) == 0 {
-		return templateState{}, nil
+	var st templateState
+	var latest *ec2types.LaunchTemplateVersion
+	for i, v := range out.LaunchTemplateVersions {
+		if awssdk.ToBool(v.DefaultVersion) && !st.exists {
+			st = stateOf(v)
+		} else if latest == nil || awssdk.ToInt64(v.VersionNumber) > awssdk.ToInt64(latest.VersionNumber) {
+			latest = &out.LaunchTemplateVersions[i]
+		}
 	}
-	v := out.LaunchTemplateVersions[0]
-	st := templateState{exists: true, id: awssdk.ToString(v.LaunchTemplateId), latest: awssdk.ToInt64(v.VersionNumber),
-		description: awssdk.ToString(v.VersionDescription), latestData: v.LaunchTemplateData, latestIsDefault: awssdk.ToBool(v.DefaultVersion)}
-	if v.LaunchTemplateData != nil {
-		st.latestImageID = awssdk.ToString(v.LaunchTemplateData.ImageId)
+	if !st.exists && latest != nil { // no version said it is the default
+		st, latest = stateOf(*latest), nil
+	}
+	if latest != nil && awssdk.ToInt64(latest.VersionNumber) != st.version {
+		st.latest = latest
 	}
 	return st, nil
 }
 
-// ensureLaunchTemplate makes the latest version of the group's launch
-// template carry want, creating the template (EC2 CreateLaunchTemplate) or
-// a new version (CreateLaunchTemplateVersion, then ModifyLaunchTemplate to
-// make it the default; a latest version that carries want but is not the
-// default, left so by a stop between the two calls, is made the default).
-// It returns the latest version number. The latest
-// version carries want when its description is want's (the hash of the
-// canonical launch data), or, written by an earlier controller version
-// with another hash, when its stored data equals want (sameAsStored).
-func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, want launchData) (int64, error) {
+// stateOf is the templateState of version v as the default.
+func stateOf(v ec2types.LaunchTemplateVersion) templateState {
+	st := templateState{exists: true, id: awssdk.ToString(v.LaunchTemplateId), version: awssdk.ToInt64(v.VersionNumber),
+		description: awssdk.ToString(v.VersionDescription), data: v.LaunchTemplateData}
+	if v.LaunchTemplateData != nil {
+		st.imageID = awssdk.ToString(v.LaunchTemplateData.ImageId)
+	}
+	return st
+}
+
+// ensureLaunchTemplate makes the default version of the group's launch
+// template one that carries want, and returns it (the Auto Scaling group
+// launches from it):
+//   - the default carries want: nothing is written;
+//   - another version carries want (a rollback, an edit reverted, a spot
+//     recommendation flip-flop, or a version created by a process that
+//     stopped before making it the default): the newest such version is
+//     made the default again (EC2 ModifyLaunchTemplate), so the instances
+//     launched from it stay up to date and nothing is rotated for it;
+//   - otherwise a new version is created (CreateLaunchTemplateVersion,
+//     then ModifyLaunchTemplate), or the template itself
+//     (CreateLaunchTemplate).
+//
+// A version carries want when its content key (contentKey: the hash of the
+// canonical launch data, kept in the version description) is want's.
+// Other versions are looked for among the latest (st.latest) and those
+// contents remembers (read for the instances' versions, or written here),
+// at no call: the versions instances run are the ones that matter, and
+// contents knows them. A version no instance runs and not remembered (the
+// controller restarted) is created again with the same content, which
+// rotates nothing (drift is judged by content).
+func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState, want launchData, contents *versionContents) (templateState, error) {
 	desc := want.description()
 	if st.exists && (st.description == desc || sameAsStored(st, want)) {
-		if !st.latestIsDefault {
-			// The version was created but the process stopped (or the
-			// call failed) before it became the default: finish that.
-			if err := setDefaultVersion(ctx, api, name, st.latest); err != nil {
-				return 0, err
-			}
-		}
-		return st.latest, nil
+		return st, nil
 	}
 	data := want.request()
 	if !st.exists {
@@ -97,20 +126,36 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: EC2Tags(templateTags(ig))}},
 		})
 		if err != nil {
-			return 0, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
+			return templateState{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
 		}
-		return awssdk.ToInt64(out.LaunchTemplate.LatestVersionNumber), nil
+		created := templateState{exists: true, id: awssdk.ToString(out.LaunchTemplate.LaunchTemplateId), version: awssdk.ToInt64(out.LaunchTemplate.LatestVersionNumber),
+			imageID: want.ImageID, description: desc}
+		contents.remember(name, created.id, created.version, desc)
+		return created, nil
+	}
+	if st.latest != nil && contentKey(*st.latest) == desc {
+		if err := setDefaultVersion(ctx, api, name, awssdk.ToInt64(st.latest.VersionNumber)); err != nil {
+			return templateState{}, err
+		}
+		return stateOf(*st.latest), nil
+	}
+	if found, ok := contents.newestWith(name, st.id, desc); ok {
+		if err := setDefaultVersion(ctx, api, name, found); err != nil {
+			return templateState{}, err
+		}
+		return templateState{exists: true, id: st.id, version: found, imageID: want.ImageID, description: desc}, nil
 	}
 	out, err := api.CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
 		LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc)})
 	if err != nil {
-		return 0, fmt.Errorf("ec2 CreateLaunchTemplateVersion %s: %w", name, err)
+		return templateState{}, fmt.Errorf("ec2 CreateLaunchTemplateVersion %s: %w", name, err)
 	}
 	version := awssdk.ToInt64(out.LaunchTemplateVersion.VersionNumber)
+	contents.remember(name, st.id, version, desc)
 	if err := setDefaultVersion(ctx, api, name, version); err != nil {
-		return 0, err
+		return templateState{}, err
 	}
-	return version, nil
+	return templateState{exists: true, id: st.id, version: version, imageID: want.ImageID, description: desc}, nil
 }
 
 // setDefaultVersion makes version the default of the launch template

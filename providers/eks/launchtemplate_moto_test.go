@@ -31,22 +31,23 @@ func TestUpgradeKeepsTemplatesOfTheEarlierHashOnMoto(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	contents := &versionContents{}
 	converge := func() int64 {
 		t.Helper()
 		st, err := describeTemplate(ctx, api, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := ensureLaunchTemplate(ctx, api, ig, name, st, launchDataOf(ig, in))
+		st, err = ensureLaunchTemplate(ctx, api, ig, name, st, launchDataOf(ig, in), contents)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
+		return st.version
 	}
 	if v := converge(); v != 1 {
 		st, _ := describeTemplate(ctx, api, name)
 		t.Fatalf("the template written by the earlier hash got version %d; stored data read back:\n%s\nwant:\n%s",
-			v, launchDataFromStored(st.latestData).encode(), want.encode())
+			v, launchDataFromStored(st.data).encode(), want.encode())
 	}
 
 	ig.Spec.EKS.Configuration.InstanceType = "m5.xlarge"
@@ -62,6 +63,26 @@ func TestUpgradeKeepsTemplatesOfTheEarlierHashOnMoto(t *testing.T) {
 	}
 	if v := converge(); v != 2 {
 		t.Errorf("an unchanged spec gave version %d, want 2", v)
+	}
+
+	// Instances still on version 1 are drifted from version 2; their
+	// version's content is read (listing every version on moto).
+	upToDate, err := contents.upToDate(ctx, api, name, st, []string{"1"})
+	if err != nil || upToDate("1") || !upToDate("2") {
+		t.Fatalf("version 1 up to date %v, 2 %v (%v); want false, true", upToDate("1"), upToDate("2"), err)
+	}
+	// Reverting the change makes version 1 (same content, the earlier
+	// hash) the default again: no version 3, its instances stay.
+	ig.Spec.EKS.Configuration.InstanceType = "m5.large"
+	if v := converge(); v != 1 {
+		t.Fatalf("the reverted instance type gave version %d, want 1 made the default again", v)
+	}
+	if st, err := describeTemplate(ctx, api, name); err != nil || st.version != 1 {
+		t.Fatalf("default version %d (%v), want 1", st.version, err)
+	}
+	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name)})
+	if err != nil || len(out.LaunchTemplateVersions) != 2 {
+		t.Errorf("the template has %d version(s) (%v), want 2: the revert created one", len(out.LaunchTemplateVersions), err)
 	}
 }
 

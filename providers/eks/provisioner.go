@@ -79,6 +79,7 @@ type Provisioner struct {
 	clusters  *clusters
 	images    *images
 	launched  *launchedVersions
+	contents  versionContents
 	templates ownedTemplates
 	pools     *instancePools
 	capacity  *podCapacity
@@ -292,8 +293,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err != nil {
 		return nil, err
 	}
-	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.latestImageID != "" {
-		image = tmpl.latestImageID // a newly published AMI is not drift while locked
+	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.imageID != "" {
+		image = tmpl.imageID // a newly published AMI is not drift while locked
 	}
 	sizes := map[string]int64{"spec.eks.minSize": spec.MinSize, "spec.eks.maxSize": spec.MaxSize}
 	if wp := spec.WarmPool; wp != nil {
@@ -311,15 +312,16 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	}
 	ud := b.UserData()
 	data := launchDataOf(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
-	version, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data)
+	target, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data, &p.contents)
 	if err != nil {
 		return nil, err
 	}
-	if desc := data.description(); !tmpl.exists || tmpl.latest != version || tmpl.description != desc || !tmpl.latestIsDefault {
-		// What this call wrote is the template's latest version, and its
-		// default, now.
-		p.reads.Update(gid, stageTemplate, name, templateState{exists: true, id: tmpl.id, latest: version, latestImageID: image, description: desc, latestIsDefault: true})
+	if target != tmpl {
+		// What this call wrote (or made the default) is the template's
+		// default version now.
+		p.reads.Update(gid, stageTemplate, name, target)
 	}
+	version := target.version
 	stage = ""
 
 	cache := p.groupCache(c.ClusterName)
@@ -359,10 +361,14 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err != nil {
 		return nil, err
 	}
+	upToDate, err := p.contents.upToDate(ctx, p.aws.EC2, name, target, launchVersions(current.Instances, launched))
+	if err != nil {
+		return nil, err
+	}
 	// AZRebalance is suspended while the group rotates (drift or a surge
 	// recorded), judged from the cloud and the status, so a restarted
 	// controller keeps it suspended, and resumed after.
-	isRotating := rotating(ig, current.Instances, launched, strconv.FormatInt(version, 10))
+	isRotating := rotating(ig, current.Instances, launched, upToDate)
 	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current, isRotating); err != nil {
 		return nil, err
 	} else if wrote {
@@ -377,7 +383,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	if err := p.grant(ctx, ig, gid, cluster, roleARN); err != nil {
 		return nil, err
 	}
-	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, p.launched.lookup)
+	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, upToDate, p.launched.lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -406,17 +412,14 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	weights := weightsOf(instanceTypes)
 	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)
 	for _, in := range current.Instances {
-		v, ok := launched[awssdk.ToString(in.InstanceId)]
-		if !ok && in.LaunchTemplate != nil {
-			v = awssdk.ToString(in.LaunchTemplate.Version)
-		}
+		v := launchVersion(in, launched)
 		inUse[v] = true
 		obs.Instances = append(obs.Instances, providers.Instance{
 			ID:             awssdk.ToString(in.InstanceId),
 			ProviderID:     fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), awssdk.ToString(in.InstanceId)),
 			LifecycleState: string(in.LifecycleState),
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
-			UpToDate:       v == obs.LatestTemplateVersion,
+			UpToDate:       upToDate(v),
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
 			LaunchTime:     launchTimes[awssdk.ToString(in.InstanceId)],
 			Weight:         instanceWeight(in, weights),
@@ -534,6 +537,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err := deleteLaunchTemplate(ctx, p.aws.EC2, ig, name); err != nil {
 		return false, err
 	}
+	p.contents.forget(name)
 	if cluster, err := p.clusters.get(ctx, c.ClusterName); err == nil {
 		if err := p.access.revoke(ctx, ig, cluster, ig.Status.NodesInstanceRoleArn); err != nil {
 			return false, err

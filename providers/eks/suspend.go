@@ -28,10 +28,11 @@ const allProcesses = 9
 
 // rotating reports whether ig's group is being rotated, from state that
 // outlives a controller restart: an instance not terminating launched
-// from another launch template version than latest (versions: instance
-// id to the version it was launched from), or a surge recorded in the
+// from a launch template version that is not up to date (versions:
+// instance id to the version it was launched from; upToDate judges a
+// version by content, see versionContents), or a surge recorded in the
 // status (a give-back under way keeps it until its last instance goes).
-func rotating(ig *v1alpha1.InstanceGroup, instances []astypes.Instance, versions map[string]string, latest string) bool {
+func rotating(ig *v1alpha1.InstanceGroup, instances []astypes.Instance, versions map[string]string, upToDate func(string) bool) bool {
 	if st := ig.Status; st.SurgeCapacity > 0 || st.SurgeBaseCapacity > 0 || st.SurgeReturn != nil {
 		return true
 	}
@@ -39,11 +40,7 @@ func rotating(ig *v1alpha1.InstanceGroup, instances []astypes.Instance, versions
 		if strings.HasPrefix(string(in.LifecycleState), "Terminating") {
 			continue
 		}
-		v, ok := versions[awssdk.ToString(in.InstanceId)]
-		if !ok && in.LaunchTemplate != nil {
-			v = awssdk.ToString(in.LaunchTemplate.Version)
-		}
-		if v != latest {
+		if !upToDate(launchVersion(in, versions)) {
 			return true
 		}
 	}
@@ -106,4 +103,24 @@ func ensureSuspended(ctx context.Context, api awsp.AutoScalingAPI, g *astypes.Au
 		wrote = true
 	}
 	return wrote, nil
+}
+
+// launchVersion is the launch template version instance in was launched
+// from: EC2's tag (versions, instance id to version), else what Auto
+// Scaling reports ("" when neither tells).
+func launchVersion(in astypes.Instance, versions map[string]string) string {
+	v, ok := versions[awssdk.ToString(in.InstanceId)]
+	if !ok && in.LaunchTemplate != nil {
+		v = awssdk.ToString(in.LaunchTemplate.Version)
+	}
+	return v
+}
+
+// launchVersions is the launch version of each of instances (launchVersion).
+func launchVersions(instances []astypes.Instance, versions map[string]string) []string {
+	out := make([]string, 0, len(instances))
+	for _, in := range instances {
+		out = append(out, launchVersion(in, versions))
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package eks
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -32,10 +31,11 @@ type warmPools struct {
 
 // hold returns why the rotation of group g must wait for its warm pool
 // ("" when it need not), deleting a warm pool that holds instances of
-// versions older than version. launched tells the version an instance
-// was launched from when DescribeWarmPool does not.
+// versions that are not up to date with version (upToDate judges a
+// version by content, see versionContents). launched tells the version an
+// instance was launched from when DescribeWarmPool does not.
 func (w *warmPools) hold(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alpha1.InstanceGroup, g *astypes.AutoScalingGroup, version int64,
-	launched func(ctx context.Context, ids []string) (map[string]string, error)) (string, bool, error) {
+	upToDate func(string) bool, launched func(ctx context.Context, ids []string) (map[string]string, error)) (string, bool, error) {
 	name := awssdk.ToString(g.AutoScalingGroupName)
 	if ig.Spec.EKS.WarmPool == nil {
 		return "", false, nil
@@ -79,14 +79,13 @@ func (w *warmPools) hold(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alp
 			return "", false, err
 		}
 	}
-	want := strconv.FormatInt(version, 10)
 	stale := 0
 	for _, i := range warm {
 		v := byTag[awssdk.ToString(i.InstanceId)]
 		if i.LaunchTemplate != nil && awssdk.ToString(i.LaunchTemplate.Version) != "" {
 			v = awssdk.ToString(i.LaunchTemplate.Version)
 		}
-		if v != "" && v != want { // a version nobody reports is not taken for old: no delete loop
+		if v != "" && !upToDate(v) { // a version nobody reports is not taken for old: no delete loop
 			stale++
 		}
 	}

@@ -58,23 +58,23 @@ func TestWarmPoolOfAnOlderVersionIsReplacedBeforeTheRotation(t *testing.T) {
 
 	var w warmPools
 	f := &fakeWarmPool{versions: map[string]string{"i-warm1": "1", "i-warm2": "2"}}
-	hold, wrote, err := w.hold(ctx, f, ig, group, 2, noTags)
+	hold, wrote, err := w.hold(ctx, f, ig, group, 2, is("2"), noTags)
 	if err != nil || !wrote || !f.deleted || !strings.Contains(hold, "1 warm instance(s) of older launch template versions") {
 		t.Fatalf("hold = %q, wrote %v, deleted %v, err %v; want the pool deleted and the rotation held", hold, wrote, f.deleted, err)
 	}
 	group.WarmPoolConfiguration.Status = astypes.WarmPoolStatusPendingDelete
-	if hold, _, _ := w.hold(ctx, f, ig, group, 2, noTags); !strings.Contains(hold, "waiting for the warm pool") {
+	if hold, _, _ := w.hold(ctx, f, ig, group, 2, is("2"), noTags); !strings.Contains(hold, "waiting for the warm pool") {
 		t.Errorf("while the pool is deleted: hold = %q", hold)
 	}
 	group.WarmPoolConfiguration = nil
-	if hold, _, _ := w.hold(ctx, f, ig, group, 2, noTags); hold != "" {
+	if hold, _, _ := w.hold(ctx, f, ig, group, 2, is("2"), noTags); hold != "" {
 		t.Errorf("once deleted (being put back from the new version): hold = %q", hold)
 	}
 
 	group.WarmPoolConfiguration = &astypes.WarmPoolConfiguration{}
 	f = &fakeWarmPool{versions: map[string]string{"i-warm3": "2", "i-warm4": ""}}
 	for range 2 {
-		if hold, wrote, err := w.hold(ctx, f, ig, group, 2, noTags); hold != "" || wrote || err != nil {
+		if hold, wrote, err := w.hold(ctx, f, ig, group, 2, is("2"), noTags); hold != "" || wrote || err != nil {
 			t.Errorf("a pool of the current version: hold %q, wrote %v, err %v", hold, wrote, err)
 		}
 	}
@@ -86,13 +86,13 @@ func TestWarmPoolOfAnOlderVersionIsReplacedBeforeTheRotation(t *testing.T) {
 	tags := func(context.Context, []string) (map[string]string, error) {
 		return map[string]string{"i-warm5": "2"}, nil
 	}
-	if _, wrote, _ := w.hold(ctx, f, ig, group, 3, tags); !wrote {
+	if _, wrote, _ := w.hold(ctx, f, ig, group, 3, is("3"), tags); !wrote {
 		t.Error("a warm instance tagged with version 2 is kept at version 3")
 	}
 	// No warm pool in the spec: nothing read.
 	ig.Spec.EKS.WarmPool = nil
 	f = &fakeWarmPool{}
-	if hold, _, _ := w.hold(ctx, f, ig, group, 4, noTags); hold != "" || f.describes != 0 {
+	if hold, _, _ := w.hold(ctx, f, ig, group, 4, is("4"), noTags); hold != "" || f.describes != 0 {
 		t.Errorf("without a warm pool: hold %q, %d describes", hold, f.describes)
 	}
 }

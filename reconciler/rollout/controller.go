@@ -48,6 +48,11 @@ type Reconciler struct {
 	ConfigMap types.NamespacedName
 	Store     *store.Store
 	Recorder  events.EventRecorder
+
+	// notWritten is the last failure to write the record that was
+	// reported ("" when the last write succeeded). One worker reconciles
+	// (MaxConcurrentReconciles 1), so it needs no lock.
+	notWritten string
 }
 
 // idle is how often a rollout in progress is looked at without a change.
@@ -85,15 +90,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 
 	revisions := keep(st, res.Record, groups, raw)
 	data, err := record.Encode(res.Record, revisions)
-	if err != nil {
-		return ctrl.Result{}, err
+	if err == nil {
+		err = r.write(ctx, cm, data, res.Acted)
 	}
-	if err := r.write(ctx, cm, data, res.Acted); err != nil {
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("writing the rollout record %s: %w", r.RecordName, err)
+		err = fmt.Errorf("writing the rollout record %s: %w", r.RecordName, err)
+		r.reportWrite(ctx, err)
+		return ctrl.Result{}, err
 	}
+	r.reportWrite(ctx, nil)
 	r.send(ctx, res.Notes)
 	observe(res.Record, res.Notes)
 	switch {
@@ -142,10 +150,17 @@ func (r *Reconciler) groups(ctx context.Context, st store.State) ([]Group, error
 			AtTarget:   running.Config != nil && running.Revision == st.Revision,
 			Generation: ig.Generation, ObservedGeneration: ig.Status.ObservedGeneration,
 			State: ig.Status.CurrentState, NodesUpdated: ig.Status.NodesUpdated, NodesTotal: ig.Status.NodesTotal,
+			InService: ig.Status.NodesInService, ReadyNodes: ig.Status.NodesReady,
 			Nodes: perGroup[key].all, NotReadyNodes: perGroup[key].bad,
 		}
 		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 			g.Ready, g.Message = c.Status == metav1.ConditionTrue, c.Message
+		}
+		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionNodesReady); c != nil {
+			g.NodesReady = c.Status == metav1.ConditionTrue
+		}
+		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionNodesHealthy); c != nil {
+			g.NodesUnhealthy = c.Status == metav1.ConditionFalse
 		}
 		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionBoundariesApplied); c != nil && c.Reason == "Rejected" && !g.AtTarget {
 			g.Rejected = c.Message
@@ -195,6 +210,29 @@ func (r *Reconciler) write(ctx context.Context, cm *corev1.ConfigMap, data map[s
 		delete(cm.Annotations, record.AnnotationAction)
 	}
 	return r.Client.Update(ctx, cm)
+}
+
+// reportWrite tells the admin when the record cannot be written (too
+// large for a ConfigMap: record.TooLargeError; refused by the API
+// server): the rollout cannot move while it is so. A Warning Event
+// ReasonRecordNotWritten on the boundary ConfigMap and a log, once per
+// distinct failure (the reconcile is retried with backoff), the gauge
+// instance_manager_boundaries_rollout_record_write_failing at 1; a
+// Normal ReasonRecordWritten Event once a write succeeds again.
+func (r *Reconciler) reportWrite(ctx context.Context, err error) {
+	switch {
+	case err == nil && r.notWritten == "":
+		return
+	case err == nil:
+		r.notWritten = ""
+		recordFailing.Set(0)
+		r.send(ctx, []Note{{Reason: ReasonRecordWritten, Message: "The rollout record " + r.RecordName.String() + " is written again; the rollout carries on"}})
+	case err.Error() != r.notWritten:
+		r.notWritten = err.Error()
+		recordFailing.Set(1)
+		r.send(ctx, []Note{{Warning: true, Reason: ReasonRecordNotWritten,
+			Message: "The rollout cannot move: " + err.Error() + ". Retried with backoff; fewer revisions kept (groups moved off old revisions) or fewer groups make it fit"}})
+	}
 }
 
 // send records the step's Events: on the boundary ConfigMap, or on a group.

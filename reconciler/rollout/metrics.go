@@ -28,10 +28,15 @@ var (
 		Name: "instance_manager_boundaries_rollout_halts_total",
 		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected.",
 	}, []string{"reason"})
+	// recordFailing is 1 while the rollout record cannot be written.
+	recordFailing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_record_write_failing",
+		Help: "1 while the boundaries rollout record cannot be written (too large for a ConfigMap, or refused): the rollout cannot move; 0 otherwise.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(phase, wave, groups, halts)
+	metrics.Registry.MustRegister(phase, wave, groups, halts, recordFailing)
 }
 
 // observe sets the gauges from the record and counts a halt among notes.

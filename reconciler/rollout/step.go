@@ -52,14 +52,38 @@ type Group struct {
 	Message string
 	// NodesUpdated and NodesTotal are status.nodesUpdated and nodesTotal.
 	NodesUpdated, NodesTotal int
+	// InService and ReadyNodes are status.nodesInService and nodesReady:
+	// its InService instances and those of them with a Ready node.
+	InService, ReadyNodes int
+	// NodesReady is the NodesReady condition (every InService instance
+	// has a Ready node); NodesUnhealthy is the NodesHealthy condition
+	// False (node health found an instance without a Ready node past its
+	// startup timeout, or NotReady past its unhealthy timeout).
+	NodesReady, NodesUnhealthy bool
 	// Nodes and NotReadyNodes count the group's Node objects (by the
 	// instancegroup labels) and those whose Ready condition is not True.
 	Nodes, NotReadyNodes int
 }
 
-// healthy: Ready for its current spec with every instance updated.
+// healthy: Ready for its current spec with every instance updated and
+// every InService instance a Ready node (the NodesReady condition). A
+// group with no instance (minSize 0, scaled in) is judged on what it
+// runs: nothing, so nothing is unhealthy. Ready alone is not enough: it
+// is "Ready nodes >= minSize", true with minSize 0 whatever the new
+// instances do, and nodesUpdated counts instances whether or not they
+// became nodes.
 func (g Group) healthy() bool {
-	return g.ObservedGeneration == g.Generation && g.State == v1alpha1.StateReady && g.Ready && g.NodesUpdated >= g.NodesTotal
+	return g.ObservedGeneration == g.Generation && g.State == v1alpha1.StateReady && g.Ready && g.NodesUpdated >= g.NodesTotal &&
+		(g.NodesReady || g.NodesTotal == 0 && g.InService == 0)
+}
+
+// unhealthy is how many of the group's instances are unhealthy, of how
+// many: Nodes not Ready (the live count), or InService instances without
+// a Ready node (its status), whichever is more; of its Nodes or InService
+// instances, whichever is more (a Node of an instance being terminated is
+// counted, an instance that never registered a Node too).
+func (g Group) unhealthy() (bad, of int) {
+	return max(g.NotReadyNodes, g.InService-g.ReadyNodes), max(g.Nodes, g.InService)
 }
 
 // Input is what one step decides from.
@@ -96,6 +120,11 @@ const (
 	ReasonResumed       = "RolloutResumed"
 	ReasonRolledBack    = "RolloutRolledBack"
 	ReasonActionIgnored = "RolloutActionIgnored"
+	// ReasonRecordNotWritten (Warning) and ReasonRecordWritten: the
+	// rollout record could not be written (the rollout cannot move), and
+	// is written again (Reconciler.reportWrite).
+	ReasonRecordNotWritten = "RolloutRecordNotWritten"
+	ReasonRecordWritten    = "RolloutRecordWritten"
 )
 
 // Result is a step's outcome.
@@ -424,21 +453,34 @@ func (s *stepper) observe(m *record.Group, g Group, f boundaries.FailureCriteria
 		m.State, m.Reason, m.Criterion = record.GroupHealthy, "", ""
 	case !s.in.Now.Before(m.Since.Add(f.StartupTimeout)):
 		m.State, m.Criterion = record.GroupFailed, record.CriterionStartupTimeout
-		m.Reason = fmt.Sprintf("not Ready with every instance updated and its nodes Ready within the startup timeout %s (state %s: %s)", f.StartupTimeout, g.State, g.Message)
+		m.Reason = fmt.Sprintf("not Ready with every instance updated and every in-service instance a Ready node within the startup timeout %s (state %s: %s; %d of %d in-service instance(s) with Ready nodes)",
+			f.StartupTimeout, g.State, g.Message, g.ReadyNodes, g.InService)
 	default:
 		m.State = record.GroupRotating
 		s.wake(m.Since.Add(f.StartupTimeout))
 	}
 }
 
-// unhealthyShare fails the healthy groups with nodes not Ready when the
-// wave's share of such nodes is above the policy's.
+// unhealthyShare fails the counted groups with unhealthy instances (Group.
+// unhealthy: a Node not Ready, or an InService instance without a Ready
+// node) when the wave's share of them is above the policy's. Counted are
+// the healthy groups, and the groups on the target whose rotation is done
+// but whose node health reports an instance without a Ready node past its
+// startup timeout (NodesHealthy False): instances that never registered
+// count, after the same grace node health gives them, so a group whose
+// new instances never became nodes fails here rather than passing as
+// Ready.
 func (s *stepper) unhealthyShare(w *record.Wave, byKey map[string]Group, f boundaries.FailureCriteria) {
+	counted := func(m record.Group, g Group) bool {
+		return m.State == record.GroupHealthy ||
+			m.State == record.GroupRotating && g.AtTarget && g.NodesUpdated >= g.NodesTotal && g.NodesUnhealthy
+	}
 	nodes, bad := 0, 0
 	for _, m := range w.Groups {
-		if m.State == record.GroupHealthy {
-			nodes += byKey[m.Group].Nodes
-			bad += byKey[m.Group].NotReadyNodes
+		if g := byKey[m.Group]; counted(m, g) {
+			b, of := g.unhealthy()
+			nodes += of
+			bad += b
 		}
 	}
 	if nodes == 0 || bad*100 <= f.MaxUnhealthyPercent*nodes {
@@ -446,10 +488,11 @@ func (s *stepper) unhealthyShare(w *record.Wave, byKey map[string]Group, f bound
 	}
 	for i := range w.Groups {
 		m := &w.Groups[i]
-		if g := byKey[m.Group]; m.State == record.GroupHealthy && g.NotReadyNodes > 0 {
+		g := byKey[m.Group]
+		if b, of := g.unhealthy(); counted(*m, g) && b > 0 {
 			m.State, m.Criterion = record.GroupFailed, record.CriterionUnhealthyNodes
-			m.Reason = fmt.Sprintf("%d of its %d node(s) not Ready; the wave's healthy groups have %d of %d node(s) not Ready, above maxUnhealthyPercent %d%%",
-				g.NotReadyNodes, g.Nodes, bad, nodes, f.MaxUnhealthyPercent)
+			m.Reason = fmt.Sprintf("%d of its %d instance(s) unhealthy (%d node(s) not Ready, %d of %d in-service instance(s) without a Ready node); the wave's judged groups have %d of %d unhealthy, above maxUnhealthyPercent %d%%",
+				b, of, g.NotReadyNodes, g.InService-g.ReadyNodes, g.InService, bad, nodes, f.MaxUnhealthyPercent)
 		}
 	}
 }

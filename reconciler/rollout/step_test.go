@@ -25,7 +25,7 @@ func fleet() []Group {
 	for _, k := range []string{"canary/a", "team-b/b", "team-c/c", "team-d/d"} {
 		ns, _, _ := strings.Cut(k, "/")
 		gs = append(gs, Group{Key: k, Namespace: ns, Running: "old", Generation: 1, ObservedGeneration: 1,
-			State: v1alpha1.StateReady, Ready: true, NodesUpdated: 2, NodesTotal: 2, Nodes: 2})
+			State: v1alpha1.StateReady, Ready: true, NodesUpdated: 2, NodesTotal: 2, Nodes: 2, InService: 2, ReadyNodes: 2, NodesReady: true})
 	}
 	return gs
 }
@@ -80,6 +80,7 @@ func (s *sim) converge(keys ...string) {
 		for _, k := range keys {
 			if g.Key == k && g.AtTarget {
 				g.ObservedGeneration, g.State, g.Ready, g.NodesUpdated = g.Generation, v1alpha1.StateReady, true, g.NodesTotal
+				g.InService, g.ReadyNodes, g.NodesReady = g.NodesTotal, g.NodesTotal, true
 			}
 		}
 	}
@@ -291,5 +292,81 @@ func TestRefusedReadmissionHaltsAndLateGroupsJoinTheLastWave(t *testing.T) {
 	s.step("")
 	if s.rec.WaveOf("team-e/e") != len(s.rec.Waves)-1 {
 		t.Fatalf("a group created during the last wave is not in it: %+v", s.rec.Waves)
+	}
+}
+
+// healthy needs every InService instance to be a Ready node; unhealthy
+// counts Nodes not Ready and InService instances without a Ready node.
+func TestHealthyNeedsReadyNodes(t *testing.T) {
+	ready := Group{Generation: 2, ObservedGeneration: 2, State: v1alpha1.StateReady, Ready: true}
+	for _, c := range []struct {
+		name    string
+		edit    func(*Group)
+		healthy bool
+		bad, of int
+	}{
+		{"every instance a Ready node", func(g *Group) {
+			g.NodesUpdated, g.NodesTotal, g.InService, g.ReadyNodes, g.NodesReady, g.Nodes = 2, 2, 2, 2, true, 2
+		}, true, 0, 2},
+		{"minSize 0, new instances never registered", func(g *Group) {
+			g.NodesUpdated, g.NodesTotal, g.InService = 2, 2, 2
+		}, false, 2, 2},
+		{"one of three without a Ready node", func(g *Group) {
+			g.NodesUpdated, g.NodesTotal, g.InService, g.ReadyNodes, g.Nodes, g.NotReadyNodes = 3, 3, 3, 2, 3, 1
+		}, false, 1, 3},
+		{"no instance at all (minSize 0, scaled in)", func(g *Group) {}, true, 0, 0},
+		{"instances launching, none in service yet", func(g *Group) { g.NodesUpdated, g.NodesTotal = 2, 2 }, false, 0, 0},
+		{"a Node of an instance leaving counted, not as missing", func(g *Group) {
+			g.NodesUpdated, g.NodesTotal, g.InService, g.ReadyNodes, g.NodesReady, g.Nodes = 2, 2, 2, 2, true, 3
+		}, true, 0, 3},
+		{"status of an older generation", func(g *Group) {
+			g.NodesUpdated, g.NodesTotal, g.InService, g.ReadyNodes, g.NodesReady, g.Nodes = 2, 2, 2, 2, true, 2
+			g.Generation = 3
+		}, false, 0, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := ready
+			c.edit(&g)
+			if got := g.healthy(); got != c.healthy {
+				t.Errorf("healthy %v, want %v", got, c.healthy)
+			}
+			if bad, of := g.unhealthy(); bad != c.bad || of != c.of {
+				t.Errorf("unhealthy %d of %d, want %d of %d", bad, of, c.bad, c.of)
+			}
+		})
+	}
+}
+
+// A canary whose new instances never become nodes (minSize 0: the group
+// stays Ready, every instance is on the new launch template) is not
+// healthy: it fails on the startup timeout, or, once node health reports
+// them (NodesHealthy False), at once on maxUnhealthyPercent, where they
+// count as unhealthy. It never passes the wave.
+func TestCanaryWhoseInstancesNeverBecomeNodesFails(t *testing.T) {
+	neverJoined := func(s *sim) {
+		c := s.group("canary/a")
+		c.ObservedGeneration, c.State, c.Ready, c.NodesUpdated = c.Generation, v1alpha1.StateReady, true, c.NodesTotal
+		c.InService, c.ReadyNodes, c.NodesReady, c.Nodes = 2, 0, false, 0
+	}
+	s := newSim(t, policy(t, canaryPolicy))
+	s.step("")
+	neverJoined(s)
+	s.step("")
+	if st := s.rec.Waves[0].Groups[0].State; st != record.GroupRotating || s.rec.Phase != record.PhaseProgressing {
+		t.Fatalf("canary %s, phase %s: want Rotating (not healthy) while its instances have no Ready node", st, s.rec.Phase)
+	}
+	s.now = s.now.Add(5 * time.Minute)
+	s.step("")
+	if s.rec.Phase != record.PhaseHalted || s.rec.Halt.Criterion != record.CriterionStartupTimeout || !strings.Contains(s.rec.Halt.Reason, "0 of 2 in-service instance(s) with Ready nodes") {
+		t.Fatalf("halt %+v, want the startup timeout naming 0 of 2 Ready", s.rec.Halt)
+	}
+
+	s = newSim(t, policy(t, canaryPolicy))
+	s.step("")
+	neverJoined(s)
+	s.group("canary/a").NodesUnhealthy = true
+	s.step("")
+	if s.rec.Phase != record.PhaseHalted || s.rec.Halt.Criterion != record.CriterionUnhealthyNodes || !strings.Contains(s.rec.Halt.Reason, "2 of 2 in-service instance(s) without a Ready node") {
+		t.Fatalf("halt %+v, want unhealthy nodes counting the instances without nodes", s.rec.Halt)
 	}
 }
