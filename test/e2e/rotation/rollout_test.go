@@ -36,16 +36,6 @@ waves:
 	return d
 }
 
-// rolloutRecord reads the rollout record ConfigMap.
-func rolloutRecord(t *testing.T) *record.Record {
-	t.Helper()
-	rec, err := harness.RolloutRecord(context.Background(), suite.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
 // waitRecord waits until the record rolls out revision target in phase.
 func waitRecord(t *testing.T, target, phase string, timeout time.Duration) *record.Record {
 	t.Helper()

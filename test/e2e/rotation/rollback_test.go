@@ -1,4 +1,4 @@
-package e2e
+package rotation
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func instanceImages(ctx context.Context, ig *v1alpha1.InstanceGroup) (map[string
 	if name == "" {
 		return nil, fmt.Errorf("%s/%s has no Auto Scaling group in its status", ig.Namespace, ig.Name)
 	}
-	out, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
 	if err != nil || len(out.AutoScalingGroups) != 1 {
 		return nil, fmt.Errorf("DescribeAutoScalingGroups %s: %d group(s), %v", name, len(out.AutoScalingGroups), err)
 	}
@@ -47,7 +47,7 @@ func instanceImages(ctx context.Context, ig *v1alpha1.InstanceGroup) (map[string
 	if len(ids) == 0 {
 		return images, nil
 	}
-	desc, err := ec2.NewFromConfig(environment.AWS).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	desc, err := ec2.NewFromConfig(suite.Env.AWS).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	if err != nil {
 		return nil, fmt.Errorf("DescribeInstances %v: %w", ids, err)
 	}
@@ -78,30 +78,26 @@ func idsOn(images map[string]string, ami string) []string {
 // content the default again), and only the instances of the broken AMI
 // are replaced.
 func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	const canaryNS = "e2e-rollback-canary"
-	// Run first in a fresh suite, the record may not exist yet:
-	// rolloutRecord (through startFrom) reads it at once.
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
-	g.Eventually(func() error { return admin.Get(ctx, recordKey, &corev1.ConfigMap{}) }, harness.ConvergeTimeout, 500*time.Millisecond).Should(Succeed())
-	startFrom(t, cloud.amis[0], rolloutBoundaries(cloud.amis[0], canaryNS, "5s", "45s"))
-	namespace(t, canaryNS)
-	canary := shortGroup(canaryNS, "nodes", 3, 4)
-	create(t, canary)
-	ready := waitReady(t, canary, 5*time.Minute)
+	startFrom(t, suite.Cloud.AMIs[0], rolloutBoundaries(suite.Cloud.AMIs[0], canaryNS, "5s", "45s"))
+	suite.Namespace(t, canaryNS)
+	canary := harness.ShortGroup(canaryNS, "nodes", 3, 4)
+	suite.Create(t, canary)
+	ready := suite.WaitReady(t, canary, 5*time.Minute)
 	g.Eventually(func() (int, error) {
-		images, err := instanceImages(ctx, get(t, canary))
-		return len(idsOn(images, cloud.amis[0])), err
+		images, err := instanceImages(ctx, suite.Get(t, canary))
+		return len(idsOn(images, suite.Cloud.AMIs[0])), err
 	}, harness.ConvergeTimeout, 500*time.Millisecond).Should(Equal(3))
 	startVersion := ready.Status.LatestTemplateVersion
 
-	environment.Bridge.SetNeverJoinImages(cloud.amis[2])
-	t.Cleanup(func() { environment.Bridge.SetNeverJoinImages() })
-	broken := rolloutBoundaries(cloud.amis[2], canaryNS, "5s", "45s")
+	suite.Env.Bridge.SetNeverJoinImages(suite.Cloud.AMIs[2])
+	t.Cleanup(func() { suite.Env.Bridge.SetNeverJoinImages() })
+	broken := rolloutBoundaries(suite.Cloud.AMIs[2], canaryNS, "5s", "45s")
 	target := boundaries.Revision(broken)
-	setBoundaries(t, broken)
+	suite.SetBoundaries(t, broken)
 	rec := waitRecord(t, target, record.PhaseHalted, 5*time.Minute)
 	g.Expect(rec.Halt.Groups).To(Equal([]string{canaryNS + "/nodes"}))
 
@@ -111,32 +107,32 @@ func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) 
 	var atHalt map[string]string
 	g.Eventually(func() error {
 		var err error
-		if atHalt, err = instanceImages(ctx, get(t, canary)); err != nil {
+		if atHalt, err = instanceImages(ctx, suite.Get(t, canary)); err != nil {
 			return err
 		}
-		if len(idsOn(atHalt, cloud.amis[2])) == 0 {
+		if len(idsOn(atHalt, suite.Cloud.AMIs[2])) == 0 {
 			return fmt.Errorf("no instance of the broken AMI yet: %v", atHalt)
 		}
 		return nil
 	}, harness.ConvergeTimeout, 500*time.Millisecond).Should(Succeed())
-	kept, failed := idsOn(atHalt, cloud.amis[0]), idsOn(atHalt, cloud.amis[2])
+	kept, failed := idsOn(atHalt, suite.Cloud.AMIs[0]), idsOn(atHalt, suite.Cloud.AMIs[2])
 	g.Expect(kept).NotTo(BeEmpty(), "the halt left no instance of the last good AMI: %v", atHalt)
 	t.Logf("at the halt the canary runs %d instance(s) of the last good AMI %v and %d of the broken one %v (launch template version %s, was %s)",
-		len(kept), kept, len(failed), failed, get(t, canary).Status.LatestTemplateVersion, startVersion)
+		len(kept), kept, len(failed), failed, suite.Get(t, canary).Status.LatestTemplateVersion, startVersion)
 
 	cm := &corev1.ConfigMap{}
-	g.Expect(admin.Get(ctx, recordKey, cm)).To(Succeed())
+	g.Expect(suite.Admin.Get(ctx, harness.RolloutRecordKey, cm)).To(Succeed())
 	patch := client.MergeFrom(cm.DeepCopy())
 	metav1.SetMetaDataAnnotation(&cm.ObjectMeta, record.AnnotationAction, record.ActionRollback)
-	g.Expect(admin.Patch(ctx, cm, patch)).To(Succeed())
+	g.Expect(suite.Admin.Patch(ctx, cm, patch)).To(Succeed())
 	waitRecord(t, target, record.PhaseRolledBack, harness.ConvergeTimeout)
 
 	// The canary converges back: every instance on the last good AMI,
 	// Ready, nothing left to rotate.
 	var after map[string]string
 	g.Eventually(func() error {
-		cur := get(t, canary)
-		if image(cur) != cloud.amis[0] || cur.Status.CurrentState != v1alpha1.StateReady || cur.Status.ObservedGeneration != cur.Generation ||
+		cur := suite.Get(t, canary)
+		if image(cur) != suite.Cloud.AMIs[0] || cur.Status.CurrentState != v1alpha1.StateReady || cur.Status.ObservedGeneration != cur.Generation ||
 			cur.Status.NodesUpdated != cur.Status.NodesTotal {
 			return fmt.Errorf("image %s, state %s, %d of %d updated", image(cur), cur.Status.CurrentState, cur.Status.NodesUpdated, cur.Status.NodesTotal)
 		}
@@ -144,7 +140,7 @@ func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) 
 		if after, err = instanceImages(ctx, cur); err != nil {
 			return err
 		}
-		if len(after) != 3 || len(idsOn(after, cloud.amis[0])) != 3 {
+		if len(after) != 3 || len(idsOn(after, suite.Cloud.AMIs[0])) != 3 {
 			return fmt.Errorf("instances %v", after)
 		}
 		return nil
@@ -164,11 +160,11 @@ func TestRollbackOfAHaltedWaveReplacesOnlyTheFailedRevisionsNodes(t *testing.T) 
 	}
 	t.Logf("FIGURE rollback_replaced_instances=%d (instances of the broken AMI %d; of the last good AMI's %d, %d kept their ids)",
 		len(replaced), len(failed), len(kept), still)
-	back := get(t, canary)
+	back := suite.Get(t, canary)
 	g.Expect(back.Status.LatestTemplateVersion).To(Equal(startVersion), "the rollback makes the last good version the default again")
 	for _, id := range kept {
 		g.Expect(after).To(HaveKey(id), "instance %s of the last good AMI was replaced by the rollback: after it %v", id, after)
 	}
 	g.Expect(replaced).To(HaveLen(len(failed)), "the rollback replaced only the broken AMI's %d instance(s): kept %v, after %v", len(failed), kept, after)
-	g.Expect(available(groupNodes(t, canary))).To(BeNumerically(">=", 3))
+	g.Expect(harness.Available(suite.GroupNodes(t, canary))).To(BeNumerically(">=", 3))
 }
