@@ -297,6 +297,10 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 			_, err := c.IAM.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: s(profile)})
 			return err
 		}},
+		{"IAMAPI.TagInstanceProfile", func(ctx context.Context) error {
+			_, err := c.IAM.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: s(profile), Tags: []iamtypes.Tag{{Key: s("owner"), Value: s("instance-manager")}}})
+			return err
+		}},
 		{"IAMAPI.AddRoleToInstanceProfile", func(ctx context.Context) error {
 			_, err := c.IAM.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: s(profile), RoleName: s(role)})
 			return err
