@@ -39,3 +39,9 @@ func Emit(ctx context.Context, eventType, reason, format string, args ...any) {
 		sink(eventType, reason, fmt.Sprintf(format, args...))
 	}
 }
+
+// EventsFrom returns the sink ctx carries, nil when none.
+func EventsFrom(ctx context.Context) EventSink {
+	sink, _ := ctx.Value(eventsKey{}).(EventSink)
+	return sink
+}

@@ -54,6 +54,23 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		return ""
 	}
 
+	// AWS: CreateTags "adds or overwrites only the specified tags for the
+	// specified Amazon EC2 resource" (EC2 API Reference, CreateTags), and
+	// DescribeLaunchTemplates shows them; moto 5.2.5 alone answers with
+	// the creation-time tags (test/env's motoserver.py reads them afresh).
+	t.Run("CreateTags on a launch template shows in DescribeLaunchTemplates", func(t *testing.T) {
+		g := NewWithT(t)
+		lts, err := c.EC2.DescribeLaunchTemplates(t.Context(), &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"behaviour-template"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lts.LaunchTemplates).To(HaveLen(1))
+		_, err = c.EC2.CreateTags(t.Context(), &ec2.CreateTagsInput{Resources: []string{*lts.LaunchTemplates[0].LaunchTemplateId},
+			Tags: []ec2types.Tag{{Key: awssdk.String("retagged"), Value: awssdk.String("yes")}}})
+		g.Expect(err).NotTo(HaveOccurred())
+		lts, err = c.EC2.DescribeLaunchTemplates(t.Context(), &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"behaviour-template"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lts.LaunchTemplates[0].Tags).To(ContainElement(ec2types.Tag{Key: awssdk.String("retagged"), Value: awssdk.String("yes")}))
+	})
+
 	t.Run("tag filters of DescribeAutoScalingGroups", func(t *testing.T) {
 		g := NewWithT(t)
 		f.createGroup(t, c, "filter-a", "1", 0, map[string]string{"team": "a"})

@@ -3,6 +3,7 @@ package eks
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	corev1 "k8s.io/api/core/v1"
@@ -43,4 +44,28 @@ func tagScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, name string, 
 		return fmt.Errorf("autoscaling CreateOrUpdateTags %s: %w", name, err)
 	}
 	return nil
+}
+
+// collectAdoptions returns ctx holding back its Adopted Events, and flush,
+// which emits them as one Event through ctx's sink: the events API merges
+// Events of one object, action and reason into a series that keeps the
+// first note only, so one Event per resource would name the first alone.
+func collectAdoptions(ctx context.Context) (context.Context, func()) {
+	parent := providers.EventsFrom(ctx)
+	if parent == nil {
+		return ctx, func() {}
+	}
+	var held []string
+	ctx = providers.WithEvents(ctx, func(typ, reason, msg string) {
+		if reason == providers.ReasonAdopted {
+			held = append(held, msg)
+			return
+		}
+		parent(typ, reason, msg)
+	})
+	return ctx, func() {
+		if len(held) > 0 {
+			parent(corev1.EventTypeNormal, providers.ReasonAdopted, strings.Join(held, "; "))
+		}
+	}
 }

@@ -256,6 +256,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	gid := readsID(ig)
+	ctx, flush := collectAdoptions(ctx)
+	defer flush()
 	stage := "" // the read in progress, forgotten when it fails
 	defer func() {
 		if err != nil && stage != "" {

@@ -58,6 +58,8 @@ type Provisioner struct {
 	// templates remembers launch templates whose ownership was checked:
 	// "<name>/<group uid>" -> template id.
 	templates sync.Map
+	// failures paces the re-creation of node groups in CREATE_FAILED.
+	failures providers.CreateFailures
 }
 
 // Options are the eks-managed provisioner's settings.
@@ -262,6 +264,12 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, wa
 // nodes Ready, deletes the retiring node groups.
 func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
 	want.name = awssdk.ToString(target.NodegroupName)
+	switch target.Status {
+	case ekstypes.NodegroupStatusCreateFailed:
+		return p.recreate(ctx, want, target, retiring)
+	case ekstypes.NodegroupStatusActive:
+		p.failures.Forget(want.cluster + "/" + want.name)
+	}
 	var done []string
 	if s := target.Status; s == ekstypes.NodegroupStatusActive || s == ekstypes.NodegroupStatusDegraded || s == ekstypes.NodegroupStatusUpdating {
 		what, err := syncTags(ctx, p.aws.EKS, target, want.tags)

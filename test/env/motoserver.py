@@ -23,6 +23,12 @@ Fixes:
   provisioner keeps node group tags in step in place); they are found here
   by ARN, and UntagResource removes every key of its query string (moto
   reads the first only).
+- DescribeLaunchTemplates: moto 5.2.5 answers with the tags a launch
+  template was created with, whatever CreateTags and DeleteTags did since.
+  AWS answers with its tags as they are ("CreateTags: adds or overwrites
+  only the specified tags", EC2 API Reference); a group created again under
+  the same name retags the template it adopts. Its tags are read here from
+  the tag store on each call.
 
 Auto Scaling's own behaviour (termination policy, lifecycle hooks,
 rebalancing, scaling activities, warm pools) is motoautoscaling.py's,
@@ -75,6 +81,10 @@ def _create_group_once(self, *args, **kwargs):
 
 
 AutoScalingBackend.create_auto_scaling_group = _create_group_once
+
+# A launch template's tags as the tag store has them now (moto keeps the
+# creation-time copy its constructor assigns; the setter drops it).
+LaunchTemplate.tags = property(lambda self: self.get_tags(), lambda self, value: None)
 
 _remove_role = IAMBackend.remove_role_from_instance_profile
 
