@@ -60,6 +60,8 @@ type Provisioner struct {
 	templates sync.Map
 	// failures paces the re-creation of node groups in CREATE_FAILED.
 	failures providers.CreateFailures
+	// versions are the version updates sent, by "<cluster>/<name>".
+	versions versionUpdates
 }
 
 // Options are the eks-managed provisioner's settings.
@@ -290,7 +292,11 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	sent, waiting := "", ""
 	if target.Status == ekstypes.NodegroupStatusActive || target.Status == ekstypes.NodegroupStatusDegraded {
 		var err error
-		if sent, waiting, err = p.update(ctx, target, want); err != nil {
+		var failed *failedUpdate
+		switch sent, waiting, err = p.update(ctx, target, want); {
+		case errors.As(err, &failed):
+			done = append(done, failed.why)
+		case err != nil:
 			return nil, err
 		}
 	}
@@ -443,7 +449,10 @@ func lifecycle(c ekstypes.CapacityTypes) string {
 // as sent: the group is updating. A version update replaces every node
 // (EKS surges, then drains the old ones), so it is sent only with an
 // upgrade slot (providers.Disruptions.Admit); without one nothing is sent
-// and waiting says what waits.
+// and waiting says what waits. A version update that asks for what the
+// node group's last one asked for, which failed (EKS ListUpdates,
+// DescribeUpdate), is not sent: a *failedUpdate says why, with EKS's
+// errors.
 func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want nodegroup) (sent, waiting string, err error) {
 	if in, what := configUpdate(have, want); in != nil {
 		if _, err := p.aws.EKS.UpdateNodegroupConfig(ctx, in); err != nil && !isInUse(err) {
@@ -452,6 +461,13 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 		return strings.Join(what, ", "), "", nil
 	}
 	if in, what := versionUpdate(have, want); in != nil {
+		last, err := lastVersionUpdate(ctx, p.aws.EKS, &p.versions, want.cluster, want.name)
+		if err != nil {
+			return "", "", err
+		}
+		if why := failedAgain(last, in); why != "" {
+			return "", "", &failedUpdate{why}
+		}
 		if d := providers.DisruptionsFrom(ctx); d != nil {
 			ok, err := d.Admit(ctx)
 			if err != nil {
@@ -461,7 +477,11 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 				return "", what, nil
 			}
 		}
-		if _, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in); err != nil && !isInUse(err) {
+		out, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in)
+		if err == nil && out.Update != nil {
+			p.versions.put(want.cluster+"/"+want.name, awssdk.ToString(out.Update.Id))
+		}
+		if err != nil && !isInUse(err) {
 			var invalid *ekstypes.InvalidParameterException
 			if errors.As(err, &invalid) {
 				return "", "", &providers.SpecError{Field: configPath + ".version",
