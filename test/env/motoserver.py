@@ -30,6 +30,15 @@ Fixes:
   the same name retags the template it adopts. Its tags are read here from
   the tag store on each call.
 
+Added behaviour (AWS does it, moto never does):
+- CreateNodegroup: a node group whose tags carry
+  "emulator.instancemgr/create-failures" = N ends in CREATE_FAILED, with
+  an AsgInstanceLaunchFailures health issue, the first N times a node
+  group of that cluster and name is created (as AWS leaves one whose
+  instances cannot launch: "Managed node group errors", EKS User Guide,
+  "Troubleshoot problems with Amazon EKS clusters and nodes"; EKS does not
+  retry it). Tests make it happen to see the controller recover.
+
 Auto Scaling's own behaviour (termination policy, lifecycle hooks,
 rebalancing, scaling activities, warm pools) is motoautoscaling.py's,
 installed here; IM_MOTO_AUTOSCALING chooses which behaviours are on.
@@ -159,6 +168,28 @@ def _list_tags_any(self, resource_arn):
         return _list_tags(self, resource_arn)
     return res.tags
 
+
+CREATE_FAILURES_TAG = "emulator.instancemgr/create-failures"
+_create_nodegroup = EKSBackend.create_nodegroup
+_create_failures = {}  # (cluster, node group) -> failed creations so far
+
+
+def _create_nodegroup_failing(self, *args, **kwargs):
+    ng = _create_nodegroup(self, *args, **kwargs)
+    want = int((ng.tags or {}).get(CREATE_FAILURES_TAG, "0") or 0)
+    key = (ng.cluster_name, ng.nodegroup_name)
+    if _create_failures.get(key, 0) < want:
+        _create_failures[key] = _create_failures.get(key, 0) + 1
+        ng.status = "CREATE_FAILED"
+        ng.health = {"issues": [{
+            "code": "AsgInstanceLaunchFailures",
+            "message": "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient m5.large capacity in the Availability Zone you requested. Launching EC2 instance failed.",
+            "resourceIds": ["eks-" + ng.nodegroup_name],
+        }]}
+    return ng
+
+
+EKSBackend.create_nodegroup = _create_nodegroup_failing
 
 EKSBackend.tag_resource = _tag_resource_any
 EKSBackend.untag_resource = _untag_resource_any
