@@ -19,19 +19,25 @@ import (
 // DescribeUpdate; after a restart the node group's updates are listed.
 type versionUpdates struct {
 	mu   sync.Mutex
-	sent map[string]string
+	sent map[string]sentUpdate
 }
 
-func (v *versionUpdates) put(key, id string) {
+// sentUpdate is a version update sent: its id, and whether with force.
+type sentUpdate struct {
+	id     string
+	forced bool
+}
+
+func (v *versionUpdates) put(key string, u sentUpdate) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.sent == nil {
-		v.sent = map[string]string{}
+		v.sent = map[string]sentUpdate{}
 	}
-	v.sent[key] = id
+	v.sent[key] = u
 }
 
-func (v *versionUpdates) get(key string) string {
+func (v *versionUpdates) get(key string) sentUpdate {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.sent[key]
@@ -49,8 +55,8 @@ func lastVersionUpdate(ctx context.Context, api awsp.EKSAPI, recorded *versionUp
 		}
 		return out.Update, nil
 	}
-	if id := recorded.get(cluster + "/" + name); id != "" {
-		return describe(id)
+	if u := recorded.get(cluster + "/" + name); u.id != "" {
+		return describe(u.id)
 	}
 	list, err := api.ListUpdates(ctx, &eks.ListUpdatesInput{Name: awssdk.String(cluster), NodegroupName: awssdk.String(name), MaxResults: awssdk.Int32(10)})
 	if err != nil {
@@ -67,7 +73,7 @@ func lastVersionUpdate(ctx context.Context, api awsp.EKSAPI, recorded *versionUp
 		}
 	}
 	if last != nil {
-		recorded.put(cluster+"/"+name, awssdk.ToString(last.Id))
+		recorded.put(cluster+"/"+name, sentUpdate{id: awssdk.ToString(last.Id)}) // forced or not: unknown, taken as not
 	}
 	return last, nil
 }
@@ -76,9 +82,13 @@ func lastVersionUpdate(ctx context.Context, api awsp.EKSAPI, recorded *versionUp
 // version update asked for the same (version, releaseVersion, launch
 // template version, each as in sets it) and ended Failed or Cancelled,
 // with the errors EKS recorded ("" when in may be sent). A spec that asks
-// for something else sends it.
-func failedAgain(last *ekstypes.Update, in *eks.UpdateNodegroupVersionInput) string {
+// for something else sends it, and so does force (forceVersionUpdate) on
+// an update whose last attempt was not forced (lastForced).
+func failedAgain(last *ekstypes.Update, lastForced bool, in *eks.UpdateNodegroupVersionInput) string {
 	if last == nil || (last.Status != ekstypes.UpdateStatusFailed && last.Status != ekstypes.UpdateStatusCancelled) {
+		return ""
+	}
+	if in.Force && !lastForced {
 		return ""
 	}
 	params := map[ekstypes.UpdateParamType]string{}
@@ -112,7 +122,7 @@ func failedAgain(last *ekstypes.Update, in *eks.UpdateNodegroupVersionInput) str
 	if len(errs) == 0 {
 		errs = []string{"no error recorded"}
 	}
-	return fmt.Sprintf("the last version update %s of EKS node group %s %s (%s); it is not sent again until the spec changes",
+	return fmt.Sprintf("the last version update %s of EKS node group %s %s (%s); it is not sent again until the spec changes (or forceVersionUpdate is set)",
 		awssdk.ToString(last.Id), awssdk.ToString(in.NodegroupName), strings.ToLower(string(last.Status)), strings.Join(errs, "; "))
 }
 

@@ -47,6 +47,20 @@ func TestFailedVersionUpdateIsNotSentAgainUntilTheSpecChanges(t *testing.T) {
 			t.Fatalf("restarted %v: message %q", restarted, obs.Message)
 		}
 	}
+	// The admin sets forceVersionUpdate: the same update is sent once,
+	// with force (the failed one was not forced).
+	ig.Spec.EKSManaged.Configuration.ForceVersionUpdate = true
+	e.eks.failNext = &ekstypes.ErrorDetail{ErrorCode: ekstypes.ErrorCodeUnknown, ErrorMessage: awssdk.String("failed anyway")}
+	e.apply(t, ig)
+	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"UpdateNodegroupVersion 1.30  force"}) {
+		t.Fatalf("calls %v with forceVersionUpdate, want the update forced", calls)
+	}
+	e.eks.settle() // fails, forced: not sent again either
+	if obs := e.apply(t, ig); e.eks.takeCalls() != nil || !strings.Contains(obs.Message, "failed anyway") {
+		t.Fatalf("a failed forced update was sent again, or not reported: %q", obs.Message)
+	}
+	ig.Spec.EKSManaged.Configuration.ForceVersionUpdate = false
+
 	// The spec asks for another version: sent.
 	ig.Spec.EKSManaged.Configuration.Version = "1.31"
 	e.apply(t, ig)

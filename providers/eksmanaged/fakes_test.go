@@ -217,6 +217,9 @@ func (f *fakeEKS) UpdateNodegroupConfig(_ context.Context, in *eks.UpdateNodegro
 
 func (f *fakeEKS) UpdateNodegroupVersion(_ context.Context, in *eks.UpdateNodegroupVersionInput, _ ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
 	f.calls = append(f.calls, "UpdateNodegroupVersion "+awssdk.ToString(in.Version)+" "+awssdk.ToString(in.ReleaseVersion))
+	if in.Force {
+		f.calls[len(f.calls)-1] += " force"
+	}
 	ng, ok := f.groups[*in.NodegroupName]
 	if !ok {
 		return nil, notFound()

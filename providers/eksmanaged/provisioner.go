@@ -465,7 +465,7 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 		if err != nil {
 			return "", "", err
 		}
-		if why := failedAgain(last, in); why != "" {
+		if why := failedAgain(last, p.versions.get(want.cluster+"/"+want.name).forced, in); why != "" {
 			return "", "", &failedUpdate{why}
 		}
 		if d := providers.DisruptionsFrom(ctx); d != nil {
@@ -479,7 +479,7 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 		}
 		out, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in)
 		if err == nil && out.Update != nil {
-			p.versions.put(want.cluster+"/"+want.name, awssdk.ToString(out.Update.Id))
+			p.versions.put(want.cluster+"/"+want.name, sentUpdate{id: awssdk.ToString(out.Update.Id), forced: in.Force})
 		}
 		if err != nil && !isInUse(err) {
 			var invalid *ekstypes.InvalidParameterException
