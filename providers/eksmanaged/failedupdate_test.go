@@ -7,6 +7,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
@@ -66,5 +67,21 @@ func TestFailedVersionUpdateIsNotSentAgainUntilTheSpecChanges(t *testing.T) {
 	e.apply(t, ig)
 	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"UpdateNodegroupVersion 1.31 "}) {
 		t.Fatalf("calls %v after the spec changed, want the new version update", calls)
+	}
+}
+
+// When the update history cannot be read (AccessDenied on ListUpdates for
+// a policy that predates it), the version update is sent as before.
+func TestVersionUpdateIsSentWhenItsHistoryCannotBeRead(t *testing.T) {
+	e := newEnv()
+	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, Version: "1.29"})
+	e.apply(t, ig)
+	e.eks.settle()
+	e.eks.takeCalls()
+	e.eks.listErr = &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: eks:ListUpdates"}
+	ig.Spec.EKSManaged.Configuration.Version = "1.30"
+	e.apply(t, ig)
+	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"UpdateNodegroupVersion 1.30 "}) {
+		t.Fatalf("calls %v, want the version update sent", calls)
 	}
 }

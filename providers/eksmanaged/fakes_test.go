@@ -40,6 +40,9 @@ type fakeEKS struct {
 	byGroup  map[string][]string
 	pending  map[string]pendingUpdate
 	failNext *ekstypes.ErrorDetail
+	// listErr, when set, answers ListUpdates (a policy without
+	// eks:ListUpdates, an emulator without the call).
+	listErr error
 }
 
 type pendingUpdate struct {
@@ -50,6 +53,9 @@ type pendingUpdate struct {
 }
 
 func (f *fakeEKS) ListUpdates(_ context.Context, in *eks.ListUpdatesInput, _ ...func(*eks.Options)) (*eks.ListUpdatesOutput, error) {
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
 	return &eks.ListUpdatesOutput{UpdateIds: f.byGroup[awssdk.ToString(in.NodegroupName)]}, nil
 }
 

@@ -39,6 +39,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -461,11 +462,12 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 		return strings.Join(what, ", "), "", nil
 	}
 	if in, what := versionUpdate(have, want); in != nil {
-		last, err := lastVersionUpdate(ctx, p.aws.EKS, &p.versions, want.cluster, want.name)
-		if err != nil {
-			return "", "", err
-		}
-		if why := failedAgain(last, p.versions.get(want.cluster+"/"+want.name).forced, in); why != "" {
+		// The last update's outcome is advisory: when it cannot be read
+		// (an IAM policy without eks:ListUpdates, an emulator without the
+		// call) the update is sent as before rather than never.
+		if last, err := lastVersionUpdate(ctx, p.aws.EKS, &p.versions, want.cluster, want.name); err != nil {
+			log.FromContext(ctx).Info("could not read the node group's last version update; sending the update", "nodegroup", want.name, "error", err.Error())
+		} else if why := failedAgain(last, p.versions.get(want.cluster+"/"+want.name).forced, in); why != "" {
 			return "", "", &failedUpdate{why}
 		}
 		if d := providers.DisruptionsFrom(ctx); d != nil {
