@@ -53,7 +53,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	// the drain timeout (at least the poll period, so the wait is seen).
 	hookHeartbeat := awsp.DrainHookHeartbeat(drainTimeout, orDuration(opts.CloudPollPeriod, 2*time.Minute))
 	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod,
-		DrainHookHeartbeat: hookHeartbeat, NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy})
+		DrainHookHeartbeat: hookHeartbeat, NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy, Reader: mgr.GetAPIReader()})
 	slots, err := upgradeSlots(mgr, opts, st)
 	if err != nil {
 		return err

@@ -109,14 +109,14 @@ shared: {replace: [spec.strategy], mergeOverride: [spec.eks.configuration.tags],
 // cluster on upgrade. Change these only on purpose, with hashVersion
 // (v2: restricted-without-default removes, sensitive paths, issue 11;
 // the example changes with the sensitive paths, issue 25: new ones
-// re-admit every group, which is the point).
+// re-admit every group, which is the point; forceVersionUpdate, issue 26).
 func TestHashPinned(t *testing.T) {
 	for name, tc := range map[string]struct {
 		c    *Config
 		want string
 	}{
 		"no config": {nil, "9434fc5ad0004b5cf0a3ef9874dd9c8de0d913d09db7b27ce89c1688fce7bf1f"},
-		"example":   {mustParse(t, exampleData), "5b6f479514b157058a7e4e5feadde84c03db492b8fc6605620eea584a3f4506e"},
+		"example":   {mustParse(t, exampleData), "bb24f945c06d45750a20c097e05af7b3c54a8672899a1583bf09b1ad742f3d8c"},
 	} {
 		if got := tc.c.Hash(false); got != tc.want {
 			t.Errorf("%s: hash = %s, want %s", name, got, tc.want)

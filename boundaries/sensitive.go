@@ -34,6 +34,7 @@ var SensitivePaths = []string{
 	"spec.eks.configuration.volumes",
 	"spec.eks-managed.configuration.amiType",
 	"spec.eks-managed.configuration.clusterName",
+	"spec.eks-managed.configuration.forceVersionUpdate",
 	"spec.eks-managed.configuration.keyPairName",
 	"spec.eks-managed.configuration.nodeRole",
 	"spec.eks-managed.configuration.releaseVersion",

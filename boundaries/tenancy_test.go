@@ -106,6 +106,19 @@ func TestEffectiveRulesFollowTheProvisioner(t *testing.T) {
 			want:   "provisioner: eks-managed\neks-managed: {configuration: {amiType: AL2023_x86_64_STANDARD, version: '1.31', releaseVersion: 1.31.0-20241024}}",
 		},
 		{
+			name:      "eks-managed forceVersionUpdate is admin-only: removed when not shared",
+			data:      map[string]string{},
+			tenant:    "provisioner: eks-managed\neks-managed: {configuration: {forceVersionUpdate: true, instanceType: m5.large}}",
+			want:      "provisioner: eks-managed\neks-managed: {configuration: {instanceType: m5.large}}",
+			overrides: []Override{{"spec.eks-managed.configuration.forceVersionUpdate", true, nil}},
+		},
+		{
+			name:   "forceVersionUpdate shared by the admin",
+			data:   map[string]string{"boundaries": "shared: {replace: [spec.eks-managed.configuration.forceVersionUpdate]}"},
+			tenant: "provisioner: eks-managed\neks-managed: {configuration: {forceVersionUpdate: true}}",
+			want:   "provisioner: eks-managed\neks-managed: {configuration: {forceVersionUpdate: true}}",
+		},
+		{
 			name:      "bootstrapOptions (the kubelet's max-pods) is sensitive",
 			data:      map[string]string{},
 			tenant:    "eks: {configuration: {bootstrapOptions: {maxPods: 100000}, instanceType: m5.large}}",

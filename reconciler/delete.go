@@ -69,7 +69,7 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 			return ctrl.Result{}, err
 		}
 		before = ig.DeepCopy()
-		done, err := prov.Delete(ctx, ig)
+		done, err := prov.Delete(providers.WithEvents(ctx, r.eventSink(ig, "Delete")), ig)
 		if err != nil {
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Deleting cloud resources: %v", err)
 			setCondition(ig, v1alpha1.ConditionDeleting, true, ReasonDeleteFailed, "deleting the cloud resources failed; retrying: "+stableMessage(err.Error()))

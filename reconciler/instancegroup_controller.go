@@ -208,7 +208,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	// eks-managed and eks-fargate ask for an upgrade slot and drains
 	// through it before they disrupt pods (see managedProgress).
-	obs, err := prov.Apply(providers.WithDisruptions(ctx, groupDisruptions{r: r, ig: ig}), ig)
+	obs, err := prov.Apply(providers.WithEvents(providers.WithDisruptions(ctx, groupDisruptions{r: r, ig: ig}), r.eventSink(ig, "Reconcile")), ig)
 	if err != nil {
 		reason := "CloudError"
 		switch {

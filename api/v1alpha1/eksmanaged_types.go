@@ -72,6 +72,14 @@ type EKSManagedConfiguration struct {
 	// Version is the Kubernetes version; empty means the cluster's.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// ForceVersionUpdate sends version updates (version, releaseVersion,
+	// the launch template's version) with EKS's force flag
+	// (UpdateNodegroupVersion force=true): nodes are replaced even when a
+	// PodDisruptionBudget keeps their pods from being evicted, instead of
+	// the update failing with PodEvictionFailure. Admin-only (a sensitive
+	// path, see boundaries.SensitivePaths). Default false.
+	// +optional
+	ForceVersionUpdate bool `json:"forceVersionUpdate,omitempty"`
 	// CapacityType is ON_DEMAND (default) or SPOT.
 	// Any case and separator is accepted and normalised by the mutating webhook.
 	// +optional

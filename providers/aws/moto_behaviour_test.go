@@ -54,6 +54,23 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		return ""
 	}
 
+	// AWS: CreateTags "adds or overwrites only the specified tags for the
+	// specified Amazon EC2 resource" (EC2 API Reference, CreateTags), and
+	// DescribeLaunchTemplates shows them; moto 5.2.5 alone answers with
+	// the creation-time tags (test/env's motoserver.py reads them afresh).
+	t.Run("CreateTags on a launch template shows in DescribeLaunchTemplates", func(t *testing.T) {
+		g := NewWithT(t)
+		lts, err := c.EC2.DescribeLaunchTemplates(t.Context(), &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"behaviour-template"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lts.LaunchTemplates).To(HaveLen(1))
+		_, err = c.EC2.CreateTags(t.Context(), &ec2.CreateTagsInput{Resources: []string{*lts.LaunchTemplates[0].LaunchTemplateId},
+			Tags: []ec2types.Tag{{Key: awssdk.String("retagged"), Value: awssdk.String("yes")}}})
+		g.Expect(err).NotTo(HaveOccurred())
+		lts, err = c.EC2.DescribeLaunchTemplates(t.Context(), &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{"behaviour-template"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lts.LaunchTemplates[0].Tags).To(ContainElement(ec2types.Tag{Key: awssdk.String("retagged"), Value: awssdk.String("yes")}))
+	})
+
 	t.Run("tag filters of DescribeAutoScalingGroups", func(t *testing.T) {
 		g := NewWithT(t)
 		f.createGroup(t, c, "filter-a", "1", 0, map[string]string{"team": "a"})
@@ -252,6 +269,26 @@ func testMotoBehaviour(t *testing.T, cfg awssdk.Config) {
 		g.Expect(err).NotTo(HaveOccurred())
 		_, err = c.EKS.DescribeNodegroup(t.Context(), &eks.DescribeNodegroupInput{ClusterName: awssdk.String("behaviour"), NodegroupName: awssdk.String("ng")})
 		g.Expect(apiCode(err)).To(Equal("ResourceNotFoundException")) // AWS: DELETING first
+
+		// AWS leaves a node group whose instances cannot launch in
+		// CREATE_FAILED with a health issue and never retries it ("Managed
+		// node group errors", EKS User Guide, "Troubleshoot problems with
+		// Amazon EKS clusters and nodes"); moto never fails a creation:
+		// motoserver.py does it for a node group tagged
+		// emulator.instancemgr/create-failures=N, its first N creations.
+		create := func() *ekstypes.Nodegroup {
+			out, err := c.EKS.CreateNodegroup(t.Context(), &eks.CreateNodegroupInput{ClusterName: awssdk.String("behaviour"), NodegroupName: awssdk.String("failing"),
+				NodeRole: role.Role.Arn, Subnets: subnets, Tags: map[string]string{"emulator.instancemgr/create-failures": "1"}})
+			g.Expect(err).NotTo(HaveOccurred())
+			return out.Nodegroup
+		}
+		failed := create()
+		g.Expect(failed.Status).To(Equal(ekstypes.NodegroupStatusCreateFailed))
+		g.Expect(failed.Health.Issues).To(HaveLen(1))
+		g.Expect(failed.Health.Issues[0].Code).To(Equal(ekstypes.NodegroupIssueCodeAsgInstanceLaunchFailures))
+		_, err = c.EKS.DeleteNodegroup(t.Context(), &eks.DeleteNodegroupInput{ClusterName: awssdk.String("behaviour"), NodegroupName: awssdk.String("failing")})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(create().Status).To(Equal(ekstypes.NodegroupStatusActive), "the second creation succeeds")
 	})
 
 	t.Run("IAM: AWS managed policies exist because test/env sets MOTO_IAM_LOAD_MANAGED_POLICIES", func(t *testing.T) {

@@ -36,6 +36,8 @@ var motoUnimplemented = map[string]bool{
 	"EKSAPI.DescribeAccessEntry":              true,
 	"EKSAPI.DeleteAccessEntry":                true,
 	"EKSAPI.UpdateNodegroupVersion":           true,
+	"EKSAPI.ListUpdates":                      true,
+	"EKSAPI.DescribeUpdate":                   true,
 }
 
 // probe is one call of an interface method, valid against real AWS in the
@@ -301,6 +303,10 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 			_, err := c.IAM.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: s(profile)})
 			return err
 		}},
+		{"IAMAPI.TagInstanceProfile", func(ctx context.Context) error {
+			_, err := c.IAM.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: s(profile), Tags: []iamtypes.Tag{{Key: s("owner"), Value: s("instance-manager")}}})
+			return err
+		}},
 		{"IAMAPI.AddRoleToInstanceProfile", func(ctx context.Context) error {
 			_, err := c.IAM.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: s(profile), RoleName: s(role)})
 			return err
@@ -355,6 +361,14 @@ func testMotoOperationSupport(t *testing.T, cfg awssdk.Config) {
 		}},
 		{"EKSAPI.UpdateNodegroupVersion", func(ctx context.Context) error {
 			_, err := c.EKS.UpdateNodegroupVersion(ctx, &eks.UpdateNodegroupVersionInput{ClusterName: s(cluster), NodegroupName: s("ng")})
+			return err
+		}},
+		{"EKSAPI.ListUpdates", func(ctx context.Context) error {
+			_, err := c.EKS.ListUpdates(ctx, &eks.ListUpdatesInput{Name: s(cluster), NodegroupName: s("ng")})
+			return err
+		}},
+		{"EKSAPI.DescribeUpdate", func(ctx context.Context) error {
+			_, err := c.EKS.DescribeUpdate(ctx, &eks.DescribeUpdateInput{Name: s(cluster), NodegroupName: s("ng"), UpdateId: s("00000000-0000-0000-0000-000000000000")})
 			return err
 		}},
 		{"EKSAPI.TagResource", func(ctx context.Context) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // nodePolicies are the policy ARNs a created role carries: the worker
@@ -48,11 +49,14 @@ func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) OwnedRole {
 // ensureRole returns the ARN of the nodes' role and the name of their
 // instance profile: the ones named in the spec (which must exist; IAM
 // GetRole, GetInstanceProfile), or a role and profile the group creates and
-// owns (EnsureOwnedRole; cni as for nodePolicies).
-func ensureRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup, cni bool) (string, string, error) {
+// owns (EnsureOwnedRole; cni as for nodePolicies; what an earlier group of
+// the same name left is adopted through a).
+func ensureRole(ctx context.Context, api awsp.IAMAPI, a *ownership.Adopter, ig *v1alpha1.InstanceGroup, cni bool) (string, string, error) {
 	c := ig.Spec.EKS.Configuration
 	if !byoRole(ig) {
 		r := nodeRole(ig, cni)
+		r.Adopter = a
+		r.Known = ig.Status.NodesInstanceRoleArn != "" && strings.HasSuffix(ig.Status.NodesInstanceRoleArn, "/"+r.Name)
 		arn, err := EnsureOwnedRole(ctx, api, r)
 		return arn, r.Name, err
 	}

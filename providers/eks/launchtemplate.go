@@ -232,10 +232,11 @@ func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 type ownedTemplates struct{ m sync.Map }
 
 // check verifies that the existing template st is ig's (EC2
-// DescribeLaunchTemplates, once per template id) and adds the ownership
+// DescribeLaunchTemplates, once per template id; one an earlier group of
+// the same name left is adopted, see owned) and adds the ownership
 // tags a template of an earlier version lacks (CreateTags). Someone
 // else's template is an *ownership.ForeignError.
-func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string, st templateState) error {
+func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownership.Adopter, ig *v1alpha1.InstanceGroup, name string, st templateState) error {
 	if !st.exists {
 		return nil
 	}
@@ -250,8 +251,17 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, ig *v1alpha
 	for _, lt := range out.LaunchTemplates {
 		tags := EC2TagMap(lt.Tags)
 		owner := ownerOf(ig)
-		if err := owner.Check("launch template", name, tags); err != nil {
+		retag := func(ctx context.Context, t map[string]string) error {
+			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(t)})
 			return err
+		}
+		adopted, err := owned(ctx, a, owner, "launch template", name, tags, retag)
+		if err != nil {
+			return err
+		}
+		if adopted {
+			tags = maps.Clone(tags)
+			maps.Copy(tags, owner.Tags())
 		}
 		if missing := owner.Missing(tags); len(missing) > 0 {
 			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(missing)}); err != nil {

@@ -3,13 +3,9 @@ package eks
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +27,7 @@ var AuthConfigMap = client.ObjectKey{Namespace: "kube-system", Name: "aws-auth"}
 type nodeAccess struct {
 	kube client.Client
 	eks  awsp.EKSAPI
+	iam  awsp.IAMAPI // the role's current id (GetRole); nil: not compared
 }
 
 // AnnotationMapRoles on the aws-auth ConfigMap records the mapRoles
@@ -52,8 +49,7 @@ func nodeEntry(ig *v1alpha1.InstanceGroup, roleARN string) map[string]any {
 
 // grant lets the nodes of ig (role roleARN) join: with an EKS access
 // entry where the cluster's authentication mode allows it
-// (CreateAccessEntry, tagged with the cluster's ownership tag; an existing
-// entry is left as it is), otherwise an aws-auth mapRoles entry, added and
+// (ensureAccessEntry), otherwise an aws-auth mapRoles entry, added and
 // recorded unless the role already has one that instance-manager did not
 // add. In API_AND_CONFIG_MAP mode a role aws-auth already maps keeps that
 // mapping (an access entry would override it).
@@ -63,17 +59,7 @@ func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 		return err
 	}
 	if entry {
-		typ := "EC2_LINUX"
-		if osFamily(ig) == v1alpha1.OSFamilyWindows {
-			typ = "EC2_WINDOWS"
-		}
-		_, err := n.eks.CreateAccessEntry(ctx, &eks.CreateAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN), Type: awssdk.String(typ),
-			Tags: map[string]string{awsp.ClusterTagKey(cluster.Name): "owned", "kubernetes.io/cluster/" + cluster.Name: "owned"}})
-		var inUse *ekstypes.ResourceInUseException
-		if err != nil && !errors.As(err, &inUse) {
-			return fmt.Errorf("eks CreateAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
-		}
-		return nil
+		return n.ensureAccessEntry(ctx, ig, cluster, roleARN)
 	}
 	user := Owner(ig)
 	roleARN = authMapARN(roleARN) // aws-auth maps role ARNs without their path
@@ -295,20 +281,5 @@ func (n nodeAccess) revokeAccessEntry(ctx context.Context, ig *v1alpha1.Instance
 			return nil
 		}
 	}
-	got, err := n.eks.DescribeAccessEntry(ctx, &eks.DescribeAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
-	var nf *ekstypes.ResourceNotFoundException
-	if errors.As(err, &nf) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("eks DescribeAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
-	}
-	if got.AccessEntry == nil || got.AccessEntry.Tags[awsp.ClusterTagKey(cluster.Name)] != "owned" {
-		return nil // an entry instance-manager did not create
-	}
-	_, err = n.eks.DeleteAccessEntry(ctx, &eks.DeleteAccessEntryInput{ClusterName: awssdk.String(cluster.Name), PrincipalArn: awssdk.String(roleARN)})
-	if err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("eks DeleteAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
-	}
-	return nil
+	return DeleteAccessEntry(ctx, n.eks, cluster.Name, roleARN)
 }

@@ -57,7 +57,7 @@ func TestLaunchTemplateOwnership(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeTemplates{tags: c.tags}
 			var o ownedTemplates
-			err := o.check(context.Background(), f, ig, "lt", st)
+			err := o.check(context.Background(), f, nil, ig, "lt", st)
 			if c.foreign != ownership.IsForeign(err) || !c.foreign && err != nil {
 				t.Fatalf("check = %v, want foreign=%v", err, c.foreign)
 			}
@@ -65,7 +65,7 @@ func TestLaunchTemplateOwnership(t *testing.T) {
 				t.Errorf("tags added %v, want %d", f.added, c.wantAdded)
 			}
 			if !c.foreign {
-				_ = o.check(context.Background(), f, ig, "lt", st)
+				_ = o.check(context.Background(), f, nil, ig, "lt", st)
 				if f.describes != 1 {
 					t.Errorf("%d describes for two checks of the same template, want 1 (cached by id)", f.describes)
 				}

@@ -67,6 +67,11 @@ type Options struct {
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
 	// provisioner creates (see CNIPolicy). Default off.
 	NodeRoleCNIPolicy bool
+	// Reader reads InstanceGroups from the API server itself (the
+	// manager's APIReader): resources an earlier InstanceGroup of the same
+	// name left are adopted once it shows their recorded UID gone
+	// (ownership.Adopter). nil: nothing is adopted.
+	Reader client.Reader
 }
 
 // Provisioner implements providers.Provisioner and providers.Rotator for
@@ -75,6 +80,7 @@ type Provisioner struct {
 	aws    *awsp.Clients
 	access nodeAccess
 	opts   Options
+	adopt  *ownership.Adopter
 
 	clusters  *clusters
 	images    *images
@@ -124,7 +130,8 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 	}
 	opts.DrainHookHeartbeat = min(max(opts.DrainHookHeartbeat, awsp.MinHookHeartbeat), awsp.MaxHookHeartbeat)
 	return &Provisioner{
-		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS}, opts: opts,
+		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS, iam: clients.IAM}, opts: opts,
+		adopt:    &ownership.Adopter{Reader: opts.Reader},
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
 		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
 		launched: &launchedVersions{api: clients.EC2},
@@ -250,6 +257,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	gid := readsID(ig)
+	ctx, flush := collectAdoptions(ctx)
+	defer flush()
 	stage := "" // the read in progress, forgotten when it fails
 	defer func() {
 		if err != nil && stage != "" {
@@ -334,7 +343,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
 	}
 	if current != nil {
-		if err := ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(current.Tags)); err != nil {
+		retag := func(ctx context.Context, tags map[string]string) error {
+			cache.Invalidate()
+			return tagScalingGroup(ctx, p.aws.AutoScaling, name, tags)
+		}
+		if _, err := owned(ctx, p.adopt, ownerOf(ig), "Auto Scaling group", name, asgTagMap(current.Tags), retag); err != nil {
 			return nil, err
 		}
 	}
@@ -459,7 +472,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 		r := v.([2]string)
 		return r[0], r[1], nil
 	}
-	arn, profile, err := ensureRole(ctx, p.aws.IAM, ig, p.opts.NodeRoleCNIPolicy)
+	arn, profile, err := ensureRole(ctx, p.aws.IAM, p.adopt, ig, p.opts.NodeRoleCNIPolicy)
 	if err != nil {
 		return "", "", err
 	}
@@ -477,7 +490,7 @@ func (p *Provisioner) template(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	if err != nil {
 		return templateState{}, err
 	}
-	if err := p.templates.check(ctx, p.aws.EC2, ig, name, tmpl); err != nil {
+	if err := p.templates.check(ctx, p.aws.EC2, p.adopt, ig, name, tmpl); err != nil {
 		return templateState{}, err
 	}
 	p.reads.Store(gid, stageTemplate, name, tmpl)

@@ -11,6 +11,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -74,6 +75,15 @@ type OwnedRole struct {
 	// PoliciesField is the spec path the user adds policies with; when set,
 	// a policy that does not exist is a *providers.SpecError on it.
 	PoliciesField string
+	// Adopter, when set, lets the role and profile an earlier InstanceGroup
+	// of the same name left be adopted (see owned).
+	Adopter *ownership.Adopter
+	// Known: the group's status records the role as made, so a role found
+	// missing was deleted by someone else; creating it again is then told
+	// in a Warning Event (providers.ReasonRecreated): the new role has
+	// another role id, and what trusted the old one (EKS access entries,
+	// other accounts' policies) no longer applies.
+	Known bool
 }
 
 // EnsureOwnedRole creates the role when missing (IAM GetRole, CreateRole
@@ -104,12 +114,25 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 			return "", fmt.Errorf("iam CreateRole %s: %w", r.Name, err)
 		}
 		arn = awssdk.ToString(created.Role.Arn)
+		if r.Known {
+			providers.Emit(ctx, corev1.EventTypeWarning, providers.ReasonRecreated,
+				"IAM role %s was deleted outside instance-manager and was created again: it has a new role id, so what trusted the old one (an EKS access entry) is replaced", r.Name)
+		}
 	case err != nil:
 		return "", fmt.Errorf("iam GetRole %s: %w", r.Name, err)
 	default:
 		tags := iamTagMap(got.Role.Tags)
-		if err := r.Owner.Check("IAM role", r.Name, tags); err != nil {
+		retag := func(ctx context.Context, t map[string]string) error {
+			_, err := api.TagRole(ctx, &iam.TagRoleInput{RoleName: awssdk.String(r.Name), Tags: iamTags(t)})
+			return err
+		}
+		adopted, err := owned(ctx, r.Adopter, r.Owner, "IAM role", r.Name, tags, retag)
+		if err != nil {
 			return "", fmt.Errorf("%w; %s: %s", err, r.Field, r.Hint)
+		}
+		if adopted {
+			tags = maps.Clone(tags)
+			maps.Copy(tags, r.Owner.Tags())
 		}
 		if missing := r.Owner.Missing(tags); len(missing) > 0 {
 			if _, err := api.TagRole(ctx, &iam.TagRoleInput{RoleName: awssdk.String(r.Name), Tags: iamTags(missing)}); err != nil {
@@ -193,7 +216,7 @@ func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole, ro
 	if err := lookupErr; err != nil {
 		return fmt.Errorf("iam GetInstanceProfile %s: %w", name, err)
 	}
-	if err := profileOwned(r, profile.InstanceProfile); err != nil {
+	if err := profileOwned(ctx, api, r, profile.InstanceProfile); err != nil {
 		return err
 	}
 	for _, role := range profile.InstanceProfile.Roles {
@@ -208,11 +231,17 @@ func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole, ro
 	return nil
 }
 
-// profileOwned checks the instance profile's ownership tags; with
-// r.Legacy, an untagged profile holding no other role passes too.
-func profileOwned(r OwnedRole, p *iamtypes.InstanceProfile) error {
+// profileOwned checks the instance profile's ownership tags (one an
+// earlier group of the same name left is adopted with r.Adopter, IAM
+// TagInstanceProfile); with r.Legacy, an untagged profile holding no
+// other role passes too.
+func profileOwned(ctx context.Context, api awsp.IAMAPI, r OwnedRole, p *iamtypes.InstanceProfile) error {
 	tags := iamTagMap(p.Tags)
-	err := r.Owner.Check("IAM instance profile", r.Name, tags)
+	retag := func(ctx context.Context, t map[string]string) error {
+		_, err := api.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name), Tags: iamTags(t)})
+		return err
+	}
+	_, err := owned(ctx, r.Adopter, r.Owner, "IAM instance profile", r.Name, tags, retag)
 	if err == nil || !r.Legacy || tags[TagInstanceGroup] != "" {
 		return err
 	}
@@ -251,7 +280,7 @@ func DeleteOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
 		case isNoSuchEntity(err):
 		case err != nil:
 			return fmt.Errorf("iam GetInstanceProfile %s: %w", r.Name, err)
-		case profileOwned(r, profile.InstanceProfile) != nil:
+		case profileOwned(ctx, api, r, profile.InstanceProfile) != nil:
 			// Someone else's profile of that name: leave it, and the role
 			// stays while it is in that profile (IAM DeleteConflict).
 		default:

@@ -44,6 +44,8 @@ type Provisioner struct {
 	aws   *awsp.Clients
 	opts  Options
 	names profileNames
+	// failures paces the re-creation of profiles in CREATE_FAILED.
+	failures providers.CreateFailures
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
@@ -209,6 +211,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	var notes []string
 	switch cur.Status {
 	case ekstypes.FargateProfileStatusActive:
+		p.failures.Forget(f.ClusterName + "/" + name)
 		obs.Active = true
 		if len(old) == 0 {
 			reads.Store(gid, stageSteady, name, true)
@@ -237,7 +240,17 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		// Someone else is deleting it; it is created again once gone.
 		obs.Updating = true
 		notes = append(notes, fmt.Sprintf("Fargate profile %s is being DELETED outside instance-manager; it will be created again", name))
-	default: // CREATE_FAILED, DELETE_FAILED or a state this version does not know
+	case ekstypes.FargateProfileStatusCreateFailed:
+		note, deleting, err := p.recreate(ctx, f.ClusterName, cur)
+		if err != nil {
+			return nil, err
+		}
+		obs.Updating = deleting // it is created again once gone
+		notes = append(notes, note)
+		if len(old) > 0 {
+			notes = append(notes, fmt.Sprintf("the previous profile(s) %s are kept meanwhile", strings.Join(names(old), ", ")))
+		}
+	default: // DELETE_FAILED or a state this version does not know
 		notes = append(notes, fmt.Sprintf("Fargate profile %s is in unexpected state %s (%s); the previous profile(s) are kept", name, cur.Status, issues(cur)))
 	}
 	obs.Message = strings.Join(notes, "; ")

@@ -101,9 +101,22 @@ func TestApplyKeepsTheOldProfileWhenTheNewOneFails(t *testing.T) {
 	second := apply(t, p, ig).GroupName
 	f.profiles[second].Status = "CREATE_FAILED"
 	f.takeCalls()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	p.failures = providers.CreateFailures{Base: time.Minute, Now: func() time.Time { return now }}
 	obs := apply(t, p, ig)
-	if calls := f.takeCalls(); calls != nil || obs.Active || obs.Updating || !strings.Contains(obs.Message, "unexpected state CREATE_FAILED") {
+	if calls := f.takeCalls(); calls != nil || obs.Active || obs.Updating || !strings.Contains(obs.Message, "failed to create") ||
+		!strings.Contains(obs.Message, "in 1m0s") {
 		t.Fatalf("calls %v, observation %+v", calls, obs)
+	}
+	if f.profiles[first] == nil {
+		t.Fatal("the old profile was deleted although its replacement failed")
+	}
+	// After the backoff the failed profile (only) is deleted, to be
+	// created again once gone.
+	now = now.Add(time.Minute)
+	obs = apply(t, p, ig)
+	if calls := f.takeCalls(); len(calls) != 1 || !strings.Contains(calls[0], second) || !obs.Updating {
+		t.Fatalf("after the backoff: calls %v, observation %+v", calls, obs)
 	}
 	if f.profiles[first] == nil {
 		t.Fatal("the old profile was deleted although its replacement failed")

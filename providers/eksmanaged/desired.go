@@ -34,6 +34,7 @@ type nodegroup struct {
 	taints        []ekstypes.Taint
 	version       string
 	release       string
+	force         bool // version updates with EKS's force flag (forceVersionUpdate)
 	tags          map[string]string
 	// template is the controller's launch template version the node
 	// group uses (see launchtemplate.go); nil with SSH remote access,
@@ -63,7 +64,7 @@ func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	ng := nodegroup{
 		cluster: c.ClusterName, name: nodegroupName(ig), roleARN: r.roleARN,
 		subnets: sorted(r.subnets), amiType: c.AmiType, diskSize: int32(c.VolSize),
-		capacityType: c.CapacityType, version: c.Version, release: c.ReleaseVersion,
+		capacityType: c.CapacityType, version: c.Version, release: c.ReleaseVersion, force: c.ForceVersionUpdate,
 		min: int32(m.MinSize), max: int32(m.MaxSize),
 	}
 	switch {

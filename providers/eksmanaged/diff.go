@@ -135,6 +135,10 @@ func versionUpdate(have *ekstypes.Nodegroup, want nodegroup) (*eks.UpdateNodegro
 	if want.release != "" {
 		in.ReleaseVersion = awssdk.String(want.release)
 	}
+	if want.force {
+		in.Force = true
+		what = append(what, "forced (PodDisruptionBudgets do not hold it)")
+	}
 	if releaseChanged {
 		what = append(what, fmt.Sprintf("releaseVersion %s -> %s", hr, want.release))
 	}

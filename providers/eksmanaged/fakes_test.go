@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -31,6 +32,40 @@ type fakeEKS struct {
 	clusters    map[string]bool
 	groups      map[string]*ekstypes.Nodegroup
 	calls       []string
+	// updates are the version updates by id, pending the node groups'
+	// in progress; failNext makes the next version update fail at
+	// settle() (EKS: PodEvictionFailure after 15 minutes), the node
+	// group left on its versions as before.
+	updates  map[string]*ekstypes.Update
+	byGroup  map[string][]string
+	pending  map[string]pendingUpdate
+	failNext *ekstypes.ErrorDetail
+	// listErr, when set, answers ListUpdates (a policy without
+	// eks:ListUpdates, an emulator without the call).
+	listErr error
+}
+
+type pendingUpdate struct {
+	id               string
+	version, release *string
+	template         *ekstypes.LaunchTemplateSpecification
+	fail             *ekstypes.ErrorDetail
+}
+
+func (f *fakeEKS) ListUpdates(_ context.Context, in *eks.ListUpdatesInput, _ ...func(*eks.Options)) (*eks.ListUpdatesOutput, error) {
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return &eks.ListUpdatesOutput{UpdateIds: f.byGroup[awssdk.ToString(in.NodegroupName)]}, nil
+}
+
+func (f *fakeEKS) DescribeUpdate(_ context.Context, in *eks.DescribeUpdateInput, _ ...func(*eks.Options)) (*eks.DescribeUpdateOutput, error) {
+	u, ok := f.updates[awssdk.ToString(in.UpdateId)]
+	if !ok {
+		return nil, notFound()
+	}
+	c := *u
+	return &eks.DescribeUpdateOutput{Update: &c}, nil
 }
 
 func newFakeEKS() *fakeEKS {
@@ -188,6 +223,9 @@ func (f *fakeEKS) UpdateNodegroupConfig(_ context.Context, in *eks.UpdateNodegro
 
 func (f *fakeEKS) UpdateNodegroupVersion(_ context.Context, in *eks.UpdateNodegroupVersionInput, _ ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
 	f.calls = append(f.calls, "UpdateNodegroupVersion "+awssdk.ToString(in.Version)+" "+awssdk.ToString(in.ReleaseVersion))
+	if in.Force {
+		f.calls[len(f.calls)-1] += " force"
+	}
 	ng, ok := f.groups[*in.NodegroupName]
 	if !ok {
 		return nil, notFound()
@@ -209,13 +247,29 @@ func (f *fakeEKS) UpdateNodegroupVersion(_ context.Context, in *eks.UpdateNodegr
 		ng.LaunchTemplate = &c
 		f.calls[len(f.calls)-1] += " template " + awssdk.ToString(lt.Version)
 	}
+	if f.updates == nil {
+		f.updates, f.byGroup, f.pending = map[string]*ekstypes.Update{}, map[string][]string{}, map[string]pendingUpdate{}
+	}
+	id := fmt.Sprintf("update-%d", len(f.updates)+1)
+	params := []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: in.Version}}
+	if in.ReleaseVersion != nil {
+		params = append(params, ekstypes.UpdateParam{Type: ekstypes.UpdateParamTypeReleaseVersion, Value: in.ReleaseVersion})
+	}
+	if in.LaunchTemplate != nil {
+		params = append(params, ekstypes.UpdateParam{Type: ekstypes.UpdateParamTypeLaunchTemplateVersion, Value: in.LaunchTemplate.Version})
+	}
+	f.updates[id] = &ekstypes.Update{Id: awssdk.String(id), Type: ekstypes.UpdateTypeVersionUpdate, Status: ekstypes.UpdateStatusInProgress, Params: params,
+		CreatedAt: awssdk.Time(time.Unix(int64(len(f.updates)), 0))}
+	f.byGroup[*in.NodegroupName] = append([]string{id}, f.byGroup[*in.NodegroupName]...)
+	f.pending[*in.NodegroupName] = pendingUpdate{id: id, version: ng.Version, release: ng.ReleaseVersion, template: ng.LaunchTemplate, fail: f.failNext}
+	f.failNext = nil
 	ng.Version = in.Version
 	ng.ReleaseVersion = awssdk.String(*in.Version + ".9-latest")
 	if in.ReleaseVersion != nil {
 		ng.ReleaseVersion = in.ReleaseVersion
 	}
 	ng.Status = ekstypes.NodegroupStatusUpdating
-	return &eks.UpdateNodegroupVersionOutput{}, nil
+	return &eks.UpdateNodegroupVersionOutput{Update: &ekstypes.Update{Id: awssdk.String(id), Status: ekstypes.UpdateStatusInProgress}}, nil
 }
 
 func (f *fakeEKS) DeleteNodegroup(_ context.Context, in *eks.DeleteNodegroupInput, _ ...func(*eks.Options)) (*eks.DeleteNodegroupOutput, error) {
@@ -235,6 +289,14 @@ func (f *fakeEKS) settle() {
 		switch ng.Status {
 		case ekstypes.NodegroupStatusCreating, ekstypes.NodegroupStatusUpdating:
 			ng.Status = ekstypes.NodegroupStatusActive
+			if u, ok := f.pending[name]; ok {
+				delete(f.pending, name)
+				f.updates[u.id].Status = ekstypes.UpdateStatusSuccessful
+				if u.fail != nil {
+					f.updates[u.id].Status, f.updates[u.id].Errors = ekstypes.UpdateStatusFailed, []ekstypes.ErrorDetail{*u.fail}
+					ng.Version, ng.ReleaseVersion, ng.LaunchTemplate = u.version, u.release, u.template
+				}
+			}
 		case ekstypes.NodegroupStatusDeleting:
 			delete(f.groups, name)
 		}

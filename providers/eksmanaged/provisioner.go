@@ -39,6 +39,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -58,6 +59,10 @@ type Provisioner struct {
 	// templates remembers launch templates whose ownership was checked:
 	// "<name>/<group uid>" -> template id.
 	templates sync.Map
+	// failures paces the re-creation of node groups in CREATE_FAILED.
+	failures providers.CreateFailures
+	// versions are the version updates sent, by "<cluster>/<name>".
+	versions versionUpdates
 }
 
 // Options are the eks-managed provisioner's settings.
@@ -262,6 +267,12 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, wa
 // nodes Ready, deletes the retiring node groups.
 func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
 	want.name = awssdk.ToString(target.NodegroupName)
+	switch target.Status {
+	case ekstypes.NodegroupStatusCreateFailed:
+		return p.recreate(ctx, want, target, retiring)
+	case ekstypes.NodegroupStatusActive:
+		p.failures.Forget(want.cluster + "/" + want.name)
+	}
 	var done []string
 	if s := target.Status; s == ekstypes.NodegroupStatusActive || s == ekstypes.NodegroupStatusDegraded || s == ekstypes.NodegroupStatusUpdating {
 		what, err := syncTags(ctx, p.aws.EKS, target, want.tags)
@@ -282,7 +293,11 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	sent, waiting := "", ""
 	if target.Status == ekstypes.NodegroupStatusActive || target.Status == ekstypes.NodegroupStatusDegraded {
 		var err error
-		if sent, waiting, err = p.update(ctx, target, want); err != nil {
+		var failed *failedUpdate
+		switch sent, waiting, err = p.update(ctx, target, want); {
+		case errors.As(err, &failed):
+			done = append(done, failed.why)
+		case err != nil:
 			return nil, err
 		}
 	}
@@ -435,7 +450,10 @@ func lifecycle(c ekstypes.CapacityTypes) string {
 // as sent: the group is updating. A version update replaces every node
 // (EKS surges, then drains the old ones), so it is sent only with an
 // upgrade slot (providers.Disruptions.Admit); without one nothing is sent
-// and waiting says what waits.
+// and waiting says what waits. A version update that asks for what the
+// node group's last one asked for, which failed (EKS ListUpdates,
+// DescribeUpdate), is not sent: a *failedUpdate says why, with EKS's
+// errors.
 func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want nodegroup) (sent, waiting string, err error) {
 	if in, what := configUpdate(have, want); in != nil {
 		if _, err := p.aws.EKS.UpdateNodegroupConfig(ctx, in); err != nil && !isInUse(err) {
@@ -444,6 +462,14 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 		return strings.Join(what, ", "), "", nil
 	}
 	if in, what := versionUpdate(have, want); in != nil {
+		// The last update's outcome is advisory: when it cannot be read
+		// (an IAM policy without eks:ListUpdates, an emulator without the
+		// call) the update is sent as before rather than never.
+		if last, err := lastVersionUpdate(ctx, p.aws.EKS, &p.versions, want.cluster, want.name); err != nil {
+			log.FromContext(ctx).Info("could not read the node group's last version update; sending the update", "nodegroup", want.name, "error", err.Error())
+		} else if why := failedAgain(last, p.versions.get(want.cluster+"/"+want.name).forced, in); why != "" {
+			return "", "", &failedUpdate{why}
+		}
 		if d := providers.DisruptionsFrom(ctx); d != nil {
 			ok, err := d.Admit(ctx)
 			if err != nil {
@@ -453,7 +479,11 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 				return "", what, nil
 			}
 		}
-		if _, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in); err != nil && !isInUse(err) {
+		out, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in)
+		if err == nil && out.Update != nil {
+			p.versions.put(want.cluster+"/"+want.name, sentUpdate{id: awssdk.ToString(out.Update.Id), forced: in.Force})
+		}
+		if err != nil && !isInUse(err) {
 			var invalid *ekstypes.InvalidParameterException
 			if errors.As(err, &invalid) {
 				return "", "", &providers.SpecError{Field: configPath + ".version",

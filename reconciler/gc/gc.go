@@ -387,7 +387,8 @@ func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool
 
 // deleteRoles deletes the node role and instance profile created for o,
 // when their tags name o (eks.DeleteOwnedRole checks), after forgetting
-// the aws-auth entry recorded for the role.
+// the aws-auth entry recorded for the role and deleting the EKS access
+// entry instance-manager created for it (eks.ForgetAccessEntry).
 func (c *Collector) deleteRoles(ctx context.Context, o ownership.Owner) []string {
 	var deleted []string
 	for _, name := range eks.CandidateRoleNames(o.Cluster, o.Namespace, o.Name) {
@@ -399,6 +400,12 @@ func (c *Collector) deleteRoles(ctx context.Context, o ownership.Owner) []string
 		if err := eks.ForgetRole(ctx, c.Client, awssdk.ToString(got.Role.Arn)); err != nil {
 			logger.Info("could not remove the aws-auth entry of an orphaned role", "role", name, "error", err.Error())
 			continue
+		}
+		if c.AWS.EKS != nil {
+			if err := eks.ForgetAccessEntry(ctx, c.AWS.EKS, o.Cluster, awssdk.ToString(got.Role.Arn)); err != nil {
+				logger.Info("could not delete the EKS access entry of an orphaned role; retrying when found again", "role", name, "error", err.Error())
+				continue
+			}
 		}
 		if err := eks.DeleteOwnedRole(ctx, c.AWS.IAM, eks.OwnedRole{Name: name, Owner: o, InstanceProfile: true, Legacy: true}); err != nil {
 			logger.Info("could not delete an orphaned role; retrying when found again", "role", name, "error", err.Error())

@@ -39,9 +39,12 @@ func (f found) owner() (ownership.Owner, bool) {
 
 // orphaned returns why f is an orphan given live, the InstanceGroup its
 // tags name as found now (nil when it does not exist), or "" when it is
-// not: the group is gone, is another object under the same name (UID), or
-// no longer points at f (another cluster, provisioner or name). A group
-// being deleted is not judged: its finalizer deletes what it owns.
+// not: the group is gone, or no longer points at f (another cluster,
+// provisioner or name). A group being deleted is not judged: its finalizer
+// deletes what it owns. A group deleted and created again under the same
+// name (another UID) still pointing at f adopts it (ownership.Adopter, in
+// the eks provisioner's Apply): f is not swept from under it; once it no
+// longer points at f, f is an orphan.
 func orphaned(f found, live *v1alpha1.InstanceGroup) string {
 	o, ok := f.owner()
 	switch {
@@ -49,11 +52,24 @@ func orphaned(f found, live *v1alpha1.InstanceGroup) string {
 		return "" // only what this installation made is ever collected
 	case live == nil:
 		return fmt.Sprintf("InstanceGroup %s no longer exists", o)
-	case o.UID != "" && live.UID != o.UID:
-		return fmt.Sprintf("InstanceGroup %s was deleted and created again (uid %s, now %s)", o, o.UID, live.UID)
 	case live.DeletionTimestamp != nil:
 		return ""
 	}
+	why := pointsElsewhere(f, o, live)
+	if why == "" && o.UID != "" && live.UID != o.UID {
+		// Only the eks provisioner adopts (eks-managed does not yet: what
+		// an earlier group left is swept for it, freeing the name).
+		eksBuilt := live.Spec.Provisioner == v1alpha1.ProvisionerEKS || live.Spec.Provisioner == v1alpha1.ProvisionerEKSCF
+		if _, adoptable := (ownership.Owner{Cluster: f.cluster, Namespace: o.Namespace, Name: o.Name, UID: live.UID}).Adoptable(f.tags); !adoptable || !eksBuilt {
+			return fmt.Sprintf("InstanceGroup %s was deleted and created again (uid %s, now %s)", o, o.UID, live.UID)
+		}
+	}
+	return why
+}
+
+// pointsElsewhere returns why live (the InstanceGroup f's tags name, not
+// being deleted) no longer builds f, or "" when it does.
+func pointsElsewhere(f found, o ownership.Owner, live *v1alpha1.InstanceGroup) string {
 	p := live.Spec.Provisioner
 	if p == v1alpha1.ProvisionerEKSManaged && f.kind == resourceLaunchTemplate {
 		// A managed node group's launch template (eksmanaged.TemplateName);

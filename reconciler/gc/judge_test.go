@@ -37,6 +37,10 @@ func TestOrphaned(t *testing.T) {
 		EKSManaged: &v1alpha1.EKSManagedSpec{Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "prod"}}}}
 	managedTemplate := found{kind: resourceLaunchTemplate, name: eksmanaged.TemplateName(managed), cluster: "prod", tags: owner.Tags()}
 	eksTemplate := found{kind: resourceLaunchTemplate, name: eks.GroupName(live), cluster: "prod", tags: owner.Tags()}
+	recreatedElsewhere := group("dev", v1alpha1.ProvisionerEKS)
+	recreatedElsewhere.UID = "u2"
+	recreatedManaged := managed.DeepCopy()
+	recreatedManaged.UID = "u2"
 	cases := []struct {
 		name string
 		f    found
@@ -46,7 +50,9 @@ func TestOrphaned(t *testing.T) {
 		{"the group uses it", res, live, ""},
 		{"the group is gone", res, nil, "no longer exists"},
 		{"the group is being deleted: its finalizer acts", res, deleting, ""},
-		{"same name, another object", res, recreated, "deleted and created again"},
+		{"same name, another object still building it: it adopts it, not swept", res, recreated, ""},
+		{"same name, another object, another cluster", res, recreatedElsewhere, `now builds in cluster "dev"`},
+		{"same name, another object on eks-managed: eks-managed does not adopt, swept", managedTemplate, recreatedManaged, "deleted and created again"},
 		{"the group moved to another cluster", res, group("dev", v1alpha1.ProvisionerEKS), `now builds in cluster "dev"`},
 		{"the group moved to another provisioner", res, group("prod", v1alpha1.ProvisionerEKSManaged), `now uses provisioner "eks-managed"`},
 		{"the group uses another name", renamed, live, "now uses " + eks.GroupName(live)},

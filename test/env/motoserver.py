@@ -23,6 +23,21 @@ Fixes:
   provisioner keeps node group tags in step in place); they are found here
   by ARN, and UntagResource removes every key of its query string (moto
   reads the first only).
+- DescribeLaunchTemplates: moto 5.2.5 answers with the tags a launch
+  template was created with, whatever CreateTags and DeleteTags did since.
+  AWS answers with its tags as they are ("CreateTags: adds or overwrites
+  only the specified tags", EC2 API Reference); a group created again under
+  the same name retags the template it adopts. Its tags are read here from
+  the tag store on each call.
+
+Added behaviour (AWS does it, moto never does):
+- CreateNodegroup: a node group whose tags carry
+  "emulator.instancemgr/create-failures" = N ends in CREATE_FAILED, with
+  an AsgInstanceLaunchFailures health issue, the first N times a node
+  group of that cluster and name is created (as AWS leaves one whose
+  instances cannot launch: "Managed node group errors", EKS User Guide,
+  "Troubleshoot problems with Amazon EKS clusters and nodes"; EKS does not
+  retry it). Tests make it happen to see the controller recover.
 
 AWS's public EKS-optimized AMI parameters (`image: latest`) are
 motossm.py's.
@@ -79,6 +94,10 @@ def _create_group_once(self, *args, **kwargs):
 
 
 AutoScalingBackend.create_auto_scaling_group = _create_group_once
+
+# A launch template's tags as the tag store has them now (moto keeps the
+# creation-time copy its constructor assigns; the setter drops it).
+LaunchTemplate.tags = property(lambda self: self.get_tags(), lambda self, value: None)
 
 _remove_role = IAMBackend.remove_role_from_instance_profile
 
@@ -153,6 +172,28 @@ def _list_tags_any(self, resource_arn):
         return _list_tags(self, resource_arn)
     return res.tags
 
+
+CREATE_FAILURES_TAG = "emulator.instancemgr/create-failures"
+_create_nodegroup = EKSBackend.create_nodegroup
+_create_failures = {}  # (cluster, node group) -> failed creations so far
+
+
+def _create_nodegroup_failing(self, *args, **kwargs):
+    ng = _create_nodegroup(self, *args, **kwargs)
+    want = int((ng.tags or {}).get(CREATE_FAILURES_TAG, "0") or 0)
+    key = (ng.cluster_name, ng.nodegroup_name)
+    if _create_failures.get(key, 0) < want:
+        _create_failures[key] = _create_failures.get(key, 0) + 1
+        ng.status = "CREATE_FAILED"
+        ng.health = {"issues": [{
+            "code": "AsgInstanceLaunchFailures",
+            "message": "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient m5.large capacity in the Availability Zone you requested. Launching EC2 instance failed.",
+            "resourceIds": ["eks-" + ng.nodegroup_name],
+        }]}
+    return ng
+
+
+EKSBackend.create_nodegroup = _create_nodegroup_failing
 
 EKSBackend.tag_resource = _tag_resource_any
 EKSBackend.untag_resource = _untag_resource_any

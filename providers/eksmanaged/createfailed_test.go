@@ -1,0 +1,79 @@
+package eksmanaged
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+)
+
+// A node group that ends in CREATE_FAILED (EKS never retries it) is said
+// so, with EKS's health issues, in the observation and one Warning Event,
+// deleted after the backoff, and created again once gone; a second failure
+// waits twice as long.
+func TestCreateFailedNodegroupIsDeletedAndCreatedAgainWithBackoff(t *testing.T) {
+	e := newEnv()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	e.p.failures = providers.CreateFailures{Base: time.Minute, Max: 10 * time.Minute, Now: func() time.Time { return now }}
+	var events []string
+	ctx := providers.WithEvents(context.Background(), func(typ, reason, msg string) { events = append(events, typ+" "+reason+": "+msg) })
+	apply := func() *providers.Observation {
+		t.Helper()
+		obs, err := e.p.Apply(ctx, managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, InstanceType: "m5.large"}))
+		if err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		return obs
+	}
+	fail := func(created time.Time) {
+		ng := e.eks.groups[ngName]
+		ng.Status = ekstypes.NodegroupStatusCreateFailed
+		ng.CreatedAt = awssdk.Time(created)
+		ng.Health = &ekstypes.NodegroupHealth{Issues: []ekstypes.Issue{{Code: ekstypes.NodegroupIssueCodeAsgInstanceLaunchFailures,
+			Message: awssdk.String("Could not launch On-Demand Instances. InsufficientInstanceCapacity")}}}
+	}
+
+	apply()
+	e.eks.takeCalls()
+	fail(now)
+	for i, step := range []struct {
+		advance time.Duration
+		calls   []string
+		message string
+		events  int
+	}{
+		{0, nil, "deleting it to create it again in 1m0s", 1},
+		{30 * time.Second, nil, "in 30s", 1}, // one Event per failed node group
+		{30 * time.Second, []string{"DeleteNodegroup " + ngName}, "deleting it to create it again (failure 1 in a row)", 1},
+	} {
+		now = now.Add(step.advance)
+		obs := apply()
+		if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, step.calls) {
+			t.Fatalf("step %d: calls %v, want %v", i, calls, step.calls)
+		}
+		if obs.Active || !strings.Contains(obs.Message, "AsgInstanceLaunchFailures: Could not launch On-Demand Instances") || !strings.Contains(obs.Message, step.message) {
+			t.Fatalf("step %d: observation %+v, want a message with the health issue and %q", i, obs, step.message)
+		}
+		if len(events) != step.events || !strings.HasPrefix(events[0], "Warning "+providers.ReasonCreateFailed) {
+			t.Fatalf("step %d: events %q", i, events)
+		}
+	}
+	e.eks.settle() // the deletion ends
+	apply()
+	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"CreateNodegroup " + ngName}) {
+		t.Fatalf("calls once the failed node group is gone: %v, want it created again", calls)
+	}
+	// Created again, failed again: twice the wait, a second Event.
+	fail(now.Add(time.Second))
+	obs := apply()
+	if !strings.Contains(obs.Message, "in 2m0s (failure 2 in a row)") || len(events) != 2 {
+		t.Fatalf("second failure: %q, events %q", obs.Message, events)
+	}
+}

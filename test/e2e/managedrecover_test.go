@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// A managed node group that ends in CREATE_FAILED (the emulator's
+// create-failures tag, test/env/motoserver.py: EKS leaves one whose
+// instances cannot launch there and never retries it) is reported with
+// EKS's health issue in a CreateFailed Event, deleted after the backoff
+// (30 s) and created again: the group becomes Ready (review 2026-11-26 M10).
+func TestManagedNodeGroupCreateFailedIsCreatedAgain(t *testing.T) {
+	requireEnv(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	const ns = "e2e-managed-recover"
+	namespace(t, ns)
+	ig := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
+		Spec: v1alpha1.InstanceGroupSpec{
+			Provisioner: v1alpha1.ProvisionerEKSManaged,
+			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{
+				ClusterName:  cloud.cluster,
+				Subnets:      []string{cloud.subnets[0]},
+				InstanceType: "m5.large",
+				Tags:         []map[string]string{{"key": "emulator.instancemgr/create-failures", "value": "1"}},
+			}},
+		},
+	}
+	create(t, ig)
+	_, err := harness.WaitForEvent(ctx, admin, ns, "workers", providers.ReasonCreateFailed, "AsgInstanceLaunchFailures: Could not launch On-Demand Instances", time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(condition(get(t, ig), v1alpha1.ConditionReady)).NotTo(Equal(metav1.ConditionTrue))
+
+	ready := waitReady(t, ig, 3*time.Minute)
+	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, ns, "workers")
+	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
+	ng, err := describeNodegroup(t, cloud.cluster, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
+
+	g.Expect(admin.Delete(ctx, ig.DeepCopy())).To(Succeed())
+	waitGone(t, ig, 2*time.Minute)
+	_, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(err).To(MatchError(ContainSubstring("ResourceNotFound")), "node group %s is deleted", name)
+}
