@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -33,16 +33,16 @@ import (
 // UID, an Adopted Event), becomes Ready, the garbage collector leaves what
 // it adopted, and deleting it leaves nothing behind.
 func TestARecreatedGroupAdoptsWhatItsEarlierSelfLeft(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns = "e2e-recreate"
-	namespace(t, ns)
+	suite.Namespace(t, ns)
 
-	first := shortGroup(ns, "web", 1, 2)
-	create(t, first)
-	ready := waitReady(t, first, 3*time.Minute)
+	first := harness.ShortGroup(ns, "web", 1, 2)
+	suite.Create(t, first)
+	ready := suite.WaitReady(t, first, 3*time.Minute)
 	oldUID := ready.UID
 	asg, lt, role := eks.GroupName(ready), eks.GroupName(ready), eks.RoleName(ready)
 	g.Expect(resourceUIDs(t, asg, lt, role)).To(Equal([3]string{string(oldUID), string(oldUID), string(oldUID)}))
@@ -51,13 +51,13 @@ func TestARecreatedGroupAdoptsWhatItsEarlierSelfLeft(t *testing.T) {
 	// The premise: what the first group built is still there.
 	g.Expect(scalingGroupExists(t, asg)).To(BeTrue(), "Auto Scaling group %s outlives its group", asg)
 
-	second := shortGroup(ns, "web", 1, 2)
-	create(t, second)
-	ready = waitReady(t, second, 3*time.Minute)
+	second := harness.ShortGroup(ns, "web", 1, 2)
+	suite.Create(t, second)
+	ready = suite.WaitReady(t, second, 3*time.Minute)
 	g.Expect(ready.UID).NotTo(Equal(oldUID))
 	newUID := string(ready.UID)
 	g.Expect(resourceUIDs(t, asg, lt, role)).To(Equal([3]string{newUID, newUID, newUID}), "each resource is retagged with the new uid")
-	ev, err := harness.WaitForEvent(ctx, admin, ns, "web", providers.ReasonAdopted, "Auto Scaling group "+asg, 30*time.Second)
+	ev, err := harness.WaitForEvent(ctx, suite.Admin, ns, "web", providers.ReasonAdopted, "Auto Scaling group "+asg, 30*time.Second)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ev.Note).To(And(ContainSubstring("IAM role "+role), ContainSubstring("launch template "+lt), ContainSubstring(string(oldUID))),
 		"one Event names every resource adopted")
@@ -66,12 +66,12 @@ func TestARecreatedGroupAdoptsWhatItsEarlierSelfLeft(t *testing.T) {
 	// live group adopted.
 	g.Consistently(func() bool { return scalingGroupExists(t, asg) }, 15*time.Second, time.Second).Should(BeTrue(),
 		"the garbage collector leaves the adopted Auto Scaling group %s", asg)
-	g.Expect(condition(get(t, second), v1alpha1.ConditionReady)).To(Equal(metav1.ConditionTrue))
+	g.Expect(harness.Condition(suite.Get(t, second), v1alpha1.ConditionReady)).To(Equal(metav1.ConditionTrue))
 
-	g.Expect(admin.Delete(ctx, second.DeepCopy())).To(Succeed())
-	waitGone(t, second, 3*time.Minute)
+	g.Expect(suite.Admin.Delete(ctx, second.DeepCopy())).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{second}, 3*time.Minute)
 	g.Eventually(func() bool { return scalingGroupExists(t, asg) }, time.Minute, time.Second).Should(BeFalse(), "Auto Scaling group %s is deleted", asg)
-	_, err = ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{lt}})
+	_, err = ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{lt}})
 	g.Expect(err).To(MatchError(ContainSubstring("NotFound")), "launch template %s is deleted", lt)
 	roleGone(t, role)
 }
@@ -86,7 +86,7 @@ func removeWithoutFinalizer(t *testing.T, ig *v1alpha1.InstanceGroup) {
 	ctx := context.Background()
 	NewWithT(t).Eventually(func() error {
 		cur := &v1alpha1.InstanceGroup{}
-		err := admin.Get(ctx, client.ObjectKeyFromObject(ig), cur)
+		err := suite.Admin.Get(ctx, client.ObjectKeyFromObject(ig), cur)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -94,12 +94,12 @@ func removeWithoutFinalizer(t *testing.T, ig *v1alpha1.InstanceGroup) {
 			return err
 		}
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": nil, "resourceVersion": cur.ResourceVersion}})
-		if err := admin.Patch(ctx, cur, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := suite.Admin.Patch(ctx, cur, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return err
 		}
-		return admin.Delete(ctx, cur, client.Preconditions{ResourceVersion: &cur.ResourceVersion})
+		return suite.Admin.Delete(ctx, cur, client.Preconditions{ResourceVersion: &cur.ResourceVersion})
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
-	waitGone(t, ig, 10*time.Second)
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 10*time.Second)
 }
 
 // resourceUIDs are the ownership.TagUID values of the Auto Scaling group,
@@ -108,17 +108,17 @@ func resourceUIDs(t *testing.T, asg, lt, role string) [3]string {
 	t.Helper()
 	ctx := context.Background()
 	var out [3]string
-	groups, err := autoscaling.NewFromConfig(environment.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asg}})
+	groups, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asg}})
 	if err != nil || len(groups.AutoScalingGroups) == 0 {
 		t.Fatalf("DescribeAutoScalingGroups %s: %v (%d found)", asg, err, len(groups.AutoScalingGroups))
 	}
 	out[0] = ownership.TagMap(groups.AutoScalingGroups[0].Tags, func(t astypes.TagDescription) *string { return t.Key }, func(t astypes.TagDescription) *string { return t.Value })[ownership.TagUID]
-	lts, err := ec2.NewFromConfig(environment.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{lt}})
+	lts, err := ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{lt}})
 	if err != nil || len(lts.LaunchTemplates) == 0 {
 		t.Fatalf("DescribeLaunchTemplates %s: %v", lt, err)
 	}
 	out[1] = ownership.TagMap(lts.LaunchTemplates[0].Tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })[ownership.TagUID]
-	r, err := iam.NewFromConfig(environment.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
+	r, err := iam.NewFromConfig(suite.Env.AWS).GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)})
 	if err != nil {
 		t.Fatalf("GetRole %s: %v", role, err)
 	}

@@ -1,4 +1,4 @@
-package e2e
+package lifecycle
 
 import (
 	"context"
@@ -21,39 +21,39 @@ import (
 // EKS's health issue in a CreateFailed Event, deleted after the backoff
 // (30 s) and created again: the group becomes Ready (review 2026-11-26 M10).
 func TestManagedNodeGroupCreateFailedIsCreatedAgain(t *testing.T) {
-	requireEnv(t)
+	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	setBoundaries(t, cloud.boundaries(cloud.amis[0], 5))
+	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	const ns = "e2e-managed-recover"
-	namespace(t, ns)
+	suite.Namespace(t, ns)
 	ig := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
 		Spec: v1alpha1.InstanceGroupSpec{
 			Provisioner: v1alpha1.ProvisionerEKSManaged,
 			Strategy:    v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
 			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{
-				ClusterName:  cloud.cluster,
-				Subnets:      []string{cloud.subnets[0]},
+				ClusterName:  suite.Cloud.Cluster,
+				Subnets:      []string{suite.Cloud.Subnets[0]},
 				InstanceType: "m5.large",
 				Tags:         []map[string]string{{"key": "emulator.instancemgr/create-failures", "value": "1"}},
 			}},
 		},
 	}
-	create(t, ig)
-	_, err := harness.WaitForEvent(ctx, admin, ns, "workers", providers.ReasonCreateFailed, "AsgInstanceLaunchFailures: Could not launch On-Demand Instances", time.Minute)
+	suite.Create(t, ig)
+	_, err := harness.WaitForEvent(ctx, suite.Admin, ns, "workers", providers.ReasonCreateFailed, "AsgInstanceLaunchFailures: Could not launch On-Demand Instances", time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(condition(get(t, ig), v1alpha1.ConditionReady)).NotTo(Equal(metav1.ConditionTrue))
+	g.Expect(harness.Condition(suite.Get(t, ig), v1alpha1.ConditionReady)).NotTo(Equal(metav1.ConditionTrue))
 
-	ready := waitReady(t, ig, 3*time.Minute)
-	name := ownership.Name(ownership.LimitNodegroup, cloud.cluster, ns, "workers")
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
+	name := ownership.Name(ownership.LimitNodegroup, suite.Cloud.Cluster, ns, "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
-	ng, err := describeNodegroup(t, cloud.cluster, name)
+	ng, err := describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
 
-	g.Expect(admin.Delete(ctx, ig.DeepCopy())).To(Succeed())
-	waitGone(t, ig, 2*time.Minute)
-	_, err = describeNodegroup(t, cloud.cluster, name)
+	g.Expect(suite.Admin.Delete(ctx, ig.DeepCopy())).To(Succeed())
+	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 2*time.Minute)
+	_, err = describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(err).To(MatchError(ContainSubstring("ResourceNotFound")), "node group %s is deleted", name)
 }
