@@ -234,7 +234,16 @@ func (s *CRDStrategy) follow(ctx context.Context, ig *v1alpha1.InstanceGroup, re
 				"%s %s failed; no retries left (maxRetries %d)", res.GetKind(), res.GetName(), max)
 			return p, fmt.Errorf("upgrade resource %s %s failed after %d retries; delete it to retry", res.GetKind(), res.GetName(), ig.Status.StrategyRetryCount)
 		}
+		// The count is stored before the failed resource goes: the
+		// caller's status write may lose to a newer version of the group
+		// (it tolerates that and recomputes), and a count lost after the
+		// delete would resubmit past maxRetries.
+		before := ig.DeepCopy()
 		ig.Status.StrategyRetryCount++
+		if err := s.Client.Status().Patch(ctx, ig, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			ig.Status.StrategyRetryCount--
+			return p, fmt.Errorf("recording retry %d of %s %s before resubmitting: %w", ig.Status.StrategyRetryCount+1, res.GetKind(), res.GetName(), err)
+		}
 		s.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonCRDFailed, "Upgrade",
 			"%s %s failed; resubmitting (retry %d)", res.GetKind(), res.GetName(), ig.Status.StrategyRetryCount)
 		if err := s.Client.Delete(ctx, res); client.IgnoreNotFound(err) != nil {
