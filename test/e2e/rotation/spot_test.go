@@ -32,11 +32,12 @@ func recommend(t *testing.T, namespace, group, message string) {
 	}
 }
 
-// latestSpotPrice is the spot max price of the launch template's latest version ("" for on-demand).
-func latestSpotPrice(t *testing.T, template string) string {
+// defaultSpotPrice is the spot max price of the launch template's default
+// version, the one the group launches from ("" for on-demand).
+func defaultSpotPrice(t *testing.T, template string) string {
 	t.Helper()
 	out, err := ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplateVersions(context.Background(),
-		&ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: aws.String(template), Versions: []string{"$Latest"}})
+		&ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: aws.String(template), Versions: []string{"$Default"}})
 	if err != nil || len(out.LaunchTemplateVersions) == 0 {
 		t.Fatalf("describing launch template %s: %v", template, err)
 	}
@@ -64,12 +65,15 @@ func TestSpotRecommendationsSwitchBetweenSpotAndOnDemand(t *testing.T) {
 	cur := suite.Get(t, ig)
 	g.Expect(cur.Status.UsingSpotRecommendation).To(BeTrue())
 	g.Expect(cur.Spec.EKS.Configuration.SpotPrice).To(BeEmpty(), "the stored spec is not changed")
-	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(Equal("0.0067"))
+	g.Expect(defaultSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(Equal("0.0067"))
 
 	time.Sleep(1100 * time.Millisecond) // Event timestamps have second precision
 	recommend(t, "e2e-spot", ready.Status.ActiveScalingGroupName, `{"apiVersion":"v1alpha1","spotPrice":"0.0067","useSpot":false}`)
+	// Back to on-demand is back to version 1's content: drift is judged by
+	// content, so version 1 is the default again (no identical version 3)
+	// and the spot instance is replaced by an on-demand one from it.
 	g.Eventually(func() string { return describe(suite.Get(t, ig)) + " " + suite.Get(t, ig).Status.Lifecycle },
-		3*time.Minute, time.Second).Should(Equal("Ready v3 1/1 surge 0 normal"))
-	g.Expect(latestSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(BeEmpty())
+		3*time.Minute, time.Second).Should(Equal("Ready v1 1/1 surge 0 normal"))
+	g.Expect(defaultSpotPrice(t, cur.Status.ActiveLaunchTemplateName)).To(BeEmpty())
 	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 }
