@@ -131,6 +131,17 @@ func (a *apiModeEKS) CreateAccessEntry(ctx context.Context, in *eks.CreateAccess
 	return a.entries.CreateAccessEntry(ctx, in, opts...)
 }
 
+// DescribeAccessEntry and DeleteAccessEntry are the fake's too: a second
+// CreateAccessEntry (after the cloud resync period) is answered
+// ResourceInUse, and the entry is then read to see whether it is stale.
+func (a *apiModeEKS) DescribeAccessEntry(ctx context.Context, in *eks.DescribeAccessEntryInput, opts ...func(*eks.Options)) (*eks.DescribeAccessEntryOutput, error) {
+	return a.entries.DescribeAccessEntry(ctx, in, opts...)
+}
+
+func (a *apiModeEKS) DeleteAccessEntry(ctx context.Context, in *eks.DeleteAccessEntryInput, opts ...func(*eks.Options)) (*eks.DeleteAccessEntryOutput, error) {
+	return a.entries.DeleteAccessEntry(ctx, in, opts...)
+}
+
 // A Ready group whose spec and Auto Scaling group do not change makes no
 // AWS call of its own, in API authentication mode too; a spec change
 // writes what changed without reading IAM, subnets or security groups
