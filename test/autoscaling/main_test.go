@@ -18,10 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/test/env"
@@ -52,11 +49,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	level := zapcore.Level(2)
-	if os.Getenv("IM_TEST_VERBOSE") != "" {
-		level = -1
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	harness.SetTestLogger()
 	if os.Getenv(env.BinDirEnv) == "" {
 		fmt.Println("skipping the autoscaler tests: they need the local environment (run make test)")
 		return m.Run()

@@ -19,10 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/test/env"
@@ -58,11 +55,7 @@ func run(m *testing.M) int {
 		seed = v
 	}
 	fmt.Printf("chaos seed %d (replay with IM_CHAOS_SEED=%d make chaos)\n", seed, seed)
-	level := zapcore.Level(2)
-	if os.Getenv("IM_TEST_VERBOSE") != "" {
-		level = -1
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	harness.SetTestLogger()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	opts := env.AllComponents()
 	opts.CRDDirectoryPaths = []string{harness.CRDPath()}

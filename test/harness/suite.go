@@ -58,11 +58,7 @@ type Suite struct {
 // that no test caught. Without the local environment the tests run and
 // skip (Require).
 func (s *Suite) Run(m *testing.M) int {
-	level := zapcore.Level(2)
-	if os.Getenv("IM_TEST_VERBOSE") != "" {
-		level = -1
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	SetTestLogger()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a loaded machine starts the environment slowly
 	opts := env.AllComponents()
 	opts.CRDDirectoryPaths = []string{CRDPath()}
@@ -171,4 +167,14 @@ func (s *Suite) stopManager(t testing.TB) {
 		t.Errorf("stopping the manager: %v", err)
 	}
 	s.Manager = nil
+}
+
+// SetTestLogger sets controller-runtime's logger for a test package:
+// errors and warnings (V 2), everything with IM_TEST_VERBOSE set.
+func SetTestLogger() {
+	level := zapcore.Level(2)
+	if os.Getenv("IM_TEST_VERBOSE") != "" {
+		level = -1
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
 }
