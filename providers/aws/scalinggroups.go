@@ -204,8 +204,14 @@ func (c *ScalingGroupCache) current(ctx context.Context, maxAge time.Duration, r
 	// refresh that began before it. The flight does not inherit the
 	// cancellation of the reader that started it, so that reader giving up
 	// does not fail the others.
+	// A flight that ended between the check above and DoChan has left a
+	// fresh listing behind: the new flight serves it instead of listing
+	// again.
 	detached := context.WithoutCancel(ctx)
 	ch := c.flights.DoChan(strconv.FormatUint(gen, 10), func() (any, error) {
+		if l := c.freshListing(gen, maxAge); l != nil {
+			return l, nil
+		}
 		return c.refresh(detached, gen)
 	})
 	select {
@@ -217,6 +223,17 @@ func (c *ScalingGroupCache) current(ctx context.Context, maxAge time.Duration, r
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for Auto Scaling groups tagged %s: %w", c.tagKey, ctx.Err())
 	}
+}
+
+// freshListing returns the listing when it is fresh, of generation gen and
+// younger than maxAge; nil otherwise.
+func (c *ScalingGroupCache) freshListing(gen uint64, maxAge time.Duration) *groupListing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fresh && c.gen == gen && c.now().Sub(c.fetchedAt) < maxAge {
+		return c.listing
+	}
+	return nil
 }
 
 // refresh lists the tagged groups (every page of DescribeAutoScalingGroups)
