@@ -30,6 +30,8 @@ func (p *Provisioner) recreate(ctx context.Context, cluster string, cur *ekstype
 	if wait > 0 {
 		return fmt.Sprintf("%s; deleting it to create it again in %s", why, wait.Round(time.Second)), false, nil
 	}
+	// No pod to evict first: the Fargate scheduler places pods only by
+	// ACTIVE profiles, and this one never was.
 	if _, err := deleteProfiles(ctx, p.aws.EKS, cluster, []ekstypes.FargateProfile{*cur}); err != nil {
 		return "", false, err
 	}

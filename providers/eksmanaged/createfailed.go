@@ -3,6 +3,7 @@ package eksmanaged
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -17,7 +18,8 @@ import (
 // first sighting of each failed incarnation is a Warning Event
 // (providers.ReasonCreateFailed) with the health issues EKS reports; after
 // the backoff of providers.CreateFailures it is deleted (EKS
-// DeleteNodegroup), and once gone Apply creates it again. Until then the
+// DeleteNodegroup) once the Nodes that joined before the failure are
+// drained (drainBeforeDelete), and once gone Apply creates it again. Until then the
 // observation says why it is not Ready and when it is deleted. The
 // retiring node groups, if any, keep serving meanwhile.
 func (p *Provisioner) recreate(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
@@ -32,6 +34,17 @@ func (p *Provisioner) recreate(ctx context.Context, want nodegroup, target *ekst
 	}
 	if wait > 0 {
 		obs.Message = fmt.Sprintf("%s; deleting it to create it again in %s (failure %d in a row)", why, wait.Round(time.Second), attempt)
+		return obs, nil
+	}
+	// A node group can fail creation after some of its nodes joined (a
+	// partial launch): they leave through the drain path like any other.
+	waits, blocks, err := drainBeforeDelete(ctx, []*ekstypes.Nodegroup{target})
+	if err != nil {
+		return nil, err
+	}
+	if len(waits) > 0 {
+		obs.Blocked = strings.Join(blocks, "; ")
+		obs.Message = fmt.Sprintf("%s; draining its nodes before deleting it to create it again: %s (failure %d in a row)", why, strings.Join(waits, "; "), attempt)
 		return obs, nil
 	}
 	if _, err := deleteNodegroups(ctx, p.aws.EKS, want.cluster, []*ekstypes.Nodegroup{target}); err != nil {

@@ -77,3 +77,39 @@ func TestCreateFailedNodegroupIsDeletedAndCreatedAgainWithBackoff(t *testing.T) 
 		t.Fatalf("second failure: %q, events %q", obs.Message, events)
 	}
 }
+
+// A node group can fail creation after some of its nodes joined (a
+// partial launch): they are drained through the controller's drain path
+// before DeleteNodegroup is sent, and a blocked drain is said so and
+// never forced.
+func TestCreateFailedNodegroupIsDeletedOnlyOnceItsNodesAreDrained(t *testing.T) {
+	e := newEnv()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	e.p.failures = providers.CreateFailures{Base: time.Minute, Max: 10 * time.Minute, Now: func() time.Time { return now }}
+	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, InstanceType: "m5.large"})
+	blocked := providers.Retirement{Message: "draining node ng-0", Blocked: "node ng-0 could not be drained within 10m0s: apps/web-1: eviction refused"}
+	d := &fakeDisruptions{admit: true, drained: map[string]providers.Retirement{ngName: blocked}}
+	e.applyWith(t, ig, d)
+	ng := e.eks.groups[ngName]
+	ng.Status = ekstypes.NodegroupStatusCreateFailed
+	ng.CreatedAt = awssdk.Time(now)
+	e.applyWith(t, ig, d) // the first sighting starts the backoff
+	now = now.Add(time.Hour)
+
+	d.asked = nil
+	obs, calls := e.applyWith(t, ig, d)
+	if len(calls) != 0 {
+		t.Fatalf("calls while the failed node group's nodes drain: %v, want none", calls)
+	}
+	if !reflect.DeepEqual(d.asked, []string{"DrainNodes " + LabelNodegroup + "=" + ngName}) {
+		t.Fatalf("asked %v, want the failed node group's nodes drained", d.asked)
+	}
+	if obs.Blocked != blocked.Blocked || !strings.Contains(obs.Message, "draining its nodes before deleting it") {
+		t.Fatalf("observation %+v, want the blocked drain said", obs)
+	}
+
+	d.drained[ngName] = providers.Retirement{Done: true}
+	if _, calls := e.applyWith(t, ig, d); !reflect.DeepEqual(calls, []string{"DeleteNodegroup " + ngName}) {
+		t.Fatalf("calls once drained: %v, want the failed node group deleted", calls)
+	}
+}

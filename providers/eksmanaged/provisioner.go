@@ -356,26 +356,13 @@ func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstyp
 			return fmt.Sprintf("waiting for the nodes of %s to be Ready (%d of %d desired Ready)", want.name, ready, desired), "", nil
 		}
 	}
-	if d := providers.DisruptionsFrom(ctx); d != nil {
-		var waits, blocks []string
-		for _, ng := range retiring {
-			if ng.Status == ekstypes.NodegroupStatusDeleting {
-				continue
-			}
-			name := awssdk.ToString(ng.NodegroupName)
-			r, err := d.DrainNodes(ctx, LabelNodegroup, name)
-			if err != nil {
-				return "", "", fmt.Errorf("draining the nodes of EKS node group %s before deleting it: %w", name, err)
-			}
-			if !r.Done {
-				waits = append(waits, r.Message)
-				blocks = append(blocks, nonEmpty(r.Blocked)...)
-			}
-		}
-		if len(waits) > 0 {
-			return fmt.Sprintf("%s is ACTIVE; draining %s before deleting: %s", want.name, strings.Join(groupNames(retiring), ", "), strings.Join(waits, "; ")),
-				strings.Join(blocks, "; "), nil
-		}
+	waits, blocks, err := drainBeforeDelete(ctx, retiring)
+	if err != nil {
+		return "", "", err
+	}
+	if len(waits) > 0 {
+		return fmt.Sprintf("%s is ACTIVE; draining %s before deleting: %s", want.name, strings.Join(groupNames(retiring), ", "), strings.Join(waits, "; ")),
+			strings.Join(blocks, "; "), nil
 	}
 	notes, err := deleteNodegroups(ctx, p.aws.EKS, want.cluster, retiring)
 	if err != nil {
