@@ -19,7 +19,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // failingDelete is oneNodeProvisioner whose Delete fails with err (nil:
@@ -69,7 +69,7 @@ func TestDeleteSaysWhyItCannotProceed(t *testing.T) {
 			recorder := events.NewFakeRecorder(100)
 			r := &InstanceGroupReconciler{
 				Client: c2, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
-				Slots: &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+				Slots: &fakeslots.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
 				backoff: newFailureBackoff(time.Second, time.Minute),
 			}
 			key := client.ObjectKeyFromObject(ig)

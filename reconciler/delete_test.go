@@ -22,6 +22,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // oneNodeProvisioner observes every group as one InService instance,
@@ -101,7 +102,7 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling:  &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots:    &upgrade.Slots{Max: func() int { return 5 }},
+		Slots:    &fakeslots.Slots{Max: func() int { return 5 }},
 		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute,
 		backoff: newFailureBackoff(time.Second, time.Minute),
 	}
@@ -180,7 +181,7 @@ func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
-		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+		Slots:   &fakeslots.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
 		backoff: newFailureBackoff(time.Second, time.Minute),
 	}
 	for range 3 {
@@ -365,7 +366,7 @@ func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+		Slots:   &fakeslots.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
 		backoff: newFailureBackoff(time.Second, time.Minute),
 	}
 	key := client.ObjectKeyFromObject(ig)
@@ -418,7 +419,7 @@ func TestDeleteDrainBlockedStaysReportedWhileRetried(t *testing.T) {
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots:   &upgrade.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
+		Slots:   &fakeslots.Slots{Max: func() int { return 5 }}, Recorder: recorder, PollInterval: time.Second,
 		backoff: newFailureBackoff(time.Second, time.Minute),
 	}
 	reason := func() string {

@@ -20,6 +20,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // A rotating group whose re-admission under new boundaries was refused is
@@ -58,7 +59,7 @@ func TestAHeldGroupReleasesItsSlotAndUncordonsItsNodes(t *testing.T) {
 			cl := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 			st := &store.Store{}
 			st.SetValid(cfg, "1")
-			slots := &upgrade.Slots{Max: func() int { return 1 }}
+			slots := &fakeslots.Slots{Max: func() int { return 1 }}
 			key := client.ObjectKeyFromObject(ig)
 			if held, err := slots.Acquire(ctx, key, ig.UID); err != nil || !held {
 				t.Fatalf("Acquire = %v, %v", held, err)
@@ -154,7 +155,7 @@ func TestAHeldGroupKeepsReplacingUnhealthyInstances(t *testing.T) {
 	r := &InstanceGroupReconciler{
 		Client: cl, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling: &upgrade.RollingUpdate{Drainer: &upgrade.Drainer{Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now}, Recorder: recorder, Client: cl},
-		Slots:   &upgrade.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
+		Slots:   &fakeslots.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
 		NodeHealth: &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
 		backoff:    newFailureBackoff(time.Second, time.Minute),
 	}

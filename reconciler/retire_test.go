@@ -18,6 +18,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 func TestPace(t *testing.T) {
@@ -52,7 +53,7 @@ func TestManagedProgress(t *testing.T) {
 		{"retiring gone, still updating", providers.Observation{Managed: true, Updating: true}, false, false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			slots := &upgrade.Slots{Max: func() int { return 1 }}
+			slots := &fakeslots.Slots{Max: func() int { return 1 }}
 			if ok, _ := slots.Acquire(context.Background(), client.ObjectKey{Namespace: "team", Name: "other"}, ""); !ok {
 				t.Fatal("slot")
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // activeProvisioner reports an active managed group.
@@ -54,7 +54,7 @@ func TestStatusConflictRequeuesAtOnce(t *testing.T) {
 		}).Build()
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: activeProvisioner{}},
-		Slots:    &upgrade.Slots{Max: func() int { return 1 }},
+		Slots:    &fakeslots.Slots{Max: func() int { return 1 }},
 		Recorder: events.NewFakeRecorder(100), PollInterval: time.Second, ResyncInterval: 5 * time.Minute,
 		backoff: newFailureBackoff(time.Second, 5*time.Minute),
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // flakyProvisioner fails its first failures Applies with err, then
@@ -77,7 +77,7 @@ func TestTransientFailureIsDegradedUntilItPersists(t *testing.T) {
 			r := &InstanceGroupReconciler{
 				Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: &flakyProvisioner{err: tc.err, failures: tc.failures}},
 				Recorder: events.NewFakeRecorder(100), PollInterval: time.Second, ResyncInterval: time.Minute,
-				backoff: newFailureBackoff(time.Second, 5*time.Minute), Slots: &upgrade.Slots{Max: func() int { return 5 }},
+				backoff: newFailureBackoff(time.Second, 5*time.Minute), Slots: &fakeslots.Slots{Max: func() int { return 5 }},
 				TransientAttempts: 3, TransientGrace: 10 * time.Minute, Now: func() time.Time { return clock },
 			}
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // weightedProvisioner reports a weighted group: minSize 4 capacity units
@@ -52,7 +52,7 @@ func TestWeightedGroupIsReadyInCapacityUnits(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: weightedProvisioner{}},
-		Slots: &upgrade.Slots{Max: func() int { return 5 }}, Recorder: events.NewFakeRecorder(100),
+		Slots: &fakeslots.Slots{Max: func() int { return 5 }}, Recorder: events.NewFakeRecorder(100),
 		PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
 	}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}); err != nil {

@@ -292,23 +292,15 @@ func (s *LeaseSlots) deleteLease(ctx context.Context, l *coordinationv1.Lease) e
 
 // full reports whether the cap, or namespace's quota, is reached.
 func (s *LeaseSlots) full(namespace string) bool {
-	if max := s.Max(); max > 0 && len(s.leases) >= max {
-		return true
-	}
-	if s.PerNamespace == nil {
-		return false
-	}
-	max := s.PerNamespace(namespace)
-	if max <= 0 {
-		return false
-	}
-	n := 0
+	held := make([]types.NamespacedName, 0, len(s.leases))
 	for _, l := range s.leases {
-		if k, ok := holderKey(l); ok && k.Namespace == namespace {
-			n++
+		if k, ok := holderKey(l); ok {
+			held = append(held, k)
+		} else {
+			held = append(held, types.NamespacedName{}) // counts against the cap only
 		}
 	}
-	return n >= max
+	return SlotsFull(held, namespace, s.Max, s.PerNamespace)
 }
 
 // held returns the Lease key holds, if any.

@@ -1,4 +1,4 @@
-package upgrade
+package upgrade_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	. "github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // clock is a settable time for the slots under test.
@@ -52,7 +54,7 @@ type slotsUnderTest struct {
 
 var keepers = []slotsUnderTest{
 	{"memory", func(_ *testing.T, _ client.Client, clk *clock, max func() int, perNS func(string) int) SlotKeeper {
-		return &Slots{Max: max, PerNamespace: perNS, Now: clk.now}
+		return &fakeslots.Slots{Max: max, PerNamespace: perNS, Now: clk.now}
 	}},
 	{"leases", func(_ *testing.T, c client.Client, clk *clock, max func() int, perNS func(string) int) SlotKeeper {
 		return &LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: max, PerNamespace: perNS, Now: clk.now,

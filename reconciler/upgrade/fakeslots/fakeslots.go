@@ -1,7 +1,8 @@
-// Package upgrade holds the upgrade strategies that rotate drifted nodes
-// (rollingUpdate, crd), the drain that rollingUpdate uses, and the
-// cluster-wide cap on groups rotating at once.
-package upgrade
+// Package fakeslots is an upgrade.SlotKeeper in memory for unit tests of
+// the reconciler: the same cap and per-namespace share as the production
+// keeper, upgrade.LeaseSlots (both judge with upgrade.SlotsFull), without
+// an API server.
+package fakeslots
 
 import (
 	"context"
@@ -10,14 +11,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
-// Slots is a SlotKeeper in memory, for a manager that may not keep the
-// slots in the API server (--dry-run, or RBAC without Leases): after a
-// restart groups re-acquire slots as they are reconciled. It caps how many
-// InstanceGroups rotate nodes at once, cluster-wide
-// (--max-concurrent-upgrades, or the boundary ConfigMap's
-// rollout.maxConcurrentUpgrades). Safe for concurrent use.
+// Slots is an upgrade.SlotKeeper in memory (a test fake: a restart
+// forgets it). It caps how many InstanceGroups rotate nodes at once as
+// upgrade.LeaseSlots does. Safe for concurrent use.
 type Slots struct {
 	// Max returns the current cap; 0 or less means no cap.
 	Max func() int
@@ -39,9 +39,9 @@ type memorySlot struct {
 	changed time.Time
 }
 
-var _ SlotKeeper = &Slots{}
+var _ upgrade.SlotKeeper = &Slots{}
 
-// Acquire implements SlotKeeper; it never fails.
+// Acquire implements upgrade.SlotKeeper; it never fails.
 func (s *Slots) Acquire(_ context.Context, key types.NamespacedName, _ types.UID) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,27 +51,18 @@ func (s *Slots) Acquire(_ context.Context, key types.NamespacedName, _ types.UID
 	if _, ok := s.holders[key]; ok {
 		return true, nil
 	}
-	if max := s.Max(); max > 0 && len(s.holders) >= max {
-		return false, nil
+	held := make([]types.NamespacedName, 0, len(s.holders))
+	for k := range s.holders {
+		held = append(held, k)
 	}
-	if s.PerNamespace != nil {
-		if max := s.PerNamespace(key.Namespace); max > 0 {
-			n := 0
-			for k := range s.holders {
-				if k.Namespace == key.Namespace {
-					n++
-				}
-			}
-			if n >= max {
-				return false, nil
-			}
-		}
+	if upgrade.SlotsFull(held, key.Namespace, s.Max, s.PerNamespace) {
+		return false, nil
 	}
 	s.holders[key] = &memorySlot{changed: s.now()}
 	return true, nil
 }
 
-// Release implements SlotKeeper; it never fails.
+// Release implements upgrade.SlotKeeper; it never fails.
 func (s *Slots) Release(_ context.Context, key types.NamespacedName) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,7 +70,7 @@ func (s *Slots) Release(_ context.Context, key types.NamespacedName) error {
 	return nil
 }
 
-// Holders implements SlotKeeper.
+// Holders implements upgrade.SlotKeeper.
 func (s *Slots) Holders() []types.NamespacedName {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,7 +82,7 @@ func (s *Slots) Holders() []types.NamespacedName {
 	return out
 }
 
-// Progress implements SlotKeeper; it never fails.
+// Progress implements upgrade.SlotKeeper; it never fails.
 func (s *Slots) Progress(_ context.Context, key types.NamespacedName, marker string) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,7 +96,7 @@ func (s *Slots) Progress(_ context.Context, key types.NamespacedName, marker str
 	return h.changed, nil
 }
 
-// LastProgress implements SlotKeeper; it never fails.
+// LastProgress implements upgrade.SlotKeeper; it never fails.
 func (s *Slots) LastProgress(_ context.Context, key types.NamespacedName) (time.Time, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
