@@ -67,6 +67,9 @@ type Config struct {
 	// rollout's waves, soak and failure; rollout.go); nil: a change
 	// reaches every group at once.
 	Rollout *RolloutPolicy
+	// Maintenance is when changes may start (data key rollout's windows
+	// and freezes; windows.go); nil: at any time.
+	Maintenance *Maintenance
 	// Sensitive are paths restricted unless a rule names them or an
 	// ancestor; Parse sets SensitivePaths.
 	Sensitive []string

@@ -118,23 +118,24 @@ const (
 )
 
 // rolloutFields are the fields of data key rollout.
-var rolloutFields = []string{"maxConcurrentUpgrades", "waves", "soak", "failure"}
+var rolloutFields = []string{"maxConcurrentUpgrades", "waves", "soak", "failure", "windows", "freezes"}
 
 // rollout parses data key rollout: {maxConcurrentUpgrades: N, waves:
 // [...], soak: duration, failure: {...}}, every field optional but one.
 func (p *parser) rollout(c *Config, v any) {
 	const at = "data." + KeyRollout
-	m, ok := p.object(v, at, "an object with maxConcurrentUpgrades and/or waves", rolloutFields...)
+	m, ok := p.object(v, at, "an object with maxConcurrentUpgrades, waves, windows and/or freezes", rolloutFields...)
 	if !ok {
 		return
 	}
 	if len(m) == 0 {
-		p.addf("%s: empty: set maxConcurrentUpgrades (an integer >= 1), waves, or both", at)
+		p.addf("%s: empty: set maxConcurrentUpgrades (an integer >= 1), waves, windows or freezes", at)
 		return
 	}
 	if n, present := m["maxConcurrentUpgrades"]; present {
 		c.MaxConcurrentUpgrades = p.maxConcurrent(n, at+".maxConcurrentUpgrades")
 	}
+	p.maintenance(c, m, at)
 	wv, hasWaves := m["waves"]
 	if !hasWaves {
 		for _, f := range []string{"soak", "failure"} {
