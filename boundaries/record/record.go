@@ -112,6 +112,10 @@ type Record struct {
 	// Waves are every wave of the rollout; a wave's groups are chosen
 	// when it starts.
 	Waves []Wave `json:"waves,omitempty"`
+	// WaitingFor says why the next wave has not started although the
+	// current one completed: outside the maintenance windows, or in a
+	// change freeze (boundaries.Maintenance), with when it may start.
+	WaitingFor string `json:"waitingFor,omitempty"`
 	// Halt says why the rollout halted, while it is Halted or RolledBack.
 	Halt *Halt `json:"halt,omitempty"`
 	// RolledBack are the groups (namespace/name) rollback moved back to

@@ -50,6 +50,15 @@ func (s State) Policy() *boundaries.RolloutPolicy {
 	return s.Config.Rollout
 }
 
+// Maintenance returns the boundaries' maintenance windows and freezes;
+// nil when there are none (changes may start at any time).
+func (s State) Maintenance() *boundaries.Maintenance {
+	if s.Config == nil {
+		return nil
+	}
+	return s.Config.Maintenance
+}
+
 // assign returns the assignment to revision rev (found in the current
 // ConfigMap or the record) for a group of namespace.
 func (s State) assign(rev, namespace string) (Assignment, bool) {

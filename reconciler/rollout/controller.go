@@ -86,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res := Step(prev, Input{Now: time.Now(), Revision: st.Revision, Policy: st.Policy(), Groups: groups, Action: action})
+	res := Step(prev, Input{Now: time.Now(), Revision: st.Revision, Policy: st.Policy(), Maintenance: st.Maintenance(), Groups: groups, Action: action})
 
 	revisions := keep(st, res.Record, groups, raw)
 	data, err := record.Encode(res.Record, revisions)

@@ -93,6 +93,8 @@ type Input struct {
 	Revision string
 	// Policy is its rollout policy; nil for none.
 	Policy *boundaries.RolloutPolicy
+	// Maintenance is when a wave may start; nil: at any time.
+	Maintenance *boundaries.Maintenance
 	// Groups are every InstanceGroup.
 	Groups []Group
 	// Action is the admin's action on the record ("" for none).
@@ -110,9 +112,12 @@ type Note struct {
 
 // Event reasons of the rollout.
 const (
-	ReasonStarted       = "RolloutStarted"
-	ReasonWaveStarted   = "RolloutWaveStarted"
-	ReasonWaveSoaking   = "RolloutWaveSoaking"
+	ReasonStarted     = "RolloutStarted"
+	ReasonWaveStarted = "RolloutWaveStarted"
+	ReasonWaveSoaking = "RolloutWaveSoaking"
+	// ReasonWaveWaiting: the next wave waits for a maintenance window or
+	// the end of a change freeze.
+	ReasonWaveWaiting   = "RolloutWaveWaitingForWindow"
 	ReasonWaveCompleted = "RolloutWaveCompleted"
 	ReasonComplete      = "RolloutComplete"
 	ReasonHalted        = "RolloutHalted"
@@ -282,9 +287,33 @@ func (s *stepper) advance() {
 			s.note(false, "", ReasonComplete, "Boundaries revision %s reached every group in %d wave(s); it is the last good revision now", rec.Target, len(rec.Waves))
 			return
 		}
+		if !s.inWindow() {
+			return
+		}
 		rec.Wave++
 		s.choose(rec.Wave)
 	}
+}
+
+// inWindow reports whether the next wave may start now
+// (Input.Maintenance). When not, the record says why and until when
+// (WaitingFor, one Event when that changes) and the step runs again when
+// the next window opens.
+func (s *stepper) inWindow() bool {
+	open, next, why := s.in.Maintenance.Open(s.in.Now)
+	if open {
+		s.rec.WaitingFor = ""
+		return true
+	}
+	name := s.rec.Waves[s.rec.Wave+1].Name // advance calls it before the last wave only
+	if s.rec.WaitingFor != why {
+		s.rec.WaitingFor = why
+		s.note(false, "", ReasonWaveWaiting, "Wave %s of revision %s waits: %s", name, s.rec.Target, why)
+	}
+	if !next.IsZero() {
+		s.wake(next)
+	}
+	return false
 }
 
 // choose takes the groups of wave i from those no earlier wave took.
@@ -548,6 +577,9 @@ func (s *stepper) count() {
 		rec.Phase, rec.Target, rec.Stable, wave, rec.GroupsDone, rec.GroupsFailed, rec.GroupsWaiting)
 	if len(rec.RolledBack) > 0 {
 		rec.Message += "; rolled back: " + strings.Join(rec.RolledBack, ", ")
+	}
+	if rec.WaitingFor != "" {
+		rec.Message += "; the next wave waits: " + rec.WaitingFor
 	}
 }
 

@@ -36,6 +36,7 @@ type sim struct {
 	t      *testing.T
 	now    time.Time
 	pol    *boundaries.RolloutPolicy
+	maint  *boundaries.Maintenance
 	groups []Group
 	rec    *record.Record
 	notes  []Note
@@ -50,7 +51,7 @@ func newSim(t *testing.T, pol *boundaries.RolloutPolicy) *sim {
 
 func (s *sim) step(action string) Result {
 	s.t.Helper()
-	res := Step(s.rec, Input{Now: s.now, Revision: "new", Policy: s.pol, Groups: s.groups, Action: action})
+	res := Step(s.rec, Input{Now: s.now, Revision: "new", Policy: s.pol, Maintenance: s.maint, Groups: s.groups, Action: action})
 	s.rec = res.Record
 	s.notes = append(s.notes, res.Notes...)
 	// The fan-out moves the groups the record assigns; the move bumps
