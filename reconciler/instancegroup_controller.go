@@ -47,6 +47,9 @@ const (
 	ReasonReady        = "Ready"
 	ReasonDeleted      = "CloudResourcesDeleted"
 	ReasonWaitingSlot  = "WaitingForUpgradeSlot"
+	// ReasonWaitingWindow: drifted, and no rotation may start now (outside
+	// the maintenance windows, or in a change freeze).
+	ReasonWaitingWindow = "WaitingForMaintenanceWindow"
 	// ReasonForeignResource: a resource with the name the group needs
 	// belongs to someone else (the message names the owner found); it is
 	// never changed or deleted.
@@ -269,6 +272,10 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		progress, releaseSlot = r.managedProgress(ig, obs, progress)
 	case hasDrift(obs):
 		now := r.now()
+		windowWhy, holder, werr := r.maintenanceWait(ctx, key)
+		if werr != nil {
+			return r.failure(ctx, ig, "UpgradeFailed", werr)
+		}
 		if msg := upgrade.Stopped(ig, obs); msg != "" && ig.Spec.Strategy.Type != v1alpha1.StrategyCRD {
 			// Stopped after replacements that never joined: no slot is
 			// held, nothing is drained, what the rotation cordoned is
@@ -281,6 +288,12 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			progress.Done, progress.Waiting, progress.StalledAt = false, true, at
 			progress.Message = stalledMessage(at, r.StallTimeout)
 			_, err = r.releaseDrains(ctx, ig, obs, nodes)
+		} else if windowWhy != "" && !holder {
+			// Outside the maintenance windows no rotation starts: no slot
+			// is taken and nothing stays cordoned.
+			progress.Done, progress.Waiting, progress.OutsideWindow = false, true, true
+			progress.Message = "waiting to rotate: " + windowWhy
+			_, err = r.releaseDrains(ctx, ig, obs, nodes)
 		} else if held, aerr := r.Slots.Acquire(ctx, key, ig.UID); aerr != nil || !held {
 			progress.Done, progress.Waiting = false, true
 			progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s)", len(r.Slots.Holders()), joinKeys(r.Slots.Holders()))
@@ -290,7 +303,7 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 				// leave its node cordoned (a restart, a stall).
 				_, err = r.releaseDrains(ctx, ig, obs, nodes)
 			}
-		} else if r.StallTimeout > 0 {
+		} else if r.StallTimeout > 0 && windowWhy == "" {
 			var since time.Time
 			if since, err = r.Slots.Progress(ctx, key, progressMarker(obs)); err == nil && now.Sub(since) >= r.StallTimeout {
 				progress, err = r.stall(ctx, ig, obs, nodes, progress, since, now)
@@ -301,6 +314,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 		if progress.Waiting || progress.Stopped {
 			break
+		}
+		if windowWhy != "" && obs.Hold == "" {
+			// A rotation under way when the window closed finishes its
+			// batch in flight and starts no other.
+			obs.Hold = "the batch in flight finishes, then the rotation waits: " + windowWhy
 		}
 		rot, _ := prov.(providers.Rotator)
 		switch ig.Spec.Strategy.Type {
@@ -413,6 +431,9 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 		// The transition time is the stall's: the group asks for a slot
 		// again one stall timeout after it (stalledAt).
 		meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionUpgrading).LastTransitionTime = metav1.NewTime(progress.StalledAt.Truncate(time.Second))
+	case progress.Waiting && progress.OutsideWindow:
+		setCondition(ig, v1alpha1.ConditionUpgrading, false, ReasonWaitingWindow,
+			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))
 	case progress.Waiting:
 		setCondition(ig, v1alpha1.ConditionUpgrading, false, "WaitingForUpgradeSlot",
 			fmt.Sprintf("%d of %d updated: %s", progress.Updated, progress.Total, progress.Message))

@@ -30,9 +30,15 @@ type groupDisruptions struct {
 var _ providers.Disruptions = groupDisruptions{}
 
 // Admit takes (or finds held) the group's upgrade slot (SlotKeeper
-// .Acquire, a Lease with upgrade.LeaseSlots).
+// .Acquire, a Lease with upgrade.LeaseSlots). Outside the maintenance
+// windows only a group that holds its slot already (a replacement under
+// way) is admitted: none starts.
 func (d groupDisruptions) Admit(ctx context.Context) (bool, error) {
-	return d.r.Slots.Acquire(ctx, client.ObjectKeyFromObject(d.ig), d.ig.UID)
+	key := client.ObjectKeyFromObject(d.ig)
+	if why, holder, err := d.r.maintenanceWait(ctx, key); err != nil || (why != "" && !holder) {
+		return false, err
+	}
+	return d.r.Slots.Acquire(ctx, key, d.ig.UID)
 }
 
 // DrainNodes drains the Nodes labelled key=value (read from the cache),
@@ -211,6 +217,12 @@ func (r *InstanceGroupReconciler) managedProgress(ig *v1alpha1.InstanceGroup, ob
 		holders := r.Slots.Holders()
 		progress.Done, progress.Waiting = false, true
 		progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s); then %s", len(holders), joinKeys(holders), obs.Message)
+		if r.Boundaries != nil {
+			if open, _, why := r.Boundaries.Get().Maintenance().Open(r.now()); !open {
+				progress.OutsideWindow = true
+				progress.Message = fmt.Sprintf("waiting to replace: %s; then %s", why, obs.Message)
+			}
+		}
 	}
 	if obs.Blocked != "" {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Replace", "%s; retrying", obs.Blocked)

@@ -54,6 +54,9 @@ type Progress struct {
 	// Waiting is true when the rotation has not started for lack of an
 	// upgrade slot (--max-concurrent-upgrades).
 	Waiting bool
+	// OutsideWindow: Waiting because changes may not start now (the
+	// boundaries' maintenance windows and freezes).
+	OutsideWindow bool
 	// StalledAt, with Waiting, is when the group's slot was released
 	// because its rotation made no progress (--upgrade-stall-timeout).
 	StalledAt time.Time
