@@ -33,7 +33,7 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 		"README.md": "# Top\n\n## Notes\n\n## Notes\n\n" +
 			"[ok](docs/a.md#section-one) [ok](#notes-1) [ok](docs/) [ok](docs/links_test.go)\n" +
 			"[bad file](docs/missing.md) [bad anchor](docs/a.md#nowhere) [bad local](#notes-2)\n" +
-			"```sh\n[not a link](nowhere.md)\n```\n`[code](nowhere.md)` [web](https://example.com/x.md#y)\n",
+			"```sh\n[not a link](nowhere.md)\n```\n`[code](nowhere.md)` [web](https://example.com/x.md#y) [a link over\ntwo lines](docs/gone.md)\n",
 		"docs/a.md": "# A\n\n## Section one\n\n[up](../README.md#top) [up bad](../README.md#bottom) <a id=\"kept\"></a>[self](#kept)\n",
 	}
 	got := check("..", files)
@@ -41,6 +41,7 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 		`README.md:8: link "docs/a.md#nowhere": docs/a.md has no heading whose anchor is #nowhere`,
 		`README.md:8: link "docs/missing.md": no file docs/missing.md`,
 		`README.md:8: link "#notes-2": README.md has no heading whose anchor is #notes-2`,
+		`README.md:13: link "docs/gone.md": no file docs/gone.md`,
 		`docs/a.md:5: link "../README.md#bottom": README.md has no heading whose anchor is #bottom`,
 	}
 	sort.Strings(want)
