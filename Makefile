@@ -23,7 +23,7 @@ CLUSTER_AUTOSCALER_VERSION := 1.36.1
 # outside the checkout, because the Go module proxy does not serve
 # k8s.io/autoscaler/cluster-autoscaler. It is the cluster-autoscaler/
 # directory of kubernetes/autoscaler at tag cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION),
-# pruned to the AWS provider (README "Autoscaling" says how to make it from
+# pruned to the AWS provider (docs/autoscaling.md, "Autoscaling", says how to make it from
 # upstream). Override with make tools CA_SOURCE=/path/to/tarball.
 CA_SOURCE ?= $(CURDIR)/../shared/third_party/cluster-autoscaler/cluster-autoscaler-$(CLUSTER_AUTOSCALER_VERSION)-aws.tar.gz
 

@@ -14,7 +14,7 @@ import (
 )
 
 // LeastPrivilege are the settings that keep the controller's AWS identity
-// from being borrowed by tenants (README, "IAM permissions of the
+// from being borrowed by tenants (docs/security.md, "IAM permissions of the
 // controller").
 type LeastPrivilege struct {
 	// ClusterName is the EKS cluster this installation manages node groups

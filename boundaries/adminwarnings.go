@@ -36,7 +36,7 @@ func (c *Config) AdminWarnings() []string {
 			continue
 		}
 		out = append(out, fmt.Sprintf("data.%s.allowedKinds[%d]: instance-manager has not reviewed kind %s: it cannot tell whether the kind's controller runs tenant-written text "+
-			"(scripts, pod templates) or acts on objects a tenant names, with its own rights; every tenant allowed to set spec.strategy gets that (README, \"The crd strategy: which kinds to allow\")",
+			"(scripts, pod templates) or acts on objects a tenant names, with its own rights; every tenant allowed to set spec.strategy gets that (docs/upgrades.md, \"The crd strategy: which kinds to allow\")",
 			KeyCRDStrategy, i, k.GroupKind()))
 	}
 	out = append(out, c.Quotas.droppedBounds()...)

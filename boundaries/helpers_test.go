@@ -60,7 +60,7 @@ restricted:
       securityGroups:
       - sg-1234
 `,
-	"quotas": `# The default quotas (README "Quotas"), written out, and the instance
+	"quotas": `# The default quotas (docs/boundaries.md, "Quotas"), written out, and the instance
 # types tenants may ask for.
 perNamespace:
   maxGroups: 10

@@ -40,7 +40,7 @@ func TestParseExampleConfigMap(t *testing.T) {
 	}
 	if d := DefaultQuotas(); *d.PerNamespace.MaxGroups != *want.Quotas.PerNamespace.MaxGroups || *d.PerNamespace.MaxTotalVCPU != *want.Quotas.PerNamespace.MaxTotalVCPU ||
 		*d.Total.MaxGroups != *want.Quotas.Total.MaxGroups {
-		t.Error("the example's quotas no longer write out the defaults (README \"Quotas\")")
+		t.Error("the example's quotas no longer write out the defaults (docs/boundaries.md, \"Quotas\")")
 	}
 	if mu, _ := getPath(c.Defaults, []string{"spec", "strategy", "rollingUpdate", "maxUnavailable"}); mu != int64(1) {
 		t.Errorf("maxUnavailable = %#v, want int64(1)", mu)

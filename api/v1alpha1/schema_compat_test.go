@@ -14,14 +14,14 @@ import (
 
 // The schema comparison with keikoproj instance-manager (issue 27): the
 // original's spec paths are facts in testdata/original-schema.txt; our CRD
-// is the generated config/crd; the deliberate differences are README.md's
-// table, so the README and this test cannot drift apart.
+// is the generated config/crd; the deliberate differences are the table of
+// docs/compatibility.md, so the page and this test cannot drift apart.
 
 const (
 	originalSchemaFile = "testdata/original-schema.txt"
 	crdDir             = "../../config/crd"
-	readmeFile         = "../../README.md"
-	// differencesHeading opens README.md's table of deliberate differences.
+	readmeFile         = "../../docs/compatibility.md"
+	// differencesHeading opens docs/compatibility.md's table of deliberate differences.
 	differencesHeading = "### Deliberate differences from keikoproj instance-manager"
 )
 
@@ -92,9 +92,9 @@ func TestCompareSchemas(t *testing.T) {
 		{name: "listed prefix does not cover a sibling", ours: with(map[string]string{"spec.g2": ""}), listed: []string{"spec.g"},
 			want: []string{"spec.g2 (boolean in the original) is missing", "spec.g is listed"}},
 		{name: "stale row", ours: same, listed: []string{"spec.a"},
-			want: []string{"spec.a is listed in README.md's table of deliberate differences but matches"}},
+			want: []string{"spec.a is listed in docs/compatibility.md's table of deliberate differences but matches"}},
 		{name: "row for a path the original lacks", ours: same, listed: []string{"spec.nothing"},
-			want: []string{"spec.nothing is listed in README.md's table of deliberate differences but the original has no such path"}},
+			want: []string{"spec.nothing is listed in docs/compatibility.md's table of deliberate differences but the original has no such path"}},
 		{name: "row for a descendant that differs", ours: with(map[string]string{"spec.d.e": ""}), listed: []string{"spec.d"}},
 	}
 	for _, tt := range tests {
@@ -132,15 +132,15 @@ func compareSchemas(original, ours, listed map[string]string) []string {
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("%s (%s in the original) is missing from our CRD: add it, "+
-				"or list it with the reason in README.md's table %q", p, want, differencesHeading))
+				"or list it with the reason in docs/compatibility.md's table %q", p, want, differencesHeading))
 		case got != want:
 			problems = append(problems, fmt.Sprintf("%s is %s in the original but %s here: accept the original's form, "+
-				"or list it with the reason in README.md's table %q", p, want, got, differencesHeading))
+				"or list it with the reason in docs/compatibility.md's table %q", p, want, got, differencesHeading))
 		}
 	}
 	for _, l := range sortedPaths(listed) {
 		if _, ok := original[l]; !ok {
-			problems = append(problems, fmt.Sprintf("%s is listed in README.md's table of deliberate differences but the original has no such path", l))
+			problems = append(problems, fmt.Sprintf("%s is listed in docs/compatibility.md's table of deliberate differences but the original has no such path", l))
 			continue
 		}
 		differs := false
@@ -151,7 +151,7 @@ func compareSchemas(original, ours, listed map[string]string) []string {
 			}
 		}
 		if !differs {
-			problems = append(problems, fmt.Sprintf("%s is listed in README.md's table of deliberate differences but matches the original: remove the row", l))
+			problems = append(problems, fmt.Sprintf("%s is listed in docs/compatibility.md's table of deliberate differences but matches the original: remove the row", l))
 		}
 	}
 	return problems
@@ -285,7 +285,7 @@ func walkSchema(path string, s map[string]any, out map[string]string) {
 	}
 }
 
-// readDifferences parses README.md's table of deliberate differences: the
+// readDifferences parses docs/compatibility.md's table of deliberate differences: the
 // rows after differencesHeading whose first cell is a `spec...` path, with
 // a non-empty last cell (the reason).
 func readDifferences(t *testing.T) map[string]string {
@@ -296,7 +296,7 @@ func readDifferences(t *testing.T) map[string]string {
 	}
 	_, section, ok := strings.Cut(string(raw), "\n"+differencesHeading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no section %q", differencesHeading)
+		t.Fatalf("docs/compatibility.md has no section %q", differencesHeading)
 	}
 	out := map[string]string{}
 	inTable := false
@@ -318,12 +318,12 @@ func readDifferences(t *testing.T) map[string]string {
 		}
 		reason := strings.TrimSpace(cells[len(cells)-1])
 		if len(cells) < 2 || reason == "" {
-			t.Errorf("README.md's table of deliberate differences: the row of %s gives no reason", first)
+			t.Errorf("docs/compatibility.md's table of deliberate differences: the row of %s gives no reason", first)
 		}
 		out[first] = reason
 	}
 	if !inTable {
-		t.Fatalf("README.md's section %q has no table", differencesHeading)
+		t.Fatalf("docs/compatibility.md's section %q has no table", differencesHeading)
 	}
 	return out
 }

@@ -124,7 +124,7 @@ func writeValues(t testing.TB, values map[string]any) string {
 
 // apiServerSource is the one value every install must give: the API
 // server's source addresses for the webhook port's NetworkPolicy (values
-// networkPolicy.webhookFrom, README "Webhook network policy"); here the
+// networkPolicy.webhookFrom, docs/install.md "Webhook network policy"); here the
 // subnet of an EKS control plane's network interfaces.
 var apiServerSource = []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/28"}}}
 

@@ -38,7 +38,7 @@ func pinnedGroup() (*v1alpha1.InstanceGroup, launchInput) {
 // The description decides drift: when it changes, every node of every
 // group whose data hashes differently rotates after an upgrade of the
 // controller. A failure here means such a change; make it only on
-// purpose, and say in the README's upgrade notes that nodes rotate.
+// purpose, and say in docs/install.md's upgrade notes that nodes rotate.
 func TestLaunchDataHashIsPinned(t *testing.T) {
 	ig, in := pinnedGroup()
 	const want = "instance-manager:v2:873946026b6ef0066f6cb81c"

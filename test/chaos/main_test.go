@@ -2,7 +2,7 @@
 // throttles, fails and resets connections (test/faults between the SDK and
 // moto), the manager is killed, the webhooks are down, input is hostile.
 // Each test prints its figures as lines "FIGURE <name> <value>" so `make
-// chaos` output and the README's Reliability section can quote them.
+// chaos` output and docs/reliability.md can quote them.
 //
 // The suite runs only when IM_CHAOS is set (`make chaos`, which `make test`
 // calls after the other tiers), so that its load does not share the machine
@@ -102,7 +102,7 @@ func requireEnv(t *testing.T) {
 	harness.Audit(t, environment.Bridge)
 }
 
-// figure prints one measured figure in the form the README quotes.
+// figure prints one measured figure in the form docs/reliability.md quotes.
 func figure(t *testing.T, name string, value any) {
 	t.Helper()
 	fmt.Printf("FIGURE %s %v\n", name, value)

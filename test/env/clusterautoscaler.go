@@ -14,7 +14,7 @@ import (
 
 // The real Kubernetes cluster-autoscaler (AWS provider), built by
 // `make tools` into IM_ENV_BIN_DIR from the source tarball the Makefile's
-// CA_SOURCE names (README "Autoscaling").
+// CA_SOURCE names (docs/autoscaling.md, "Autoscaling").
 const (
 	// ClusterAutoscalerBinary is its file name in IM_ENV_BIN_DIR.
 	ClusterAutoscalerBinary = "cluster-autoscaler"
@@ -41,7 +41,7 @@ func FindClusterAutoscaler() (string, error) {
 		return "", fmt.Errorf("%w: %s does not exist or is not executable. `make tools` builds it from the "+
 			"cluster-autoscaler 1.36.1 source tarball named by the Makefile variable CA_SOURCE (it printed "+
 			"\"cluster-autoscaler NOT built\" if the tarball was not found): run `make tools CA_SOURCE=<path of "+
-			"cluster-autoscaler-1.36.1-aws.tar.gz>` (README \"Autoscaling\" says how to make it from the upstream "+
+			"cluster-autoscaler-1.36.1-aws.tar.gz>` (docs/autoscaling.md, \"Autoscaling\", says how to make it from the upstream "+
 			"release tag), or set %s=1 to skip the tests that run it", ErrNoClusterAutoscaler, path, SkipClusterAutoscalerEnv)
 	}
 	return path, nil

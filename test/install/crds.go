@@ -24,7 +24,7 @@ func CRDDir() string { return filepath.Join(ChartDir(), "crds") }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// ApplyCRDs is the upgrade step the README documents before `helm
+// ApplyCRDs is the upgrade step docs/install.md documents before `helm
 // upgrade` (Helm never changes a CRD it installed from crds/):
 //
 //	kubectl apply --server-side --force-conflicts -f charts/instance-manager/crds/

@@ -28,7 +28,7 @@ var previousChart = filepath.Join("testdata", "instance-manager-0.1.0.tgz")
 
 // TestHelmUpgradeFromPreviousChart upgrades a release of the previous
 // chart, with a tenant's InstanceGroup built and Ready, to this checkout's
-// chart the way the README says: the new CRDs applied first (server-side,
+// chart the way docs/install.md says: the new CRDs applied first (server-side,
 // as `kubectl apply --server-side --force-conflicts` does), then `helm
 // upgrade` with the same values, then the replicas replaced. The group
 // must stay readable with its spec intact, the new CRD must be in force
@@ -61,7 +61,7 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	// values it knows: its schema refuses networkPolicy (on by default
 	// since, with the API server's addresses required) and
 	// boundaryConfigMap.quotas (quotas on by default since; the example
-	// writes them out). The upgrade brings them, as the README says.
+	// writes them out). The upgrade brings them, as docs/install.md says.
 	oldValues := maps.Clone(values)
 	delete(oldValues, "networkPolicy")
 	oldCM := maps.Clone(values["boundaryConfigMap"].(map[string]any))

@@ -11,7 +11,7 @@ import (
 )
 
 // section3Rows are the admin-side edits of the 2026-11-26 security
-// review's section 3, as the README's table and the tests' comments
+// review's section 3, as docs/security.md's table and the tests' comments
 // ("Section 3 (<row>)") name them.
 var section3Rows = []string{
 	"ancestor share", "excluded namespace", "relaxing a rule", "absent crdStrategy", "crdStrategy kinds",
@@ -22,19 +22,19 @@ var section3Rows = []string{
 var testName = regexp.MustCompile(`\bTest[A-Z][A-Za-z0-9_]*`)
 
 // TestEveryAttackHasATest keeps issue 25's "every attack has an
-// integration test" true: README's table "Attacks and their tests" has a
+// integration test" true: docs/security.md's table "Attacks and their tests" has a
 // row for each attack 01-27 of the review and each section 3 row; every
 // test a row names exists; each attack is named ("Attack NN") by a test
 // of this package, and each section 3 row ("Section 3 (<row>)") unless
-// its README row says it is unit-tested only. Needs no environment.
+// its row there says it is unit-tested only. Needs no environment.
 func TestEveryAttackHasATest(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(readme), "\n### Attacks and their tests\n")
+	_, table, ok := strings.Cut(string(page), "\n### Attacks and their tests\n")
 	if !ok {
-		t.Fatal(`README.md has no section "### Attacks and their tests"`)
+		t.Fatal(`docs/security.md has no section "### Attacks and their tests"`)
 	}
 	if end := strings.Index(table, "\n#"); end >= 0 {
 		table = table[:end]
@@ -62,16 +62,16 @@ func TestEveryAttackHasATest(t *testing.T) {
 	check := func(key, marker string) {
 		row, ok := rows[key]
 		if !ok {
-			t.Errorf("README's table has no row %q", key)
+			t.Errorf("docs/security.md's table has no row %q", key)
 			return
 		}
 		names := testName.FindAllString(row, -1)
 		if len(names) == 0 {
-			t.Errorf("README row %q names no test", key)
+			t.Errorf("docs/security.md row %q names no test", key)
 		}
 		for _, n := range names {
 			if !defined[n] {
-				t.Errorf("README row %q names %s, which no _test.go file defines", key, n)
+				t.Errorf("docs/security.md row %q names %s, which no _test.go file defines", key, n)
 			}
 		}
 		if marker != "" && !strings.Contains(integration, marker) && !strings.Contains(row, "unit test only") {

@@ -1,7 +1,7 @@
 package integration
 
 // The remaining tenant attacks of the 2026-11-26 security review
-// (/work/shared/reviews/security-2026-11-26.md section 2; README
+// (/work/shared/reviews/security-2026-11-26.md section 2; docs/security.md,
 // "Security", table "Attacks and their tests"), through the real API
 // server as impersonated tenants, and against moto where the outcome is
 // what the controller builds.
@@ -194,7 +194,7 @@ func TestAttack12MaxPodsBoundedByTheInstanceType(t *testing.T) {
 // a tenant: with the status naming the group's Auto Scaling group (written
 // here as the controller would), switching to eks-fargate is refused,
 // naming spec.provisioner and the resource. NOT covered, and still open
-// (README "Limitations of tenant confinement"): a switch while the status
+// (docs/security.md, "Limitations of tenant confinement"): a switch while the status
 // write never landed is admitted, and the garbage collector does not sweep
 // managed node groups or Fargate profiles.
 func TestAttack14ProvisionerSwitchWithResourcesIsRefused(t *testing.T) {

@@ -1,7 +1,7 @@
 package integration
 
 // Deliberate differences from keikoproj instance-manager, explained where
-// the user meets them (issue 27 item 3; README "Compatibility with
+// the user meets them (issue 27 item 3; docs/compatibility.md, "Compatibility with
 // keikoproj instance-manager").
 
 import (

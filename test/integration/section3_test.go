@@ -2,7 +2,7 @@ package integration
 
 // Admin-side edits of the 2026-11-26 security review's section 3 that were
 // "accepted silently": each is now refused, warned, or harmless, tested as
-// the admin (system:masters) through the real API server. README
+// the admin (system:masters) through the real API server. docs/security.md,
 // "Security", table "Attacks and their tests", maps every row.
 
 import (

@@ -61,7 +61,7 @@ const runInstancesSplit = "ec2:RunInstances is authorized per resource of the la
 	"conditions; parliament judges each statement alone and wants every required resource type in it"
 
 // The controller's IAM policy passes parliament: no finding of MEDIUM or
-// above that is not justified (above, and in the README's IAM section).
+// above that is not justified (above, and in docs/security.md, "IAM permissions of the controller").
 // Needs the environment's venv (make tools installs parliament there).
 func TestPolicyPassesTheLinter(t *testing.T) {
 	venv := os.Getenv("IM_ENV_VENV")
@@ -112,7 +112,7 @@ func TestPolicyPassesTheLinter(t *testing.T) {
 	}
 	for key := range justified {
 		if !seen[key] {
-			t.Errorf("statement %s: the justified %s finding is no longer reported; remove it from justified and the README", key[0], key[1])
+			t.Errorf("statement %s: the justified %s finding is no longer reported; remove it from justified and docs/security.md", key[0], key[1])
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // placeholders are the ${NAME}s of controller-policy.json, each with a
-// sample value for the test; the README documents what each stands for.
+// sample value for the test; docs/security.md documents what each stands for.
 var placeholders = map[string]string{
 	"AWS_ACCOUNT_ID":           "111122223333",
 	"AWS_REGION":               "us-west-2",
@@ -87,7 +87,7 @@ func (s *stringOrList) UnmarshalJSON(b []byte) error {
 var placeholder = regexp.MustCompile(`\$\{([A-Z_]+)\}`)
 
 // loadPolicy renders controller-policy.json with the sample values and
-// fails on a placeholder the test (and README) does not know.
+// fails on a placeholder the test (and docs/security.md) does not know.
 func loadPolicy(t *testing.T) []statement {
 	t.Helper()
 	var doc struct {

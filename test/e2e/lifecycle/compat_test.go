@@ -15,7 +15,7 @@ import (
 )
 
 // TestFargateTagsInTheOriginalsListForm: keikoproj instance-manager writes
-// spec.eks-fargate.tags as a list of maps (README "Compatibility with
+// spec.eks-fargate.tags as a list of maps (docs/compatibility.md, "Compatibility with
 // keikoproj instance-manager"). A group written so is admitted (the typed
 // client cannot even express it, so it goes as unstructured JSON), stored
 // with our map form, keeps the list in its submitted-spec annotation, and

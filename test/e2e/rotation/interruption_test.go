@@ -26,7 +26,7 @@ import (
 )
 
 // interruptionQueue creates the queue and the four EventBridge rules of
-// the README's setup in the emulator and returns the queue's URL.
+// docs/autoscaling.md's setup in the emulator and returns the queue's URL.
 func interruptionQueue(t *testing.T, name string) string {
 	t.Helper()
 	ctx := context.Background()
