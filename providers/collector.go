@@ -18,7 +18,9 @@ import (
 // period, the deletion cap, metrics and Events are the GC's.
 type Collector interface {
 	// Owned lists the resources of this provisioner in the clusters named
-	// (one listing per resource kind and cluster, never one per group)
+	// (one listing per resource kind and cluster, or one per kind for the
+	// region where the cloud filters by tag: those may name other
+	// clusters, which the GC leaves alone; never one listing per group)
 	// whose ownership tags (providers/aws/ownership) name this
 	// installation, exactly one of those clusters and an InstanceGroup;
 	// resources whose tags prove none of that are never returned. Errors
@@ -98,4 +100,15 @@ func Claim(live *v1alpha1.InstanceGroup, r Owned, provisioner, cluster string) s
 		return fmt.Sprintf("InstanceGroup %s was deleted and created again (uid %s, now %s)", o, o.UID, live.UID)
 	}
 	return ""
+}
+
+// InstanceDrains is implemented by the Disruptions the garbage collector
+// passes to DeleteOrphan, for provisioners whose Nodes carry no label
+// naming their group (eks: Auto Scaling groups).
+type InstanceDrains interface {
+	// DrainInstances cordons and drains, through the controller's drain
+	// runner, the Nodes whose spec.providerID names one of the EC2
+	// instance ids. Done when every such Node is drained (none counts as
+	// done).
+	DrainInstances(ctx context.Context, ids []string) (Retirement, error)
 }

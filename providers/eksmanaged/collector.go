@@ -3,9 +3,12 @@ package eksmanaged
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,11 +25,17 @@ var _ providers.Collector = (*Provisioner)(nil)
 
 // Owned lists the managed node groups of each cluster (EKS ListNodegroups,
 // then DescribeNodegroup of each for its tags) whose ownership tags prove
-// them this installation's, for that cluster (ownership.Recorded). A
-// cluster that does not exist has none. Node groups being deleted are
-// listed (Deleting), so their owner's launch template waits for them.
+// them this installation's, for that cluster (ownership.Recorded), and
+// the launch templates of the region (EC2 DescribeLaunchTemplates
+// filtered by the installation tag) named as a managed group's
+// (templateName). A cluster that does not exist has none. Node groups
+// being deleted are listed (Deleting), so their owner's launch template
+// (Dependent) waits for them.
 func (p *Provisioner) Owned(ctx context.Context, clusters []string) ([]providers.Owned, error) {
-	var out []providers.Owned
+	out, err := p.ownedTemplates(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, cluster := range clusters {
 		names, err := listNames(ctx, p.aws.EKS, cluster)
 		if errors.Is(err, errNoCluster) {
@@ -63,11 +72,45 @@ func (p *Provisioner) Builds(live *v1alpha1.InstanceGroup, r providers.Owned) st
 	return providers.Claim(live, r, v1alpha1.ProvisionerEKSManaged, cluster)
 }
 
+// ownedTemplates lists the launch templates tagged for this installation
+// (one paginated EC2 DescribeLaunchTemplates) whose name is the one a
+// managed group of the owner their tags prove would use.
+func (p *Provisioner) ownedTemplates(ctx context.Context) ([]providers.Owned, error) {
+	id := ownership.Installation()
+	if id == "" {
+		return nil, nil
+	}
+	var out []providers.Owned
+	pages := ec2.NewDescribeLaunchTemplatesPaginator(p.aws.EC2, &ec2.DescribeLaunchTemplatesInput{
+		Filters: []ec2types.Filter{{Name: awssdk.String("tag:" + ownership.TagInstallation), Values: []string{id}}}})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
+		}
+		for _, lt := range page.LaunchTemplates {
+			tags := eksprov.EC2TagMap(lt.Tags)
+			name := awssdk.ToString(lt.LaunchTemplateName)
+			if o, ok := ownership.Recorded(tags); ok && name == templateName(orphanGroup(o)) {
+				out = append(out, providers.Owned{Kind: eksprov.KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o,
+					Tags: tags, Created: awssdk.ToTime(lt.CreateTime), Dependent: true})
+			}
+		}
+	}
+	return out, nil
+}
+
 // DeleteOrphan drains the node group's Nodes (label LabelNodegroup)
 // through the Disruptions ctx carries, as a retirement does
 // (drainBeforeDelete), then deletes it (EKS DeleteNodegroup), once its
 // tags, described again, still name r.Owner.
 func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (providers.Deletion, error) {
+	if r.Kind == eksprov.KindLaunchTemplate {
+		if err := p.deleteTemplate(ctx, orphanGroup(r.Owner), r.Owner.Cluster); err != nil {
+			return providers.Deletion{}, err
+		}
+		return providers.Deletion{Deleting: true, Gone: true}, nil
+	}
 	ng, err := describe(ctx, p.aws.EKS, r.Owner.Cluster, r.Name)
 	if err != nil || ng == nil {
 		return providers.Deletion{Gone: ng == nil && err == nil}, err
@@ -92,10 +135,9 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 	return providers.Deletion{Deleting: true, Gone: after == nil && err == nil}, nil
 }
 
-// FinishOrphan deletes, once o has no node group left, the node role (of
-// either naming scheme) and the launch template (templateName) created
-// for o, each only when its tags name o (eks.DeleteOwnedRole,
-// deleteTemplate).
+// FinishOrphan deletes, once o has no node group or launch template
+// left, the node role (of either naming scheme) created for o, only when
+// its tags name o (eks.DeleteOwnedRoleReport).
 func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]string, error) {
 	ig := orphanGroup(o)
 	var deleted []string
@@ -109,9 +151,6 @@ func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]st
 		if gone {
 			deleted = append(deleted, "iam-role "+name)
 		}
-	}
-	if err := p.deleteTemplate(ctx, ig, o.Cluster); err != nil {
-		return deleted, err
 	}
 	return deleted, nil
 }
