@@ -51,8 +51,9 @@ type Options struct {
 	// carries this installation's tag (two releases installed with one
 	// --installation-id, review 2026-11-26 N12). Empty: any cluster; the
 	// per-cluster listings (node groups, Fargate profiles) then cover the
-	// clusters the InstanceGroups name and those the region-wide listings
-	// found.
+	// clusters InstanceGroups and the region-wide listings named since the
+	// process started (a cluster whose groups all went before a restart
+	// is not listed: set the clusters).
 	Clusters []string
 }
 
@@ -74,6 +75,7 @@ type Collector struct {
 	mu        sync.Mutex
 	firstSeen map[string]time.Time       // orphan key -> first sweep that saw it orphaned
 	finishing map[string]ownership.Owner // collector + owner key -> owner whose resources were deleted
+	clusters  map[string]bool            // clusters named since start (used without Opts.Clusters)
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -261,13 +263,18 @@ func (c *Collector) due(seen map[string]bool) map[string]bool {
 }
 
 // list asks each collector, in provisioner name order, for what it owns.
-// The clusters passed are Opts.Clusters, or else those the InstanceGroups
-// name and those named by what earlier collectors listed (eks's listings
-// are region-wide). Resources of clusters outside Opts.Clusters, and those
+// The clusters passed are Opts.Clusters, or else every cluster the
+// InstanceGroups or the listings (eks's are region-wide) named since the
+// process started. Resources of clusters outside Opts.Clusters, and those
 // whose tags do not prove them this installation's for the owner given,
 // are left out.
 func (c *Collector) list(ctx context.Context, igs []v1alpha1.InstanceGroup) ([]found, error) {
-	clusters := map[string]bool{}
+	c.mu.Lock()
+	if c.clusters == nil {
+		c.clusters = map[string]bool{}
+	}
+	clusters := c.clusters // kept across sweeps: a cluster whose last group is gone still has its orphans listed
+	c.mu.Unlock()
 	for _, ig := range igs {
 		if name := clusterOf(&ig); name != "" {
 			clusters[name] = true
