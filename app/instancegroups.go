@@ -82,7 +82,11 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 			return fmt.Errorf("setting up the interruption queue reader: %w", err)
 		}
 	}
-	if err := mgr.Add(&gc.Collector{Client: kube, AWS: clients, Drains: drains, Opts: gc.Options{
+	managed := eksmanaged.New(clients, eksProvisioner.Reads(), kube, eksmanaged.Options{NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy})
+	fargate := eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod})
+	if err := mgr.Add(&gc.Collector{Client: kube, Drains: drains, Collectors: map[string]providers.Collector{
+		v1alpha1.ProvisionerEKS: eksProvisioner, v1alpha1.ProvisionerEKSManaged: managed, v1alpha1.ProvisionerEKSFargate: fargate,
+	}, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
 		DryRun: opts.GCDryRun, Clusters: opts.LeastPrivilege.clusters(),
 	}}); err != nil {
@@ -94,8 +98,8 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		SpotRecommender: opts.SpotRecommender,
 		Provisioners: map[string]providers.Provisioner{
 			v1alpha1.ProvisionerEKS:        eksProvisioner,
-			v1alpha1.ProvisionerEKSManaged: eksmanaged.New(clients, eksProvisioner.Reads(), kube, eksmanaged.Options{NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy}),
-			v1alpha1.ProvisionerEKSFargate: eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod}),
+			v1alpha1.ProvisionerEKSManaged: managed,
+			v1alpha1.ProvisionerEKSFargate: fargate,
 		},
 		Rolling: &upgrade.RollingUpdate{
 			Drainer:  drainer,

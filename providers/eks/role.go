@@ -264,32 +264,43 @@ func profileOwned(ctx context.Context, api awsp.IAMAPI, r OwnedRole, p *iamtypes
 // instance profile, e.g. one EKS made for a node group being deleted) IAM
 // answers DeleteConflict, returned wrapped so the caller retries.
 func DeleteOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
+	_, err := DeleteOwnedRoleReport(ctx, api, r)
+	return err
+}
+
+// DeleteOwnedRoleReport is DeleteOwnedRole, also reporting whether the
+// role was r.Owner's and has been deleted (false: missing, or not
+// r.Owner's, and left alone).
+func DeleteOwnedRoleReport(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (bool, error) {
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
 	if isNoSuchEntity(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("iam GetRole %s: %w", r.Name, err)
+		return false, fmt.Errorf("iam GetRole %s: %w", r.Name, err)
 	}
 	if r.Owner.Check("IAM role", r.Name, iamTagMap(got.Role.Tags)) != nil {
-		return nil
+		return false, nil
 	}
 	if r.InstanceProfile {
 		profile, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name)})
 		switch {
 		case isNoSuchEntity(err):
 		case err != nil:
-			return fmt.Errorf("iam GetInstanceProfile %s: %w", r.Name, err)
+			return false, fmt.Errorf("iam GetInstanceProfile %s: %w", r.Name, err)
 		case profileOwned(ctx, api, r, profile.InstanceProfile) != nil:
 			// Someone else's profile of that name: leave it, and the role
 			// stays while it is in that profile (IAM DeleteConflict).
 		default:
 			if err := deleteProfile(ctx, api, r.Name); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
-	return deleteRoleOnly(ctx, api, r.Name)
+	if err := deleteRoleOnly(ctx, api, r.Name); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func deleteProfile(ctx context.Context, api awsp.IAMAPI, name string) error {

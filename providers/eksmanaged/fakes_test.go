@@ -408,6 +408,14 @@ func (f *fakeEC2) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.Desc
 
 func (f *fakeEC2) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeLaunchTemplatesInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
 	out := &ec2.DescribeLaunchTemplatesOutput{}
+	if len(in.Filters) > 0 { // tag filters, as the garbage collector lists: no match is an empty answer
+		for _, t := range f.templates {
+			if tagsMatch(t.tags, in.Filters) {
+				out.LaunchTemplates = append(out.LaunchTemplates, ec2types.LaunchTemplate{LaunchTemplateId: &t.id, LaunchTemplateName: &t.name, Tags: t.tags})
+			}
+		}
+		return out, nil
+	}
 	for _, t := range f.templates {
 		if slices.Contains(in.LaunchTemplateNames, t.name) || slices.Contains(in.LaunchTemplateIds, t.id) {
 			out.LaunchTemplates = append(out.LaunchTemplates, ec2types.LaunchTemplate{LaunchTemplateId: &t.id, LaunchTemplateName: &t.name, Tags: t.tags})
@@ -524,4 +532,20 @@ func (f *fakeIAM) DeleteRole(_ context.Context, in *iam.DeleteRoleInput, _ ...fu
 	}
 	delete(f.roles, *in.RoleName)
 	return &iam.DeleteRoleOutput{}, nil
+}
+
+// tagsMatch reports whether tags satisfy every "tag:<key>" filter.
+func tagsMatch(tags []ec2types.Tag, filters []ec2types.Filter) bool {
+	for _, f := range filters {
+		key, ok := strings.CutPrefix(awssdk.ToString(f.Name), "tag:")
+		if !ok {
+			return false
+		}
+		if !slices.ContainsFunc(tags, func(t ec2types.Tag) bool {
+			return awssdk.ToString(t.Key) == key && slices.Contains(f.Values, awssdk.ToString(t.Value))
+		}) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,42 +1,34 @@
 // Package gc is the garbage collector of cloud resources: a periodic sweep
-// that finds what the eks provisioner of this installation created (Auto
-// Scaling groups and launch templates, by the installation's ownership tag:
-// one tag-filtered listing of each per period, whatever the number of
-// clusters and groups, never one call per group) whose
-// InstanceGroup no longer exists or no longer points at it, and deletes it
-// after a grace period: instances drained first through the Eviction API,
-// then the Auto Scaling group, then the launch template and the node role
-// and instance profile. Every deletion is logged and counted in
+// that asks each provisioner's providers.Collector for what it created in
+// this installation's clusters (eks: Auto Scaling groups and launch
+// templates, one tag-filtered listing of each per period; eks-managed:
+// node groups per cluster and their launch templates; eks-fargate:
+// Fargate profiles per cluster), judges which of them no InstanceGroup
+// builds any more (judge.go), and, after a grace period and within a cap
+// per sweep, has the collector delete them: what runs on them drained
+// first through the controller's drain runner (drains.go), then the
+// resource, then what its owner leaves that cannot be listed (IAM roles,
+// Collector.FinishOrphan). Every deletion is logged and counted in
 // instance_manager_orphans_deleted_total{resource}; with DryRun nothing is
-// deleted and each orphan is only reported.
+// deleted and each orphan is only reported. The package makes no cloud
+// call itself.
 package gc
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
-	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -49,7 +41,7 @@ type Options struct {
 	// re-created is never caught half-way). Default 30m.
 	Grace time.Duration
 	// MaxDeletions bounds the deletions (and so the AWS calls beyond the
-	// two listings per cluster) of one sweep. Default 10.
+	// listings) of one sweep. Default 10.
 	MaxDeletions int
 	// DryRun only reports orphans.
 	DryRun bool
@@ -57,7 +49,11 @@ type Options struct {
 	// (--cluster-name, --additional-cluster-names): a resource whose
 	// ownership tags name another cluster is never judged, even when it
 	// carries this installation's tag (two releases installed with one
-	// --installation-id, review 2026-11-26 N12). Empty: any cluster.
+	// --installation-id, review 2026-11-26 N12). Empty: any cluster; the
+	// per-cluster listings (node groups, Fargate profiles) then cover the
+	// clusters InstanceGroups and the region-wide listings named since the
+	// process started (a cluster whose groups all went before a restart
+	// is not listed: set the clusters).
 	Clusters []string
 }
 
@@ -65,17 +61,21 @@ type Options struct {
 // election (one sweeper per installation).
 type Collector struct {
 	Client client.Client
-	AWS    *awsp.Clients
-	// Drains drains the nodes of an orphaned Auto Scaling group before it
-	// is deleted: the same runner (Eviction API, PodDisruptionBudgets,
-	// per-group and cluster-wide caps) as rotations and deletes. nil
-	// deletes without draining (tests of the sweep alone).
+	// Collectors are the provisioners' collectors by provisioner name
+	// (v1alpha1.ProvisionerEKS, ...), asked in name order.
+	Collectors map[string]providers.Collector
+	// Drains drains what runs on an orphan before it is deleted: the same
+	// runner (Eviction API, PodDisruptionBudgets, per-group and
+	// cluster-wide caps) as rotations and deletes. nil deletes without
+	// draining (tests of the sweep alone).
 	Drains *upgrade.Drains
 	Opts   Options
 	Now    func() time.Time
 
 	mu        sync.Mutex
-	firstSeen map[string]time.Time // orphan key -> first sweep that saw it orphaned
+	firstSeen map[string]time.Time       // orphan key -> first sweep that saw it orphaned
+	finishing map[string]ownership.Owner // collector + owner key -> owner whose resources were deleted
+	clusters  map[string]bool            // clusters named since start (used without Opts.Clusters)
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -120,12 +120,26 @@ type Report struct {
 	Deleted []string // "<resource> <name>"
 }
 
-// Sweep runs one pass: one paginated DescribeAutoScalingGroups and one
-// paginated DescribeLaunchTemplates, both filtered by this installation's
-// ownership tag (ownership.TagInstallation); then, for at most
-// MaxDeletions orphans past their grace period, the deletion calls.
-// Resources of earlier versions (without the installation tag) are not
-// swept.
+// found is a resource a collector listed.
+type found struct {
+	by string // provisioner name of the collector
+	r  providers.Owned
+}
+
+func (f found) key() string {
+	return f.by + "/" + f.r.Kind + "/" + f.r.Name + "/" + string(f.r.Owner.UID)
+}
+
+// ownerKey identifies an owner (and its UID) across collectors.
+func ownerKey(o ownership.Owner) string {
+	return o.Cluster + "/" + o.String() + "/" + string(o.UID)
+}
+
+// Sweep runs one pass: each collector's listings (Collector.Owned), the
+// judgement of each resource, then, for at most MaxDeletions orphans past
+// their grace period, the deletions; then FinishOrphan for owners whose
+// resources of a collector are all gone. Resources of earlier versions
+// (without the installation tag) are never swept.
 func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 	c.defaults()
 	var rep Report
@@ -140,7 +154,7 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 	for i := range igs.Items {
 		live[igs.Items[i].Namespace+"/"+igs.Items[i].Name] = &igs.Items[i]
 	}
-	list, err := c.list(ctx)
+	list, err := c.list(ctx, igs.Items)
 	if err != nil {
 		return rep, err
 	}
@@ -148,28 +162,93 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 	why := map[string]string{}
 	seen := map[string]bool{}
 	for _, f := range list {
-		o, ok := f.owner()
-		if !ok || len(c.Opts.Clusters) > 0 && !slices.Contains(c.Opts.Clusters, f.cluster) {
-			continue
-		}
-		reason := orphaned(f, live[o.String()])
+		reason := orphaned(c.Collectors[f.by], f.r, live[f.r.Owner.String()])
 		if reason == "" {
 			continue
 		}
-		key := f.kind + "/" + f.name + "/" + string(o.UID)
-		seen[key] = true
-		why[key] = reason
+		seen[f.key()], why[f.key()] = true, reason
 		orphans = append(orphans, f)
-		rep.Orphans = append(rep.Orphans, fmt.Sprintf("%s %s: %s", f.kind, f.name, reason))
+		rep.Orphans = append(rep.Orphans, fmt.Sprintf("%s %s: %s", f.r.Kind, f.r.Name, reason))
 	}
+	orphansFound.Reset()
+	for _, f := range orphans {
+		orphansFound.WithLabelValues(f.r.Kind).Inc()
+	}
+	due := c.due(seen)
+
+	logger := log.FromContext(ctx).WithName("gc")
+	// Resources first, dependents (launch templates) only once their owner
+	// has no other orphan listed, so none loses the template it launches from.
+	slices.SortStableFunc(orphans, func(a, b found) int { return boolOrder(a.r.Dependent) - boolOrder(b.r.Dependent) })
+	blocking := map[string]bool{}
+	for _, f := range orphans {
+		if !f.r.Dependent {
+			blocking[ownerKey(f.r.Owner)] = true
+		}
+	}
+	left := map[string]bool{} // collector + owner with a resource not gone after this sweep
+	budget := c.Opts.MaxDeletions
+	for _, f := range orphans {
+		fk := f.by + "/" + ownerKey(f.r.Owner)
+		gone := false
+		switch {
+		case f.r.Deleting:
+		case !due[f.key()]:
+		case c.Opts.DryRun:
+			logger.Info("orphan found (dry run: not deleted)", "resource", f.r.Kind, "name", f.r.Name, "cluster", f.r.Owner.Cluster, "reason", why[f.key()])
+		case f.r.Dependent && blocking[ownerKey(f.r.Owner)]:
+			// its owner's other resources go first
+		case budget == 0:
+			logger.Info("orphan left for the next sweep: deletion budget spent", "resource", f.r.Kind, "name", f.r.Name)
+		default:
+			budget--
+			d, err := c.delete(ctx, f)
+			switch {
+			case err != nil:
+				logger.Info("could not delete an orphan; retrying next sweep", "resource", f.r.Kind, "name", f.r.Name, "error", err.Error())
+			case d.Deleting || d.Gone:
+				logger.Info("deleted an orphan", "resource", f.r.Kind, "name", f.r.Name, "cluster", f.r.Owner.Cluster, "reason", why[f.key()])
+				orphansDeleted.WithLabelValues(f.r.Kind).Inc()
+				rep.Deleted = append(rep.Deleted, f.r.Kind+" "+f.r.Name)
+				c.finish(fk, f.r.Owner)
+				gone = d.Gone
+			default:
+				logger.Info("draining before deleting an orphan", "resource", f.r.Kind, "name", f.r.Name, "waiting", d.Waiting)
+			}
+		}
+		if !gone {
+			left[fk] = true
+		}
+	}
+	for _, f := range list { // what a collector lists that is not an orphan keeps its owner's leftovers
+		if !seen[f.key()] {
+			left[f.by+"/"+ownerKey(f.r.Owner)] = true
+		}
+	}
+	rep.Deleted = append(rep.Deleted, c.finishAll(ctx, left)...)
+	return rep, nil
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// due records when each orphan of this sweep was first seen (forgetting
+// those no longer orphaned: adopted again, or gone) and returns those
+// orphaned for at least the grace period.
+func (c *Collector) due(seen map[string]bool) map[string]bool {
 	now := c.Now()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.firstSeen == nil {
 		c.firstSeen = map[string]time.Time{}
 	}
 	for k := range c.firstSeen {
 		if !seen[k] {
-			delete(c.firstSeen, k) // adopted again, or gone
+			delete(c.firstSeen, k)
 		}
 	}
 	due := map[string]bool{}
@@ -180,249 +259,121 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 		}
 		due[k] = now.Sub(first) >= c.Opts.Grace
 	}
+	return due
+}
+
+// list asks each collector, in provisioner name order, for what it owns.
+// The clusters passed are Opts.Clusters, or else every cluster the
+// InstanceGroups or the listings (eks's are region-wide) named since the
+// process started. Resources of clusters outside Opts.Clusters, and those
+// whose tags do not prove them this installation's for the owner given,
+// are left out.
+func (c *Collector) list(ctx context.Context, igs []v1alpha1.InstanceGroup) ([]found, error) {
+	c.mu.Lock()
+	if c.clusters == nil {
+		c.clusters = map[string]bool{}
+	}
+	clusters := c.clusters // kept across sweeps: a cluster whose last group is gone still has its orphans listed
 	c.mu.Unlock()
-
-	logger := log.FromContext(ctx).WithName("gc")
-	// Auto Scaling groups first; a launch template only once its owner has
-	// no Auto Scaling group left, so no group loses the template it launches from.
-	slices.SortStableFunc(orphans, func(a, b found) int { return strings.Compare(kindOrder(a.kind), kindOrder(b.kind)) })
-	groupsOf := map[string]bool{}
-	for _, f := range orphans {
-		if f.kind == resourceASG {
-			o, _ := f.owner()
-			groupsOf[o.String()+"/"+string(o.UID)] = true
+	for _, ig := range igs {
+		if name := clusterOf(&ig); name != "" {
+			clusters[name] = true
 		}
 	}
-	budget := c.Opts.MaxDeletions
-	for _, f := range orphans {
-		o, _ := f.owner()
-		key := f.kind + "/" + f.name + "/" + string(o.UID)
-		if !due[key] {
-			continue
-		}
-		if c.Opts.DryRun {
-			logger.Info("orphan found (dry run: not deleted)", "resource", f.kind, "name", f.name, "cluster", f.cluster, "reason", why[key])
-			continue
-		}
-		if budget == 0 {
-			logger.Info("orphan left for the next sweep: deletion budget spent", "resource", f.kind, "name", f.name)
-			continue
-		}
-		if f.kind == resourceLaunchTemplate && groupsOf[o.String()+"/"+string(o.UID)] {
-			continue // its Auto Scaling group goes first
-		}
-		budget--
-		done, err := c.delete(ctx, f, o)
-		if err != nil {
-			logger.Info("could not delete an orphan; retrying next sweep", "resource", f.kind, "name", f.name, "error", err.Error())
-			continue
-		}
-		if done {
-			logger.Info("deleted an orphan", "resource", f.kind, "name", f.name, "cluster", f.cluster, "reason", why[key])
-			orphansDeleted.WithLabelValues(f.kind).Inc()
-			rep.Deleted = append(rep.Deleted, f.kind+" "+f.name)
-			if f.kind == resourceLaunchTemplate {
-				rep.Deleted = append(rep.Deleted, c.deleteRoles(ctx, o)...)
-			}
-		}
-	}
-	return rep, nil
-}
-
-func kindOrder(kind string) string {
-	if kind == resourceASG {
-		return "0"
-	}
-	return "1"
-}
-
-// list returns this installation's Auto Scaling groups and launch
-// templates (tag instancemgr.keikoproj.io/installation=<id>), each with the
-// cluster its ownership tag names (resources naming none or several are
-// left out).
-func (c *Collector) list(ctx context.Context) ([]found, error) {
-	filter := "tag:" + ownership.TagInstallation
-	id := ownership.Installation()
 	var out []found
-	var token *string
-	for {
-		page, err := c.AWS.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{
-			Filters: []astypes.Filter{{Name: awssdk.String(filter), Values: []string{id}}}, NextToken: token, MaxRecords: awssdk.Int32(100)})
-		if err != nil {
-			return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (installation %s): %w", id, err)
+	for _, name := range slices.Sorted(maps.Keys(c.Collectors)) {
+		ask := c.Opts.Clusters
+		if len(ask) == 0 {
+			ask = slices.Sorted(maps.Keys(clusters))
 		}
-		for _, g := range page.AutoScalingGroups {
-			if awssdk.ToString(g.Status) == "Delete in progress" {
+		owned, err := c.Collectors[name].Owned(ctx, ask)
+		if err != nil {
+			return nil, fmt.Errorf("listing the resources of provisioner %s: %w", name, err)
+		}
+		for _, r := range owned {
+			if o, ok := ownership.Recorded(r.Tags); !ok || o != r.Owner {
+				continue // never trust a listing beyond what the tags prove
+			}
+			if len(c.Opts.Clusters) > 0 && !slices.Contains(c.Opts.Clusters, r.Owner.Cluster) {
 				continue
 			}
-			tags := ownership.TagMap(g.Tags, func(t astypes.TagDescription) *string { return t.Key }, func(t astypes.TagDescription) *string { return t.Value })
-			if cluster := clusterOf(tags); cluster != "" {
-				out = append(out, found{kind: resourceASG, name: awssdk.ToString(g.AutoScalingGroupName), cluster: cluster, tags: tags})
-			}
-		}
-		if token = page.NextToken; token == nil || *token == "" {
-			break
-		}
-	}
-	token = nil
-	for {
-		page, err := c.AWS.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{
-			Filters: []ec2types.Filter{{Name: awssdk.String(filter), Values: []string{id}}}, NextToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
-		}
-		for _, lt := range page.LaunchTemplates {
-			tags := ownership.TagMap(lt.Tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
-			if cluster := clusterOf(tags); cluster != "" {
-				out = append(out, found{kind: resourceLaunchTemplate, name: awssdk.ToString(lt.LaunchTemplateName), id: awssdk.ToString(lt.LaunchTemplateId), cluster: cluster, tags: tags})
-			}
-		}
-		if token = page.NextToken; token == nil || *token == "" {
-			break
+			clusters[r.Owner.Cluster] = true
+			out = append(out, found{by: name, r: r})
 		}
 	}
 	return out, nil
 }
 
-// clusterOf is the one cluster the ownership tags name, or "".
-func clusterOf(tags map[string]string) string {
-	cluster := ""
-	for k := range tags {
-		if name, ok := strings.CutPrefix(k, ownership.TagClusterPrefix); ok {
-			if cluster != "" {
-				return ""
-			}
-			cluster = name
-		}
+// clusterOf is the cluster ig's spec names for its provisioner, or "".
+func clusterOf(ig *v1alpha1.InstanceGroup) string {
+	switch s := ig.Spec; {
+	case s.EKSManaged != nil && s.EKSManaged.Configuration != nil && s.Provisioner == v1alpha1.ProvisionerEKSManaged:
+		return s.EKSManaged.Configuration.ClusterName
+	case s.EKSFargate != nil && s.Provisioner == v1alpha1.ProvisionerEKSFargate:
+		return s.EKSFargate.ClusterName
+	case s.EKS != nil && s.EKS.Configuration != nil:
+		return s.EKS.Configuration.ClusterName
 	}
-	return cluster
+	return ""
 }
 
-// delete removes one orphan; it returns false while the Auto Scaling
-// group's instances are still being drained.
-func (c *Collector) delete(ctx context.Context, f found, o ownership.Owner) (bool, error) {
-	switch f.kind {
-	case resourceASG:
-		// Frozen before its nodes drain, as a deleted group's is: an
-		// orphan that can still grow (the cluster-autoscaler scaling it
-		// out for the evicted pods) would take them on new nodes.
-		if _, err := awsp.Freeze(ctx, c.AWS.AutoScaling, f.name, func(astypes.AutoScalingGroup) bool { return true }); err != nil {
-			return false, err
-		}
-		drained, nodes, err := c.drain(ctx, f, o)
-		if err != nil || !drained {
-			return false, err
-		}
-		if _, err := c.AWS.AutoScaling.DeleteAutoScalingGroup(ctx, &autoscaling.DeleteAutoScalingGroupInput{
-			AutoScalingGroupName: awssdk.String(f.name), ForceDelete: awssdk.Bool(true)}); err != nil {
-			return false, fmt.Errorf("autoscaling DeleteAutoScalingGroup %s: %w", f.name, err)
-		}
-		if c.Drains != nil {
-			c.Drains.Stop(nodes...) // they go with the group
-		}
-		return true, nil
-	case resourceLaunchTemplate:
-		if _, err := c.AWS.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: awssdk.String(f.id)}); err != nil {
-			return false, fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", f.name, err)
-		}
-		return true, nil
+// delete has f's collector delete it, with the orphan's drains (see
+// drains.go) in ctx; the drained nodes are then forgotten by the drain
+// runner once the resource is being deleted (they go with it).
+func (c *Collector) delete(ctx context.Context, f found) (providers.Deletion, error) {
+	dctx := ctx
+	var od *orphanDrains
+	if c.Drains != nil {
+		od = &orphanDrains{client: c.Client, drains: c.Drains, owner: f.r.Owner, what: f.r.Kind + " " + f.r.Name}
+		dctx = providers.WithDisruptions(ctx, od)
 	}
-	return false, nil
+	d, err := c.Collectors[f.by].DeleteOrphan(dctx, f.r)
+	if err == nil && (d.Deleting || d.Gone) && od != nil && len(od.nodes) > 0 {
+		c.Drains.Stop(od.nodes...)
+	}
+	return d, err
 }
 
-// drainKey is the key the orphan's drains run under in the drain runner:
-// the InstanceGroup it was made for (gone, or re-created with another
-// UID), so its drains share that group's per-group cap. They are held
-// (upgrade.Drains.PollHeld): that group's reconcile, which cancels the
-// drains of a group that does not exist, leaves them alone.
-func drainKey(o ownership.Owner) types.NamespacedName {
-	return types.NamespacedName{Namespace: o.Namespace, Name: o.Name}
+// finish records that the owner key fk (collector + owner) had a resource
+// deleted: its leftovers are deleted once none of its resources is left.
+func (c *Collector) finish(fk string, o ownership.Owner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finishing == nil {
+		c.finishing = map[string]ownership.Owner{}
+	}
+	c.finishing[fk] = o
 }
 
-// drain cordons the nodes of the group's instances and asks the drain
-// runner (upgrade.Drains.PollHeld) to drain them in the background; true
-// once every one is drained, with the nodes' names. A drain blocked by a
-// PodDisruptionBudget past the drain timeout, or failed, is logged and
-// asked again at the next sweep.
-func (c *Collector) drain(ctx context.Context, f found, o ownership.Owner) (bool, []string, error) {
-	out, err := c.AWS.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{f.name}})
-	if err != nil {
-		return false, nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", f.name, err)
-	}
-	ids := map[string]bool{}
-	for _, g := range out.AutoScalingGroups {
-		for _, in := range g.Instances {
-			ids[awssdk.ToString(in.InstanceId)] = true
-		}
-	}
-	if len(ids) == 0 || c.Drains == nil {
-		return true, nil, nil
-	}
-	nodes := &corev1.NodeList{}
-	if err := c.Client.List(ctx, nodes); err != nil {
-		return false, nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	all := true
-	var names []string
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if id := providers.InstanceID(n.Spec.ProviderID); id == "" || !ids[id] {
-			continue
-		}
-		if err := c.Drains.Drainer.Start(ctx, n, false); err != nil && !apierrors.IsNotFound(err) {
-			return false, nil, err
-		}
-		names = append(names, n.Name)
-		res, msg, err := c.Drains.PollHeld(ctx, drainKey(o), n)
-		if err != nil {
-			return false, nil, err
-		}
-		if res != upgrade.Drained {
-			all = false
-			log.FromContext(ctx).Info("draining a node of an orphaned Auto Scaling group", "group", f.name, "node", n.Name, "result", res, "status", msg)
-		}
-	}
-	return all, names, nil
-}
-
-// deleteRoles deletes the node role and instance profile created for o,
-// when their tags name o (eks.DeleteOwnedRole checks), after forgetting
-// the aws-auth entry recorded for the role and deleting the EKS access
-// entry instance-manager created for it (eks.ForgetAccessEntry).
-func (c *Collector) deleteRoles(ctx context.Context, o ownership.Owner) []string {
+// finishAll calls FinishOrphan for each owner recorded by finish that has
+// nothing left of that collector (left), and forgets it once that
+// succeeds.
+func (c *Collector) finishAll(ctx context.Context, left map[string]bool) []string {
+	c.mu.Lock()
+	pending := maps.Clone(c.finishing)
+	c.mu.Unlock()
+	logger := log.FromContext(ctx).WithName("gc")
 	var deleted []string
-	for _, name := range eks.CandidateRoleNames(o.Cluster, o.Namespace, o.Name) {
-		got, err := c.AWS.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(name)})
-		if err != nil || got.Role == nil || o.Check("IAM role", name, roleTags(got)) != nil {
+	for _, fk := range slices.Sorted(maps.Keys(pending)) {
+		if left[fk] {
 			continue
 		}
-		logger := log.FromContext(ctx).WithName("gc")
-		if err := eks.ForgetRole(ctx, c.Client, awssdk.ToString(got.Role.Arn)); err != nil {
-			logger.Info("could not remove the aws-auth entry of an orphaned role", "role", name, "error", err.Error())
+		o := pending[fk]
+		by, _, _ := strings.Cut(fk, "/")
+		done, err := c.Collectors[by].FinishOrphan(ctx, o)
+		for _, d := range done {
+			kind, name, _ := strings.Cut(d, " ")
+			logger.Info("deleted an orphan", "resource", kind, "name", name, "owner", o.String())
+			orphansDeleted.WithLabelValues(kind).Inc()
+		}
+		deleted = append(deleted, done...)
+		if err != nil {
+			logger.Info("could not delete what an orphan's owner left; retrying next sweep", "owner", o.String(), "error", err.Error())
 			continue
 		}
-		if c.AWS.EKS != nil {
-			if err := eks.ForgetAccessEntry(ctx, c.AWS.EKS, o.Cluster, awssdk.ToString(got.Role.Arn)); err != nil {
-				logger.Info("could not delete the EKS access entry of an orphaned role; retrying when found again", "role", name, "error", err.Error())
-				continue
-			}
-		}
-		if err := eks.DeleteOwnedRole(ctx, c.AWS.IAM, eks.OwnedRole{Name: name, Owner: o, InstanceProfile: true, Legacy: true}); err != nil {
-			logger.Info("could not delete an orphaned role; retrying when found again", "role", name, "error", err.Error())
-			continue
-		}
-		logger.Info("deleted an orphan", "resource", resourceRole, "name", name, "owner", o.String())
-		orphansDeleted.WithLabelValues(resourceRole).Inc()
-		deleted = append(deleted, resourceRole+" "+name)
+		c.mu.Lock()
+		delete(c.finishing, fk)
+		c.mu.Unlock()
 	}
 	return deleted
-}
-
-func roleTags(out *iam.GetRoleOutput) map[string]string {
-	return ownership.TagMap(out.Role.Tags, func(t iamtypes.Tag) *string { return t.Key }, func(t iamtypes.Tag) *string { return t.Value })
-}
-
-func splitOwner(s string) (string, string, bool) {
-	ns, name, ok := strings.Cut(s, "/")
-	return ns, name, ok && ns != "" && name != ""
 }

@@ -1,0 +1,153 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+)
+
+// orphanDrains is the providers.Disruptions (and providers.InstanceDrains)
+// a collector's DeleteOrphan gets for one orphan: every drain goes through
+// the controller's drain runner (upgrade.Drains: its Drainer cordons and
+// evicts through the Eviction API, PodDisruptionBudgets honoured, within
+// the cluster-wide and per-group caps), held (PollHeld) under the key of
+// the InstanceGroup the orphan was made for, so that group's reconcile
+// (it is gone, or re-created with another UID) leaves them alone. Nothing
+// is forced: a drain blocked by a PodDisruptionBudget past the drain
+// timeout is reported and asked again at the next sweep.
+type orphanDrains struct {
+	client client.Client
+	drains *upgrade.Drains
+	owner  ownership.Owner
+	what   string   // the orphan, for messages: "<kind> <name>"
+	nodes  []string // the nodes asked to drain, stopped once the orphan is deleted
+}
+
+var (
+	_ providers.Disruptions    = (*orphanDrains)(nil)
+	_ providers.InstanceDrains = (*orphanDrains)(nil)
+)
+
+// Admit: an orphan takes no upgrade slot (nothing replaces it); its
+// drains count toward the drain runner's caps.
+func (d *orphanDrains) Admit(context.Context) (bool, error) { return true, nil }
+
+// DrainNodes drains the Nodes labelled key=value.
+func (d *orphanDrains) DrainNodes(ctx context.Context, key, value string) (providers.Retirement, error) {
+	list := &corev1.NodeList{}
+	if err := d.client.List(ctx, list, client.MatchingLabels{key: value}); err != nil {
+		return providers.Retirement{}, fmt.Errorf("listing the Nodes labelled %s=%s to drain: %w", key, value, err)
+	}
+	return d.drain(ctx, list.Items)
+}
+
+// DrainInstances drains the Nodes whose spec.providerID names one of ids.
+func (d *orphanDrains) DrainInstances(ctx context.Context, ids []string) (providers.Retirement, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	list := &corev1.NodeList{}
+	if err := d.client.List(ctx, list); err != nil {
+		return providers.Retirement{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	var nodes []corev1.Node
+	for _, n := range list.Items {
+		if id := providers.InstanceID(n.Spec.ProviderID); id != "" && want[id] {
+			nodes = append(nodes, n)
+		}
+	}
+	return d.drain(ctx, nodes)
+}
+
+// EvictPods evicts the pods labelled key=value: a pod bound to a Node
+// leaves by the drain of that Node (an EKS Fargate pod has a Node of its
+// own); one bound to none is evicted directly (upgrade.Drainer
+// .EvictUnbound). Finished pods do not count.
+func (d *orphanDrains) EvictPods(ctx context.Context, key, value string) (providers.Retirement, error) {
+	pods, err := d.drains.Drainer.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{key: value}).String()})
+	if err != nil {
+		return providers.Retirement{}, fmt.Errorf("listing the pods labelled %s=%s to evict: %w", key, value, err)
+	}
+	var nodes []corev1.Node
+	var unbound []string
+	seen := map[string]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName == "" {
+			if gone, refusal := d.drains.Drainer.EvictUnbound(ctx, p); !gone {
+				unbound = append(unbound, strings.TrimSpace(p.Namespace+"/"+p.Name+" "+refusal))
+			}
+			continue
+		}
+		if seen[p.Spec.NodeName] {
+			continue
+		}
+		seen[p.Spec.NodeName] = true
+		node := &corev1.Node{}
+		switch err := d.client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); {
+		case apierrors.IsNotFound(err):
+			unbound = append(unbound, p.Namespace+"/"+p.Name+" (its node "+p.Spec.NodeName+" is gone)")
+		case err != nil:
+			return providers.Retirement{}, fmt.Errorf("reading node %s of pod %s/%s: %w", p.Spec.NodeName, p.Namespace, p.Name, err)
+		default:
+			nodes = append(nodes, *node)
+		}
+	}
+	res, err := d.drain(ctx, nodes)
+	if err != nil || len(unbound) == 0 {
+		return res, err
+	}
+	res.Done = false
+	res.Message = strings.TrimPrefix(res.Message+"; waiting for pod(s) bound to no node: "+strings.Join(unbound, ", "), "; ")
+	return res, nil
+}
+
+// drain cordons each node and asks the drain runner to drain it in the
+// background (upgrade.Drainer.Start, upgrade.Drains.PollHeld); done once
+// every one is drained.
+func (d *orphanDrains) drain(ctx context.Context, nodes []corev1.Node) (providers.Retirement, error) {
+	key := types.NamespacedName{Namespace: d.owner.Namespace, Name: d.owner.Name}
+	var waiting, blocked []string
+	for i := range nodes {
+		n := &nodes[i]
+		if err := d.drains.Drainer.Start(ctx, n, false); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // gone meanwhile: nothing to drain
+			}
+			return providers.Retirement{}, err
+		}
+		d.nodes = append(d.nodes, n.Name)
+		res, msg, err := d.drains.PollHeld(ctx, key, n)
+		switch {
+		case err != nil:
+			return providers.Retirement{}, err
+		case res == upgrade.Drained:
+		case res == upgrade.Blocked:
+			blocked = append(blocked, msg)
+		default:
+			waiting = append(waiting, strings.TrimSpace(n.Name+" "+msg))
+		}
+	}
+	if len(waiting)+len(blocked) == 0 {
+		return providers.Retirement{Done: true}, nil
+	}
+	return providers.Retirement{
+		Message: fmt.Sprintf("draining the nodes of orphaned %s (InstanceGroup %s): %s", d.what, d.owner, strings.Join(append(waiting, blocked...), ", ")),
+		Blocked: strings.Join(blocked, "; "),
+	}, nil
+}
