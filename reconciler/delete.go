@@ -28,7 +28,8 @@ const (
 	reasonDeletingCloud = "DeletingCloudResources"
 )
 
-// delete removes a deleted group: it freezes the group (a
+// delete removes a deleted group (prov: the provisioner that built it;
+// every provisioner call sees the group through deletionView): it freezes the group (a
 // providers.Freezer stops it launching instances), cordons and drains the
 // group's nodes through the Eviction API (PodDisruptionBudgets respected,
 // DaemonSet pods skipped; in the background, see upgrade.Drains), reads
@@ -69,7 +70,7 @@ func (r *InstanceGroupReconciler) delete(ctx context.Context, ig *v1alpha1.Insta
 			return ctrl.Result{}, err
 		}
 		before = ig.DeepCopy()
-		done, err := prov.Delete(providers.WithEvents(ctx, r.eventSink(ig, "Delete")), ig)
+		done, err := prov.Delete(providers.WithEvents(ctx, r.eventSink(ig, "Delete")), deletionView(ig))
 		if err != nil {
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDeleteFailed, "Delete", "Deleting cloud resources: %v", err)
 			setCondition(ig, v1alpha1.ConditionDeleting, true, ReasonDeleteFailed, "deleting the cloud resources failed; retrying: "+stableMessage(err.Error()))
@@ -157,7 +158,7 @@ func (r *InstanceGroupReconciler) drainForDelete(ctx context.Context, ig *v1alph
 		// Before any eviction: the evicted pods go Pending, and a group
 		// that can still grow (the cluster-autoscaler) would take them on
 		// new, uncordoned nodes of its own.
-		if err := f.Freeze(ctx, ig); err != nil {
+		if err := f.Freeze(ctx, deletionView(ig)); err != nil {
 			return false, fmt.Errorf("freezing group %s/%s before its drain: %w", ig.Namespace, ig.Name, err)
 		}
 	}
@@ -266,7 +267,7 @@ func (r *InstanceGroupReconciler) deleteNodes(ctx context.Context, ig *v1alpha1.
 	var instances []providers.Instance
 	if l, ok := prov.(providers.InstanceLister); ok {
 		var err error
-		if instances, err = l.Instances(ctx, ig); err != nil {
+		if instances, err = l.Instances(ctx, deletionView(ig)); err != nil {
 			return nil, fmt.Errorf("listing the instances of group %s/%s to drain: %w", ig.Namespace, ig.Name, err)
 		}
 	}

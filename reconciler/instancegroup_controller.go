@@ -149,6 +149,11 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, r.fail(ctx, ig, "UnknownProvisioner", msg)
 	}
 	if ig.DeletionTimestamp != nil {
+		if id, ok := builtIdentity(ig); ok {
+			// What is deleted is what the recorded identity built,
+			// whatever the spec says now.
+			return r.delete(ctx, ig, r.Provisioners[id.Provisioner])
+		}
 		return r.delete(ctx, ig, prov)
 	}
 	if controllerutil.AddFinalizer(ig, Finalizer) {
@@ -202,6 +207,24 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	if res, held, err := r.quotaGate(ctx, ig); held || err != nil {
 		return res, err
+	}
+
+	// The identity is stored before the first cloud write (recordIdentity):
+	// from then on the webhook refuses a provisioner or cluster switch.
+	switch written, err := r.recordIdentity(ctx, ig); {
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).Info("the group kept changing while its identity was recorded; retrying", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		return r.failure(ctx, ig, "IdentityNotRecorded", err)
+	case written:
+		before = ig.DeepCopy()
+	}
+	if msg := identityMismatch(ig); msg != "" {
+		if err := r.fail(ctx, ig, ReasonIdentityChanged, msg); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
 	}
 
 	if name == v1alpha1.ProvisionerEKS {

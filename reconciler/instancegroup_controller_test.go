@@ -40,6 +40,9 @@ func TestPersistentCloudErrorBacksOffAndWritesStatusOnce(t *testing.T) {
 	ig := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web", Generation: 1, Finalizers: []string{Finalizer}},
 		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged},
+		// Recorded in an earlier pass (recordIdentity): the status
+		// writes counted here are the pass's own.
+		Status: v1alpha1.InstanceGroupStatus{Identity: &v1alpha1.GroupIdentity{Provisioner: v1alpha1.ProvisionerEKSManaged}},
 	}
 	statusWrites := 0
 	c := fake.NewClientBuilder().WithScheme(readmitScheme(t)).WithObjects(ig).

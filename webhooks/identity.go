@@ -43,59 +43,46 @@ func validateReservedTags(spec *v1alpha1.InstanceGroupSpec, path *field.Path) fi
 	return errs
 }
 
-// identity is what decides where a group's cloud resources live: the
-// provisioner and the cluster. Resource names derive from the cluster,
-// namespace and name, which cannot change otherwise.
-type identity struct {
-	provisioner, cluster string
-	clusterPath          *field.Path
-}
-
-func identityOf(spec *v1alpha1.InstanceGroupSpec) identity {
-	p := spec.Provisioner
-	if p == v1alpha1.ProvisionerEKSCF {
-		p = v1alpha1.ProvisionerEKS
-	}
-	id := identity{provisioner: p}
-	switch p {
-	case v1alpha1.ProvisionerEKS:
-		id.clusterPath = field.NewPath("spec", "eks", "configuration", "clusterName")
-		if spec.EKS != nil && spec.EKS.Configuration != nil {
-			id.cluster = spec.EKS.Configuration.ClusterName
-		}
-	case v1alpha1.ProvisionerEKSManaged:
-		id.clusterPath = field.NewPath("spec", "eks-managed", "configuration", "clusterName")
-		if spec.EKSManaged != nil && spec.EKSManaged.Configuration != nil {
-			id.cluster = spec.EKSManaged.Configuration.ClusterName
-		}
-	case v1alpha1.ProvisionerEKSFargate:
-		id.clusterPath = field.NewPath("spec", "eks-fargate", "clusterName")
-		if spec.EKSFargate != nil {
-			id.cluster = spec.EKSFargate.ClusterName
-		}
-	}
-	return id
-}
-
 // IdentityChanges returns why changing old's spec to spec is refused: a
-// change of provisioner or cluster name while old has cloud resources
-// (its status names them). instance-manager does not move a group between
+// change of provisioner or cluster name (v1alpha1.SpecIdentity) once old
+// may have cloud resources. instance-manager does not move a group between
 // clusters or provisioners: the new resources would be built and the old
-// ones, with their running nodes, left behind. A group that never got its
-// resources (e.g. in Error because the cluster name was wrong) may change
-// freely. Empty when the change is fine.
+// ones, with their running nodes, left behind.
+//
+// The controller records the identity in status.identity before its first
+// cloud write (reconciler.recordIdentity), so the record is the proof that
+// resources may exist, even when the status naming them never landed or
+// the cloud write that followed it failed. A group stored before the
+// record existed falls back to its status naming resources
+// (status.activeScalingGroupName). A group with neither (nothing was
+// built, e.g. held by a quota) may change freely: that is how a typo is
+// fixed. Each message names the field path, the recorded value and what
+// to do. Empty when the change is fine.
 func IdentityChanges(old *v1alpha1.InstanceGroup, spec *v1alpha1.InstanceGroupSpec) []string {
-	if old == nil || old.Status.ActiveScalingGroupName == "" {
+	if old == nil {
 		return nil
 	}
-	was, now := identityOf(&old.Spec), identityOf(spec)
-	where := fmt.Sprintf("it has resources (%s) built by provisioner %s in cluster %q", old.Status.ActiveScalingGroupName, was.provisioner, was.cluster)
-	const how = "instance-manager does not move a group: create a new InstanceGroup with the new value, move the workloads, then delete this one"
+	was := v1alpha1.SpecIdentity(&old.Spec)
+	var where string
 	switch {
-	case was.provisioner != now.provisioner:
-		return []string{fmt.Sprintf("spec.provisioner: cannot change from %q to %q because %s; %s", was.provisioner, now.provisioner, where, how)}
-	case was.cluster != now.cluster:
-		return []string{fmt.Sprintf("%s: cannot change from %q to %q because %s; %s", now.clusterPath, was.cluster, now.cluster, where, how)}
+	case old.Status.Identity != nil:
+		was = *old.Status.Identity
+		where = fmt.Sprintf("status.identity records that its cloud resources were built (or may have been, if the write that followed failed) by provisioner %s in cluster %q", was.Provisioner, was.ClusterName)
+		if n := old.Status.ActiveScalingGroupName; n != "" {
+			where += fmt.Sprintf(" (%s)", n)
+		}
+	case old.Status.ActiveScalingGroupName != "":
+		where = fmt.Sprintf("it has resources (%s) built by provisioner %s in cluster %q", old.Status.ActiveScalingGroupName, was.Provisioner, was.ClusterName)
+	default:
+		return nil
+	}
+	now := v1alpha1.SpecIdentity(spec)
+	const how = "instance-manager does not move a group: create a new InstanceGroup with the new value, move the workloads, then delete this one (its deletion removes what it built)"
+	switch {
+	case was.Provisioner != now.Provisioner:
+		return []string{fmt.Sprintf("spec.provisioner: cannot change from %q to %q because %s; %s", was.Provisioner, now.Provisioner, where, how)}
+	case was.ClusterName != now.ClusterName:
+		return []string{fmt.Sprintf("%s: cannot change from %q to %q because %s; %s", v1alpha1.ClusterNamePath(now.Provisioner), was.ClusterName, now.ClusterName, where, how)}
 	}
 	return nil
 }

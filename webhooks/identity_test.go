@@ -32,6 +32,17 @@ func TestIdentityChanges(t *testing.T) {
 		{"cluster changed before anything was built", v1alpha1.InstanceGroupStatus{}, eksSpec("typo"), eksSpec("prod"), ""},
 		{"provisioner changed", built, eksSpec("prod"), managed, `spec.provisioner: cannot change from "eks" to "eks-managed"`},
 		{"eks-cf is eks", built, cf, eksSpec("prod"), ""},
+		// The record alone (the status naming resources never landed, or
+		// the cloud write after the record failed) refuses the switch.
+		{"provisioner changed, recorded, status write never landed", recorded("eks", "prod"), eksSpec("prod"), managed,
+			`spec.provisioner: cannot change from "eks" to "eks-managed" because status.identity records that its cloud resources were built (or may have been, if the write that followed failed) by provisioner eks in cluster "prod"`},
+		{"cluster changed, recorded", recorded("eks", "prod"), eksSpec("prod"), eksSpec("dev"), `spec.eks.configuration.clusterName: cannot change from "prod" to "dev" because status.identity records`},
+		{"recorded, same identity", recorded("eks", "prod"), eksSpec("prod"), eksSpec("prod"), ""},
+		{"recorded eks, eks-cf spelling", recorded("eks", "prod"), eksSpec("prod"), cf, ""},
+		// The record wins over a spec that diverged (a write that bypassed
+		// the webhook): going back to the recorded identity is admitted.
+		{"back to the recorded identity", recorded("eks-managed", "prod"), eksSpec("prod"), managed, ""},
+		{"away from the recorded identity", recorded("eks-managed", "prod"), managed, eksSpec("prod"), `spec.provisioner: cannot change from "eks-managed" to "eks"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -40,11 +51,18 @@ func TestIdentityChanges(t *testing.T) {
 			if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 				t.Fatalf("IdentityChanges = %q, want %q", got, c.want)
 			}
-			if c.want != "" && !strings.Contains(got, "prod-a-web-1234567890") {
+			if c.want != "" && c.status.Identity == nil && !strings.Contains(got, "prod-a-web-1234567890") {
 				t.Errorf("the message should name the resources that would be left: %q", got)
+			}
+			if c.want != "" && !strings.Contains(got, "create a new InstanceGroup with the new value") {
+				t.Errorf("the message should say what to do: %q", got)
 			}
 		})
 	}
+}
+
+func recorded(provisioner, cluster string) v1alpha1.InstanceGroupStatus {
+	return v1alpha1.InstanceGroupStatus{Identity: &v1alpha1.GroupIdentity{Provisioner: provisioner, ClusterName: cluster}}
 }
 
 func TestReservedTagsRefused(t *testing.T) {

@@ -208,6 +208,16 @@ type InstanceGroupStatus struct {
 	// +optional
 	Provisioner string `json:"provisioner,omitempty"`
 
+	// Identity is where the group's cloud resources live (provisioner and
+	// cluster), recorded by the controller before its first cloud write
+	// and never changed afterwards: the validating webhook refuses a
+	// change of spec.provisioner or of the cluster name once it is set,
+	// and the deletion finds the resources through it. Absent: nothing
+	// was built (or the group predates the record; the controller
+	// records it on its next pass).
+	// +optional
+	Identity *GroupIdentity `json:"identity,omitempty"`
+
 	// Strategy is the upgrade strategy in effect.
 	// +optional
 	Strategy string `json:"strategy,omitempty"`

@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	. "github.com/onsi/gomega"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -190,29 +189,38 @@ func TestAttack12MaxPodsBoundedByTheInstanceType(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("NoSuchEntity")), "nothing is built for a refused spec")
 }
 
-// Attack 14 (N10): a provisioner switch once the group has resources. As
-// a tenant: with the status naming the group's Auto Scaling group (written
-// here as the controller would), switching to eks-fargate is refused,
-// naming spec.provisioner and the resource. NOT covered, and still open
-// (docs/security.md, "Limitations of tenant confinement"): a switch while the status
-// write never landed is admitted, and the garbage collector does not sweep
-// managed node groups or Fargate profiles.
+// Attack 14 (N10): a provisioner switch once the group may have
+// resources, in the full scenario: the status naming them never landed
+// (lost to a tenant's edits, or the cloud write failed after creating
+// something). As a tenant: the controller records status.identity before
+// its first cloud write; here the build then fails (the example's cluster
+// is not in moto), so the status names nothing, and the switch to
+// eks-fargate is refused, naming spec.provisioner, the recorded identity
+// and what to do. The record is the controller's: the tenant cannot
+// write it (no instancegroups/status rights).
 func TestAttack14ProvisionerSwitchWithResourcesIsRefused(t *testing.T) {
 	requireEnv(t)
 	ns := uniqueNamespace("team-attack14")
 	g, ctx, tn := underBoundaries(t, nil, "attack14-tenant", ns)
 	deleteGroupsAtEnd(t, ns)
 	g.Expect(tn.client.Create(ctx, shortIG(ns, "built"))).To(Succeed())
-	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := getIG(t, ns, "built")
-		cur.Status.ActiveScalingGroupName = "a-managed-cluster-" + ns + "-built"
-		return admin.Status().Update(ctx, cur)
-	})).To(Succeed())
+	var cur *v1alpha1.InstanceGroup
+	g.Eventually(func() *v1alpha1.GroupIdentity {
+		cur = getIG(t, ns, "built")
+		return cur.Status.Identity
+	}, 3*harness.ConvergeTimeout, 200*time.Millisecond).ShouldNot(BeNil(), "the controller records the identity before it builds")
+	g.Expect(*cur.Status.Identity).To(Equal(v1alpha1.SpecIdentity(&cur.Spec)))
+	g.Expect(cur.Status.ActiveScalingGroupName).To(BeEmpty(), "the scenario: no status names the resources")
+
+	forged := cur.DeepCopy()
+	forged.Status.Identity = nil
+	g.Expect(tn.client.Status().Update(ctx, forged)).To(MatchError(ContainSubstring("forbidden")), "tenants cannot clear the record")
 
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"provisioner":"eks-fargate","strategy":{"type":"managed"},"eks-fargate":{"selectors":[{"namespace":"`+ns+`"}]}}}`))
 	err := tn.client.Patch(ctx, shortIG(ns, "built"), patch)
 	g.Expect(err).To(MatchError(And(ContainSubstring("InstanceGroup "+ns+"/built"),
-		ContainSubstring(`spec.provisioner: cannot change from "eks" to "eks-fargate" because it has resources (a-managed-cluster-`+ns+`-built)`))))
+		ContainSubstring(`spec.provisioner: cannot change from "eks" to "eks-fargate" because status.identity records that its cloud resources were built (or may have been, if the write that followed failed) by provisioner eks in cluster "`+cur.Status.Identity.ClusterName+`"`),
+		ContainSubstring("create a new InstanceGroup with the new value, move the workloads, then delete this one"))))
 }
 
 // Attack 15 (N10): spotPrice with a warm pool used to build the Auto

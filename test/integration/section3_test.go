@@ -39,6 +39,10 @@ func TestSection3ExcludingANamespaceWarnsOfReadmittedValues(t *testing.T) {
 	deleteGroupsAtEnd(t, ns)
 	ig := fullIG(ns, "open-imds")
 	ig.Spec.EKS.Configuration.MetadataOptions = &v1alpha1.MetadataOptions{HttpTokens: "optional"}
+	// The example's cluster: the group's identity is recorded before it is
+	// built, and excluding the namespace must not move it to another
+	// cluster (that is refused, TestAttack14ProvisionerSwitchWithResourcesIsRefused).
+	ig.Spec.EKS.Configuration.ClusterName = lpHomeCluster
 	g.Expect(tn.client.Create(ctx, ig)).To(Succeed(), "warn mode admits it, without the IMDS setting")
 	awaitObserved(t, ig)
 
