@@ -178,6 +178,12 @@ type Observation struct {
 	// not have sufficient m5.large capacity in the Availability Zone you
 	// requested …"; empty when the latest launch succeeded.
 	LaunchFailure string
+	// CreateFailure is the record of the group's resource in CREATE_FAILED
+	// (eks-managed, eks-fargate; see CreateFailures) to store as
+	// status.createFailure: those provisioners return the stored one
+	// (ig.Status.CreateFailure) unchanged on every Observation until their
+	// resource is ACTIVE, and nil then. Always nil for eks.
+	CreateFailure *v1alpha1.CreateFailure
 	// Hold, when set, says why a rotation must not start another batch
 	// yet (eks: the warm pool is being replaced so no instance of an older
 	// launch template version joins from it).
