@@ -1,8 +1,11 @@
 package providers
 
 import (
-	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
 // ReasonCreateFailed: an EKS node group or Fargate profile ended in
@@ -13,30 +16,25 @@ const ReasonCreateFailed = "CreateFailed"
 // CreateFailures paces the re-creation of cloud resources that ended in
 // CREATE_FAILED (EKS node groups, Fargate profiles: EKS never retries
 // them): each failed incarnation of a resource, told apart by its creation
-// time, waits Backoff before it is deleted to be created again, doubling
+// time, waits a backoff before it is deleted to be created again, doubling
 // from Base up to Max per consecutive failure. The zero value is ready
-// (Base 30 s, Max 15 min). Kept in memory: a restarted controller starts
-// the count again.
+// (Base 30 s, Max 15 min). It keeps nothing itself: the count lives in the
+// group's status (v1alpha1.CreateFailure, status.createFailure), read back
+// on every Apply, so a restarted controller or a new leader continues it.
 type CreateFailures struct {
 	Base, Max time.Duration
 	Now       func() time.Time
-
-	mu sync.Mutex
-	m  map[string]*createFailure
 }
 
-type createFailure struct {
-	createdAt time.Time // of the failed incarnation last seen
-	seen      time.Time // when it was first seen failed
-	attempts  int       // failed incarnations in a row
-}
-
-// Observe records that the resource key (e.g. "<cluster>/<name>") created
-// at createdAt is in CREATE_FAILED. first is true the first time this
-// incarnation is seen (say so then, once); wait is how long to leave it
-// before deleting it (0: now), and attempt counts the failed incarnations
-// in a row, this one included.
-func (c *CreateFailures) Observe(key string, createdAt time.Time) (first bool, wait time.Duration, attempt int) {
+// Observe records that the resource name created at createdAt is in
+// CREATE_FAILED, given the group's stored record (nil: none). It returns
+// the record to store (Observation.CreateFailure), first true the first
+// time this incarnation is seen (say so then, once), and wait, how long to
+// leave it before deleting it (0: now). The record's Attempts counts the
+// failed incarnations in a row, this one included; a record of another
+// resource name starts the count again. createdAt is compared at second
+// precision, what the status keeps.
+func (c CreateFailures) Observe(stored *v1alpha1.CreateFailure, name string, createdAt time.Time) (rec *v1alpha1.CreateFailure, first bool, wait time.Duration) {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -48,30 +46,18 @@ func (c *CreateFailures) Observe(key string, createdAt time.Time) (first bool, w
 	if ceiling <= 0 {
 		ceiling = 15 * time.Minute
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]*createFailure{}
+	createdAt = createdAt.Truncate(time.Second)
+	rec = &v1alpha1.CreateFailure{Name: name}
+	if stored != nil && stored.Name == name {
+		rec = stored.DeepCopy()
 	}
-	f, ok := c.m[key]
-	if !ok || !f.createdAt.Equal(createdAt) {
-		if !ok {
-			f = &createFailure{}
-			c.m[key] = f
-		}
-		f.createdAt, f.seen, f.attempts, first = createdAt, now(), f.attempts+1, true
+	if rec.Attempts == 0 || !rec.CreatedAt.Time.Equal(createdAt) {
+		rec.CreatedAt, rec.Since, rec.Attempts, first = metav1.NewTime(createdAt), metav1.NewTime(now().Truncate(time.Second)), rec.Attempts+1, true
 	}
 	backoff := base
-	for i := 1; i < f.attempts && backoff < ceiling; i++ {
+	for i := 1; i < rec.Attempts && backoff < ceiling; i++ {
 		backoff *= 2
 	}
 	backoff = min(backoff, ceiling)
-	return first, max(0, f.seen.Add(backoff).Sub(now())), f.attempts
-}
-
-// Forget ends key's count: the resource was created (it is ACTIVE).
-func (c *CreateFailures) Forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
+	return rec, first, max(0, rec.Since.Add(backoff).Sub(now()))
 }

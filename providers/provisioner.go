@@ -67,6 +67,19 @@ type InstanceLister interface {
 	Instances(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]Instance, error)
 }
 
+// SizeReader is implemented by provisioners that can read a group's sizes
+// without converging anything (eks: from the shared Auto Scaling
+// listing), so that a group the admission gate holds, whose spec is not
+// applied, can still give back the surge capacity its rotation added
+// (through the drain path and Rotator.Terminate with a decrement, never by
+// lowering the desired capacity).
+type SizeReader interface {
+	// Sizes returns the group's minimum size and desired capacity
+	// (instances, or capacity units with weights); found is false (and
+	// the sizes 0) when the group does not exist or is not ig's.
+	Sizes(ctx context.Context, ig *v1alpha1.InstanceGroup) (min, desired int, found bool, err error)
+}
+
 // FreshLister is implemented by provisioners whose instance listings are
 // shared and cached (eks: one listing per cluster, up to minutes old), so
 // that whoever is about to terminate an instance first sees the group as it
@@ -178,6 +191,12 @@ type Observation struct {
 	// not have sufficient m5.large capacity in the Availability Zone you
 	// requested …"; empty when the latest launch succeeded.
 	LaunchFailure string
+	// CreateFailure is the record of the group's resource in CREATE_FAILED
+	// (eks-managed, eks-fargate; see CreateFailures) to store as
+	// status.createFailure: those provisioners return the stored one
+	// (ig.Status.CreateFailure) unchanged on every Observation until their
+	// resource is ACTIVE, and nil then. Always nil for eks.
+	CreateFailure *v1alpha1.CreateFailure
 	// Hold, when set, says why a rotation must not start another batch
 	// yet (eks: the warm pool is being replaced so no instance of an older
 	// launch template version joins from it).

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
 // failureBackoff spaces the retries of an InstanceGroup whose reconcile
@@ -25,6 +27,10 @@ type failureCount struct {
 	generation int64
 	failures   int
 	since      time.Time // the first failure of the run
+	// succeeded: this process saw the group's last reconcile succeed, so
+	// a stored run (status.reconcileFailures) read from a cache that has
+	// not caught up with the success is not taken up again.
+	succeeded bool
 }
 
 // newFailureBackoff returns a backoff from base to ceiling; zero values mean
@@ -42,19 +48,26 @@ func newFailureBackoff(base, ceiling time.Duration) *failureBackoff {
 // failed records one more failure of key at generation and returns how long
 // to wait before the next attempt.
 func (b *failureBackoff) failed(key types.NamespacedName, generation int64) time.Duration {
-	delay, _, _ := b.record(key, generation, time.Now())
+	delay, _, _ := b.record(key, generation, time.Now(), nil)
 	return delay
 }
 
 // record is failed that also returns the failures of the current run (this
 // one included) and when the run's first failure happened (now for the
-// first): what persistence judges (see transient.go).
-func (b *failureBackoff) record(key types.NamespacedName, generation int64, now time.Time) (time.Duration, int, time.Time) {
+// first): what persistence judges (see transient.go). stored is the run
+// the group's status records (status.reconcileFailures, nil: none): when
+// this process counted fewer failures of the same generation (it started
+// after them) and has not seen the group succeed since, the run goes on
+// from it.
+func (b *failureBackoff) record(key types.NamespacedName, generation int64, now time.Time, stored *v1alpha1.ReconcileFailures) (time.Duration, int, time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.groups[key]
 	if c.generation != generation || c.failures == 0 {
-		c = failureCount{generation: generation, since: now}
+		c = failureCount{generation: generation, since: now, succeeded: c.succeeded && c.generation == generation}
+	}
+	if stored != nil && !c.succeeded && stored.Generation == generation && stored.Attempts > c.failures {
+		c.failures, c.since = stored.Attempts, stored.Since.Time
 	}
 	delay := b.base
 	for i := 0; i < c.failures && delay < b.max; i++ {
@@ -65,8 +78,15 @@ func (b *failureBackoff) record(key types.NamespacedName, generation int64, now 
 	return min(delay, b.max), c.failures, c.since
 }
 
-// succeeded forgets key's failures.
-func (b *failureBackoff) succeeded(key types.NamespacedName) {
+// succeeded forgets key's failures at generation.
+func (b *failureBackoff) succeeded(key types.NamespacedName, generation int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.groups[key] = failureCount{generation: generation, succeeded: true}
+}
+
+// forget drops key (the group is gone).
+func (b *failureBackoff) forget(key types.NamespacedName) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.groups, key)

@@ -27,7 +27,7 @@ func TestFailureBackoffDoublesToItsCapAndResetsOnSpecChange(t *testing.T) {
 	if d := b.failed(other, 1); d != time.Second {
 		t.Errorf("another group's first failure waits %s, want 1s", d)
 	}
-	b.succeeded(key)
+	b.succeeded(key, 2)
 	if d := b.failed(key, 2); d != time.Second {
 		t.Errorf("after a success the delay is %s, want 1s", d)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
 // unwindHeld gives back what a group the admission gate holds keeps from
@@ -22,9 +24,13 @@ import (
 // as it would be if the group were not held; the rotation itself waits.
 // The instances come from the provisioner's listing
 // (providers.InstanceLister); a provisioner without one only releases the
-// slot. Surge capacity stays recorded and is given back once the group is
-// admitted again (Settle). A node-health error is returned after the slot
-// is released.
+// slot. Surge capacity the rotation added (status.surgeCapacity, or a
+// give-back under way) is given back while held, through the path a
+// finished rotation uses (RollingUpdate.Settle: chosen nodes drained, then
+// terminated with a capacity decrement, never below minSize), with the
+// sizes read without applying the spec (providers.SizeReader); the nodes
+// it drains are not uncordoned. A node-health error is returned after the
+// slot is released.
 //
 // It is called only for a group whose stored spec was admitted under
 // earlier boundaries (ReasonBoundariesStale): one stored without
@@ -43,15 +49,45 @@ func (r *InstanceGroupReconciler) unwindHeld(ctx context.Context, ig *v1alpha1.I
 		if err != nil {
 			return err
 		}
-		names, err := r.releaseDrains(ctx, ig, obs, nodes)
+		rot, _ := prov.(providers.Rotator)
+		sizes, _ := prov.(providers.SizeReader)
+		settle := r.Rolling != nil && rot != nil && sizes != nil &&
+			(ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 || upgrade.GivingBack(obs, nodes))
+		if settle {
+			minSize, desired, found, err := sizes.Sizes(ctx, ig)
+			if err != nil {
+				return fmt.Errorf("reading the sizes of held group %s to give its surge back: %w", key, err)
+			}
+			obs.Min, obs.Desired, settle = minSize, desired, found
+		}
+		// The nodes being drained to give surge back go on draining (the
+		// give-back below); every other drain of the rotation is stopped.
+		release := nodes
+		if settle {
+			release = map[string]*corev1.Node{}
+			for id, n := range nodes {
+				if n.Annotations[upgrade.AnnotationSurge] != "true" {
+					release[id] = n
+				}
+			}
+		}
+		names, err := r.releaseDrains(ctx, ig, obs, release)
 		if err != nil {
 			return err
 		}
 		if len(names) > 0 {
 			log.FromContext(ctx).Info("held group: uncordoned the nodes its rotation had cordoned", "nodes", names)
 		}
+		if settle {
+			msg, err := r.Rolling.Settle(ctx, ig, obs, nodes, rot)
+			if err != nil {
+				return fmt.Errorf("giving back the surge of held group %s: %w", key, err)
+			}
+			if msg != "" {
+				log.FromContext(ctx).Info("held group: giving its surge back", "message", msg)
+			}
+		}
 		if r.NodeHealth != nil {
-			rot, _ := prov.(providers.Rotator)
 			if _, err := r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
 				healthErr = fmt.Errorf("node health of held group %s: %w", key, err)
 			}

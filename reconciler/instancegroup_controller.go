@@ -131,6 +131,9 @@ func (r *InstanceGroupReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Client.Get(ctx, req.NamespacedName, ig); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.owners.forget(req.NamespacedName)
+			if r.backoff != nil {
+				r.backoff.forget(req.NamespacedName)
+			}
 			if r.Rolling != nil && r.Rolling.Drains != nil {
 				r.Rolling.Drains.Cancel(req.NamespacedName)
 			}
@@ -438,6 +441,8 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 	st.Strategy = ig.Spec.Strategy.Type
 	st.NodesUpdated, st.NodesTotal = progress.Updated, progress.Total
 	st.NodesInService, st.NodesReady = inService, readyNodes
+	st.CreateFailure = obs.CreateFailure
+	st.ReconcileFailures = nil // this pass succeeded
 
 	setCondition(ig, v1alpha1.ConditionNodesReady, readyNodes == inService && inService > 0 || obs.Managed && obs.Active,
 		"NodesReady", fmt.Sprintf("%d of %d in-service instance(s) have Ready nodes", readyNodes, inService))
@@ -515,7 +520,7 @@ func (r *InstanceGroupReconciler) report(ctx context.Context, before, ig *v1alph
 			return ctrl.Result{}, err
 		}
 	}
-	r.backoff.succeeded(client.ObjectKeyFromObject(ig))
+	r.backoff.succeeded(client.ObjectKeyFromObject(ig), ig.Generation)
 	if written {
 		r.replacementEvents(before, ig, obs)
 		r.launchFailureEvent(before, ig, obs)
@@ -544,7 +549,16 @@ func (r *InstanceGroupReconciler) hold(ctx context.Context, ig *v1alpha1.Instanc
 
 // fail records an error state with a Warning Event.
 func (r *InstanceGroupReconciler) fail(ctx context.Context, ig *v1alpha1.InstanceGroup, reason, msg string) error {
+	return r.failCounted(ctx, ig, reason, msg, nil)
+}
+
+// failCounted is fail that also stores run as status.reconcileFailures
+// (nil: left as it is).
+func (r *InstanceGroupReconciler) failCounted(ctx context.Context, ig *v1alpha1.InstanceGroup, reason, msg string, run *v1alpha1.ReconcileFailures) error {
 	before := ig.DeepCopy()
+	if run != nil {
+		ig.Status.ReconcileFailures = run
+	}
 	ig.Status.CurrentState = v1alpha1.StateError
 	ig.Status.ObservedGeneration = ig.Generation
 	// The condition holds the message without per-call noise (request

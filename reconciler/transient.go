@@ -43,12 +43,24 @@ const (
 // observed generation as they are and sets the Degraded condition with the
 // cause (degrade); anything else is an Error (fail). Either way the group
 // is retried after the failure backoff.
+//
+// The run of transient failures (attempts, since when) is stored as
+// status.reconcileFailures with the condition, up to TransientAttempts
+// attempts (what persistence judges; beyond, the status is not rewritten
+// on every retry), and read back when this process has fewer for the
+// group (a restart, a new leader), so that a transient failure reaches
+// its Error threshold across restarts and the backoff goes on from there.
 func (r *InstanceGroupReconciler) failure(ctx context.Context, ig *v1alpha1.InstanceGroup, reason string, err error) (ctrl.Result, error) {
-	delay, attempts, since := r.backoff.record(client.ObjectKeyFromObject(ig), ig.Generation, r.now())
-	if providers.IsTransient(err) && !r.persistent(attempts, since) {
-		return ctrl.Result{RequeueAfter: delay}, r.degrade(ctx, ig, reason, err, attempts, since)
+	delay, attempts, since := r.backoff.record(client.ObjectKeyFromObject(ig), ig.Generation, r.now(), ig.Status.ReconcileFailures)
+	var run *v1alpha1.ReconcileFailures
+	transient := providers.IsTransient(err)
+	if transient && attempts <= r.transientAttempts() {
+		run = &v1alpha1.ReconcileFailures{Generation: ig.Generation, Attempts: attempts, Since: metav1.NewTime(since.Truncate(time.Second))}
 	}
-	if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
+	if transient && !r.persistent(attempts, since) {
+		return ctrl.Result{RequeueAfter: delay}, r.degrade(ctx, ig, reason, err, attempts, since, run)
+	}
+	if ferr := r.failCounted(ctx, ig, reason, err.Error(), run); ferr != nil {
 		return ctrl.Result{}, ferr
 	}
 	return ctrl.Result{RequeueAfter: delay}, nil
@@ -57,21 +69,30 @@ func (r *InstanceGroupReconciler) failure(ctx context.Context, ig *v1alpha1.Inst
 // persistent reports whether a failure seen attempts times since since has
 // lasted both TransientAttempts attempts and TransientGrace.
 func (r *InstanceGroupReconciler) persistent(attempts int, since time.Time) bool {
-	limit, grace := r.TransientAttempts, r.TransientGrace
-	if limit <= 0 {
-		limit = defaultTransientAttempts
-	}
+	limit, grace := r.transientAttempts(), r.TransientGrace
 	if grace <= 0 {
 		grace = defaultTransientGrace
 	}
 	return attempts >= limit && r.now().Sub(since) >= grace
 }
 
+// transientAttempts is TransientAttempts or its default.
+func (r *InstanceGroupReconciler) transientAttempts() int {
+	if r.TransientAttempts <= 0 {
+		return defaultTransientAttempts
+	}
+	return r.TransientAttempts
+}
+
 // degrade records a transient failure: the Degraded condition (reason the
-// step's, message the cause without per-call noise and since when), a
-// Warning Event with the full text; the state is left alone.
-func (r *InstanceGroupReconciler) degrade(ctx context.Context, ig *v1alpha1.InstanceGroup, reason string, err error, attempts int, since time.Time) error {
+// step's, message the cause without per-call noise and since when), the
+// run of failures (status.reconcileFailures, when run is not nil), a Warning Event with the
+// full text; the state is left alone.
+func (r *InstanceGroupReconciler) degrade(ctx context.Context, ig *v1alpha1.InstanceGroup, reason string, err error, attempts int, since time.Time, run *v1alpha1.ReconcileFailures) error {
 	before := ig.DeepCopy()
+	if run != nil {
+		ig.Status.ReconcileFailures = run
+	}
 	setCondition(ig, v1alpha1.ConditionDegraded, true, reason, fmt.Sprintf("transient failure, retrying (failing since %s): %s",
 		since.UTC().Format(time.RFC3339), stableMessage(err.Error())))
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDegraded, "Reconcile", "%s (transient, attempt %d): %v", reason, attempts, err)

@@ -298,6 +298,26 @@ type InstanceGroupStatus struct {
 	// +optional
 	SurgeBaseCapacity int `json:"surgeBaseCapacity,omitempty"`
 
+	// CreateFailure records the group's EKS managed node group
+	// (eks-managed) or Fargate profile (eks-fargate) that ended in
+	// CREATE_FAILED, which EKS never retries: the controller deletes it
+	// after a backoff (30 s doubling per failed creation in a row, up to
+	// 15 min) and creates it again. Kept in the status so that a restarted
+	// controller, or a new leader, continues the backoff instead of
+	// deleting the resource at once. Nil once the resource is ACTIVE.
+	// +optional
+	CreateFailure *CreateFailure `json:"createFailure,omitempty"`
+
+	// ReconcileFailures records the run of failed reconciles the group is
+	// in (cleared by the next successful one): a transient failure
+	// (throttling, eventual consistency) leaves the group Degraded until
+	// the run has lasted both the controller's transient attempts and
+	// grace, and the retries are spaced by the failure backoff from it.
+	// Kept in the status so that a restarted controller, or a new leader,
+	// continues the run instead of starting it again.
+	// +optional
+	ReconcileFailures *ReconcileFailures `json:"reconcileFailures,omitempty"`
+
 	// Boundaries says which revision of the boundary ConfigMap the spec
 	// was computed from, and which newer one the group waits for while a
 	// progressive rollout holds it back.
@@ -354,6 +374,35 @@ type RotationBatch struct {
 	// rotation stops.
 	// +optional
 	NeverJoined []string `json:"neverJoined,omitempty"`
+}
+
+// CreateFailure is a node group or Fargate profile in CREATE_FAILED
+// (status.createFailure).
+type CreateFailure struct {
+	// Name is the EKS managed node group or Fargate profile.
+	Name string `json:"name"`
+	// CreatedAt is EKS's creation time (createdAt) of the failed
+	// incarnation last seen, at second precision: a resource created again
+	// that fails again has another one, and counts as one more failure.
+	CreatedAt metav1.Time `json:"createdAt"`
+	// Since is when the controller first saw that incarnation in
+	// CREATE_FAILED; it is deleted one backoff after.
+	Since metav1.Time `json:"since"`
+	// Attempts counts the failed incarnations in a row, the last one
+	// included (1 or more).
+	Attempts int `json:"attempts"`
+}
+
+// ReconcileFailures is a run of failed reconciles of a group
+// (status.reconcileFailures).
+type ReconcileFailures struct {
+	// Generation is the metadata.generation the run failed at; a spec
+	// change starts a new run.
+	Generation int64 `json:"generation"`
+	// Attempts counts the failed reconciles of the run (1 or more).
+	Attempts int `json:"attempts"`
+	// Since is when the run's first failure happened.
+	Since metav1.Time `json:"since"`
 }
 
 // BoundariesStatus is the boundaries revision of a group (see the boundary

@@ -601,9 +601,30 @@ func (p *Provisioner) Instances(ctx context.Context, ig *v1alpha1.InstanceGroup)
 			LifecycleState: string(in.LifecycleState),
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
 			PrivateDNSName: dnsNames[id],
+			Weight:         instanceWeight(in, nil), // as Auto Scaling reports it
 		})
 	}
 	return out, nil
+}
+
+// Sizes implements providers.SizeReader: MinSize and DesiredCapacity from
+// the cluster's shared Auto Scaling listing (DescribeAutoScalingGroups, at
+// most one listing period old); found is false for a group that does not
+// exist or that another owner tagged.
+func (p *Provisioner) Sizes(ctx context.Context, ig *v1alpha1.InstanceGroup) (int, int, bool, error) {
+	if configured(ig) != nil {
+		return 0, 0, false, nil
+	}
+	c := ig.Spec.EKS.Configuration
+	name := groupName(ig)
+	current, _, err := p.groupCache(c.ClusterName).Get(ctx, name)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
+	}
+	if current == nil || ownerOf(ig).Check("Auto Scaling group", name, asgTagMap(current.Tags)) != nil {
+		return 0, 0, false, nil
+	}
+	return int(awssdk.ToInt32(current.MinSize)), int(awssdk.ToInt32(current.DesiredCapacity)), true, nil
 }
 
 // FreshInstances implements providers.FreshLister: one

@@ -44,7 +44,8 @@ type Provisioner struct {
 	aws   *awsp.Clients
 	opts  Options
 	names profileNames
-	// failures paces the re-creation of profiles in CREATE_FAILED.
+	// failures paces the re-creation of profiles in CREATE_FAILED (its
+	// count is in the group's status, see Observation.CreateFailure).
 	failures providers.CreateFailures
 }
 
@@ -143,7 +144,17 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // *providers.SpecError for unknown subnets, a missing role or cluster, or
 // a profile of the same name that another owner tagged; other failures
 // are wrapped with the EKS operation and profile name.
-func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
+func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+	obs, err := p.apply(ctx, ig)
+	if obs != nil && obs.CreateFailure == nil && !obs.Active {
+		// Deleted to be created again, being created: the count of
+		// failed creations goes on until the profile is ACTIVE.
+		obs.CreateFailure = ig.Status.CreateFailure.DeepCopy()
+	}
+	return obs, err
+}
+
+func (p *Provisioner) apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
@@ -211,7 +222,6 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	var notes []string
 	switch cur.Status {
 	case ekstypes.FargateProfileStatusActive:
-		p.failures.Forget(f.ClusterName + "/" + name)
 		obs.Active = true
 		if len(old) == 0 {
 			reads.Store(gid, stageSteady, name, true)
@@ -241,10 +251,11 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		obs.Updating = true
 		notes = append(notes, fmt.Sprintf("Fargate profile %s is being DELETED outside instance-manager; it will be created again", name))
 	case ekstypes.FargateProfileStatusCreateFailed:
-		note, deleting, err := p.recreate(ctx, f.ClusterName, cur)
+		note, rec, deleting, err := p.recreate(ctx, ig, f.ClusterName, cur)
 		if err != nil {
 			return nil, err
 		}
+		obs.CreateFailure = rec
 		obs.Updating = deleting // it is created again once gone
 		notes = append(notes, note)
 		if len(old) > 0 {

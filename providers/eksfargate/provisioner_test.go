@@ -36,6 +36,7 @@ func apply(t *testing.T, p *Provisioner, ig *v1alpha1.InstanceGroup) *providers.
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
+	ig.Status.CreateFailure = obs.CreateFailure // as the reconciler stores it
 	return obs
 }
 
@@ -111,9 +112,17 @@ func TestApplyKeepsTheOldProfileWhenTheNewOneFails(t *testing.T) {
 	if f.profiles[first] == nil {
 		t.Fatal("the old profile was deleted although its replacement failed")
 	}
+	// A restarted controller (nothing but the stored status) goes on
+	// waiting rather than deleting the failed profile at once.
+	now = now.Add(30 * time.Second)
+	p = New(p.aws, p.opts)
+	p.failures = providers.CreateFailures{Base: time.Minute, Now: func() time.Time { return now }}
+	if obs = apply(t, p, ig); f.takeCalls() != nil || !strings.Contains(obs.Message, "in 30s") {
+		t.Fatalf("after a restart: observation %+v, want the backoff continued", obs)
+	}
 	// After the backoff the failed profile (only) is deleted, to be
 	// created again once gone.
-	now = now.Add(time.Minute)
+	now = now.Add(30 * time.Second)
 	obs = apply(t, p, ig)
 	if calls := f.takeCalls(); len(calls) != 1 || !strings.Contains(calls[0], second) || !obs.Updating {
 		t.Fatalf("after the backoff: calls %v, observation %+v", calls, obs)

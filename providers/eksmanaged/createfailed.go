@@ -10,6 +10,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 )
 
@@ -17,17 +18,20 @@ import (
 // retries (an IAM role not yet usable, a quota or capacity refusal): the
 // first sighting of each failed incarnation is a Warning Event
 // (providers.ReasonCreateFailed) with the health issues EKS reports; after
-// the backoff of providers.CreateFailures it is deleted (EKS
+// the backoff of providers.CreateFailures (counted in
+// status.createFailure, so a restart continues it) it is deleted (EKS
 // DeleteNodegroup) once the Nodes that joined before the failure are
 // drained (drainBeforeDelete), and once gone Apply creates it again. Until then the
 // observation says why it is not Ready and when it is deleted. The
 // retiring node groups, if any, keep serving meanwhile.
-func (p *Provisioner) recreate(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
+func (p *Provisioner) recreate(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup) (*providers.Observation, error) {
 	name := awssdk.ToString(target.NodegroupName)
 	obs := observe(target, "")
 	obs.Retiring = groupNames(retiring)
 	why := fmt.Sprintf("EKS node group %s failed to create (%s)", name, issues(target))
-	first, wait, attempt := p.failures.Observe(want.cluster+"/"+name, awssdk.ToTime(target.CreatedAt))
+	rec, first, wait := p.failures.Observe(ig.Status.CreateFailure, name, awssdk.ToTime(target.CreatedAt))
+	obs.CreateFailure = rec
+	attempt := rec.Attempts
 	if first {
 		providers.Emit(ctx, corev1.EventTypeWarning, providers.ReasonCreateFailed, "%s; failure %d in a row: it is deleted and created again in %s",
 			why, attempt, wait.Round(time.Second))

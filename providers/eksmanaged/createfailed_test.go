@@ -24,13 +24,19 @@ func TestCreateFailedNodegroupIsDeletedAndCreatedAgainWithBackoff(t *testing.T) 
 	e.p.failures = providers.CreateFailures{Base: time.Minute, Max: 10 * time.Minute, Now: func() time.Time { return now }}
 	var events []string
 	ctx := providers.WithEvents(context.Background(), func(typ, reason, msg string) { events = append(events, typ+" "+reason+": "+msg) })
+	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, InstanceType: "m5.large"})
 	apply := func() *providers.Observation {
 		t.Helper()
-		obs, err := e.p.Apply(ctx, managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, InstanceType: "m5.large"}))
+		obs, err := e.p.Apply(ctx, ig)
 		if err != nil {
 			t.Fatalf("Apply: %v", err)
 		}
+		record(ig, obs) // the status, as the reconciler stores it
 		return obs
+	}
+	restart := func() { // a new controller: nothing but the stored status
+		e.p = New(e.p.aws, nil, e.nodes, Options{})
+		e.p.failures = providers.CreateFailures{Base: time.Minute, Max: 10 * time.Minute, Now: func() time.Time { return now }}
 	}
 	fail := func(created time.Time) {
 		ng := e.eks.groups[ngName]
@@ -45,15 +51,20 @@ func TestCreateFailedNodegroupIsDeletedAndCreatedAgainWithBackoff(t *testing.T) 
 	fail(now)
 	for i, step := range []struct {
 		advance time.Duration
+		restart bool
 		calls   []string
 		message string
 		events  int
 	}{
-		{0, nil, "deleting it to create it again in 1m0s", 1},
-		{30 * time.Second, nil, "in 30s", 1}, // one Event per failed node group
-		{30 * time.Second, []string{"DeleteNodegroup " + ngName}, "deleting it to create it again (failure 1 in a row)", 1},
+		{0, false, nil, "deleting it to create it again in 1m0s", 1},
+		{30 * time.Second, false, nil, "in 30s", 1}, // one Event per failed node group
+		{10 * time.Second, true, nil, "in 20s", 1},  // a restarted controller goes on waiting, no new Event
+		{20 * time.Second, false, []string{"DeleteNodegroup " + ngName}, "deleting it to create it again (failure 1 in a row)", 1},
 	} {
 		now = now.Add(step.advance)
+		if step.restart {
+			restart()
+		}
 		obs := apply()
 		if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, step.calls) {
 			t.Fatalf("step %d: calls %v, want %v", i, calls, step.calls)
@@ -70,11 +81,21 @@ func TestCreateFailedNodegroupIsDeletedAndCreatedAgainWithBackoff(t *testing.T) 
 	if calls := e.eks.takeCalls(); !reflect.DeepEqual(calls, []string{"CreateNodegroup " + ngName}) {
 		t.Fatalf("calls once the failed node group is gone: %v, want it created again", calls)
 	}
-	// Created again, failed again: twice the wait, a second Event.
+	if ig.Status.CreateFailure == nil || ig.Status.CreateFailure.Attempts != 1 {
+		t.Fatalf("while created again the record is %+v, want it kept (1 failure)", ig.Status.CreateFailure)
+	}
+	// Created again, failed again, after a restart: twice the wait, a
+	// second Event.
+	restart()
 	fail(now.Add(time.Second))
 	obs := apply()
 	if !strings.Contains(obs.Message, "in 2m0s (failure 2 in a row)") || len(events) != 2 {
 		t.Fatalf("second failure: %q, events %q", obs.Message, events)
+	}
+	// ACTIVE at last: the record is cleared.
+	e.eks.groups[ngName].Status = ekstypes.NodegroupStatusActive
+	if apply(); ig.Status.CreateFailure != nil {
+		t.Fatalf("record %+v once ACTIVE, want none", ig.Status.CreateFailure)
 	}
 }
 

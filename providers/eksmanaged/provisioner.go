@@ -59,7 +59,8 @@ type Provisioner struct {
 	// templates remembers launch templates whose ownership was checked:
 	// "<name>/<group uid>" -> template id.
 	templates sync.Map
-	// failures paces the re-creation of node groups in CREATE_FAILED.
+	// failures paces the re-creation of node groups in CREATE_FAILED
+	// (its count is in the group's status).
 	failures providers.CreateFailures
 	// versions are the version updates sent, by "<cluster>/<name>".
 	versions versionUpdates
@@ -149,10 +150,18 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	target, retiring := pick(ig, found.groups, want)
+	var obs *providers.Observation
 	if target == nil {
-		return p.create(ctx, ig, want, found, retiring)
+		obs, err = p.create(ctx, ig, want, found, retiring)
+	} else {
+		obs, err = p.converge(ctx, ig, want, target, retiring)
 	}
-	return p.converge(ctx, ig, want, target, retiring)
+	if obs != nil && obs.CreateFailure == nil && !obs.Active {
+		// Deleted to be created again, being created: the count goes on
+		// until a node group is ACTIVE (recreate sets it).
+		obs.CreateFailure = ig.Status.CreateFailure.DeepCopy()
+	}
+	return obs, err
 }
 
 // find returns the group's node groups: the one Reads keeps as found
@@ -269,9 +278,7 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	want.name = awssdk.ToString(target.NodegroupName)
 	switch target.Status {
 	case ekstypes.NodegroupStatusCreateFailed:
-		return p.recreate(ctx, want, target, retiring)
-	case ekstypes.NodegroupStatusActive:
-		p.failures.Forget(want.cluster + "/" + want.name)
+		return p.recreate(ctx, ig, want, target, retiring)
 	}
 	var done []string
 	if s := target.Status; s == ekstypes.NodegroupStatusActive || s == ekstypes.NodegroupStatusDegraded || s == ekstypes.NodegroupStatusUpdating {

@@ -22,6 +22,7 @@ func record(ig *v1alpha1.InstanceGroup, obs *providers.Observation) {
 	ig.Status.Provisioner = v1alpha1.ProvisionerEKSManaged
 	ig.Status.ActiveScalingGroupName = obs.GroupName
 	ig.Status.RetiringScalingGroupNames = obs.Retiring
+	ig.Status.CreateFailure = obs.CreateFailure
 }
 
 // step applies, records the status and returns the observation and the

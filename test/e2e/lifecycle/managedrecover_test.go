@@ -19,7 +19,8 @@ import (
 // create-failures tag, test/env/motoserver.py: EKS leaves one whose
 // instances cannot launch there and never retries it) is reported with
 // EKS's health issue in a CreateFailed Event, deleted after the backoff
-// (30 s) and created again: the group becomes Ready (review 2026-11-26 M10).
+// (30 s, counted in status.createFailure) and created again: the group
+// becomes Ready and the record is cleared (review 2026-11-26 M10).
 func TestManagedNodeGroupCreateFailedIsCreatedAgain(t *testing.T) {
 	suite.Require(t)
 	g := NewWithT(t)
@@ -44,10 +45,14 @@ func TestManagedNodeGroupCreateFailedIsCreatedAgain(t *testing.T) {
 	_, err := harness.WaitForEvent(ctx, suite.Admin, ns, "workers", providers.ReasonCreateFailed, "AsgInstanceLaunchFailures: Could not launch On-Demand Instances", time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(harness.Condition(suite.Get(t, ig), v1alpha1.ConditionReady)).NotTo(Equal(metav1.ConditionTrue))
+	// The backoff is counted in the status (a restart continues it).
+	g.Eventually(func() *v1alpha1.CreateFailure { return suite.Get(t, ig).Status.CreateFailure }, 30*time.Second, time.Second).
+		Should(And(Not(BeNil()), HaveField("Attempts", 1)))
 
 	ready := suite.WaitReady(t, ig, 3*time.Minute)
 	name := ownership.Name(ownership.LimitNodegroup, suite.Cloud.Cluster, ns, "workers")
 	g.Expect(ready.Status.ActiveScalingGroupName).To(Equal(name))
+	g.Expect(ready.Status.CreateFailure).To(BeNil(), "the record is cleared once the node group is ACTIVE")
 	ng, err := describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
