@@ -19,6 +19,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // surgedLister is a group of four in-service instances (i-0 to i-3), one
@@ -106,7 +107,7 @@ func TestAHeldGroupGivesItsSurgeBackThroughTheDrainPath(t *testing.T) {
 				Client: cl, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 				Rolling: &upgrade.RollingUpdate{Drainer: &upgrade.Drainer{Kube: srv.Kube, Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now},
 					Recorder: recorder, Client: cl},
-				Slots: &upgrade.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
+				Slots: &fakeslots.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
 				backoff: newFailureBackoff(time.Second, time.Minute),
 			}
 			key := client.ObjectKeyFromObject(ig)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // A transient failure that persists reaches Error, and its retries keep
@@ -53,7 +53,7 @@ func TestTransientFailureRunSurvivesRestarts(t *testing.T) {
 		r := &InstanceGroupReconciler{ // a new controller each time
 			Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: prov},
 			Recorder: events.NewFakeRecorder(100), PollInterval: time.Second, ResyncInterval: time.Minute,
-			backoff: newFailureBackoff(time.Second, 5*time.Minute), Slots: &upgrade.Slots{Max: func() int { return 5 }},
+			backoff: newFailureBackoff(time.Second, 5*time.Minute), Slots: &fakeslots.Slots{Max: func() int { return 5 }},
 			TransientAttempts: 3, TransientGrace: 5 * time.Minute, Now: func() time.Time { return clock },
 		}
 		res, err := r.Reconcile(context.Background(), req)
@@ -135,7 +135,7 @@ func TestCreateFailureRecordIsStoredInTheStatus(t *testing.T) {
 	r := &InstanceGroupReconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: prov},
 		Recorder: events.NewFakeRecorder(100), PollInterval: time.Second, ResyncInterval: time.Minute,
-		backoff: newFailureBackoff(time.Second, time.Minute), Slots: &upgrade.Slots{Max: func() int { return 5 }},
+		backoff: newFailureBackoff(time.Second, time.Minute), Slots: &fakeslots.Slots{Max: func() int { return 5 }},
 	}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
 	for _, want := range []*v1alpha1.CreateFailure{prov.rec, nil} {
