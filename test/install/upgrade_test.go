@@ -12,8 +12,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -78,6 +80,11 @@ func TestHelmUpgradeFromPreviousChart(t *testing.T) {
 	if slices.Contains(oldColumns, "Nodes") {
 		t.Fatalf("the previous chart's CRD already has the Nodes column (%v): the fixture does not exercise a CRD change", oldColumns)
 	}
+	// The previous release's image kept upgrade slots in memory when its
+	// chart granted no Lease rights; this image refuses to be ready without
+	// them (readiness check upgrade-slots). The replica here runs this
+	// image, so it gets them out of band, standing in for the old image.
+	grantSlotLeases(t, admin, old)
 	replica, err := install.StartManager(ctx, e, old, install.ManagerOptions{Dir: t.TempDir(), LogWriter: logs})
 	if err != nil {
 		t.Fatalf("the previous release's replica: %v", err)
@@ -192,4 +199,22 @@ func printerColumns(t *testing.T, c client.Client) []string {
 		}
 	}
 	return names
+}
+
+// grantSlotLeases lets the release's service account keep the upgrade slot
+// Leases in its namespace (what the current chart's Role grants).
+func grantSlotLeases(t *testing.T, admin client.Client, r *install.Release) {
+	t.Helper()
+	meta := metav1.ObjectMeta{Namespace: r.Namespace, Name: "test-upgrade-slot-leases"}
+	role := &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "list", "update", "delete"},
+	}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: meta,
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: meta.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: r.Namespace, Name: r.ServiceAccount()}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := admin.Create(t.Context(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("granting the previous release's replica the slot Leases: %v", err)
+		}
+	}
 }
