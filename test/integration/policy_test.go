@@ -227,6 +227,10 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 	g.Expect(a.client.Create(ctx, shortIG("team-fan-a", "two"))).To(Succeed())
 	g.Expect(b.client.Create(ctx, shortIG("team-fan-b", "three"))).To(Succeed())
 	excluded := fullIG("team-fan-x", "system-group")
+	// The example's cluster: opting the namespace back in must not move a
+	// group whose identity is recorded to another cluster (refused,
+	// TestAttack14ProvisionerSwitchWithResourcesIsRefused).
+	excluded.Spec.EKS.Configuration.ClusterName = lpHomeCluster
 	g.Expect(x.client.Create(ctx, excluded)).To(Succeed())
 	g.Expect(getIG(t, "team-fan-x", "system-group").Spec.EKS.Configuration.Image).To(Equal("ami-0aaaaaaaaaaaaaaaa"))
 	// The fan-out announces a move from one boundaries revision to another
