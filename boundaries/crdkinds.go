@@ -66,7 +66,7 @@ var KnownCRDKinds = map[GroupKind]CRDKindFacts{
 // DefaultCRDKinds is what the crd strategy may create when the ConfigMap
 // has no crdStrategy: nothing. Every allowed kind's controller acts with
 // its own rights on what tenants write, so an admin opts in per kind after
-// reviewing it (README, "The crd strategy").
+// reviewing it (docs/upgrades.md, "The crd strategy: which kinds to allow").
 var DefaultCRDKinds []CRDKind
 
 // forbiddenCRDGroups may never be created by the crd strategy, whatever

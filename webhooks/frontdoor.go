@@ -21,8 +21,7 @@ const (
 	// DefaultSourceRate and DefaultSourceBurst bound the requests of one
 	// source address, per second: the API server is one or a few sources
 	// carrying every admission, so the bound is far above what it sends
-	// (the README's Performance section measures bursts of 50 creates in
-	// flight) and only stops a flood.
+	// (docs/performance.md measures bursts of 50 creates in flight) and only stops a flood.
 	DefaultSourceRate  = 200
 	DefaultSourceBurst = 400
 	// maxTrackedSources bounds the per-source buckets kept.

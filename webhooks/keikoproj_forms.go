@@ -9,7 +9,7 @@ import (
 )
 
 // Where keikoproj instance-manager's API gives a spec field another shape
-// or name than ours (README "Compatibility with keikoproj
+// or name than ours (docs/compatibility.md, "Compatibility with keikoproj
 // instance-manager"), the CRD accepts both and NormalizeForms turns the
 // original's into ours before the effective spec is computed, so the
 // stored spec is the same as if the tenant had written ours. The

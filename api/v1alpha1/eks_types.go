@@ -39,7 +39,8 @@ type EKSSpec struct {
 	Configuration *EKSConfiguration `json:"configuration,omitempty"`
 
 	// NodeHealth replaces instances whose nodes do not become Ready or stop
-	// being Ready (README "Node health"). Defaults apply when absent.
+	// being Ready (docs/autoscaling.md, "Node health"). Defaults apply when
+	// absent.
 	// +optional
 	NodeHealth *NodeHealthSpec `json:"nodeHealth,omitempty"`
 }

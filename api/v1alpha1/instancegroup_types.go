@@ -258,7 +258,7 @@ type InstanceGroupStatus struct {
 	// NodesReady is how many of its InService instances have a Ready
 	// node; the NodesReady condition is True when it equals a non-zero
 	// NodesInService. A progressive rollout judges a group healthy only
-	// when every InService instance has a Ready node (see README,
+	// when every InService instance has a Ready node (see docs/upgrades.md,
 	// Progressive rollouts).
 	// +optional
 	NodesReady int `json:"nodesReady,omitempty"`

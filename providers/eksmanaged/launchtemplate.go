@@ -33,7 +33,7 @@ import (
 // no security groups (EKS adds the cluster's), and the node group gets
 // neither diskSize nor remoteAccess. EKS prohibits remoteAccess with a
 // launch template, so a group with keyPairName keeps EKS's template (see
-// README).
+// docs/concepts.md, "How the eks-managed provisioner builds a group").
 
 // templateDescriptionPrefix starts the description of every version the
 // controller writes, followed by the hash of its launchSettings.

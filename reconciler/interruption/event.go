@@ -10,7 +10,8 @@ import (
 type Kind string
 
 // The kinds of message the queue carries (the EventBridge rules of the
-// README's setup send these four detail-types). KindOther is a valid
+// setup in docs/autoscaling.md, "Interruption queue", send these four
+// detail-types). KindOther is a valid
 // EventBridge event of another detail-type: deleted, nothing done.
 const (
 	KindLifecycle   Kind = "lifecycle_terminate"

@@ -1,6 +1,7 @@
 // Package interruption reads the optional interruption queue: an SQS
-// queue that EventBridge rules feed with four kinds of event (the README's
-// "Interruption queue" gives the queue, its policy and the rules). It runs
+// queue that EventBridge rules feed with four kinds of event
+// (docs/autoscaling.md, "Interruption queue", gives the queue, its policy
+// and the rules). It runs
 // on the leader only, when the manager has --interruption-queue.
 //
 //   - "EC2 Instance-terminate Lifecycle Action" (aws.autoscaling) of the

@@ -77,7 +77,7 @@ func TestSection3UnreviewedCRDKindIsWarned(t *testing.T) {
 
 // Section 3 (namespaces quota entry): a quotas.namespaces entry replaces
 // perNamespace whole, so the bounds it leaves out are none for that
-// namespace (the README's own example kept only maxGroups). As admin:
+// namespace (the example in docs/boundaries.md, "Quotas", kept only maxGroups). As admin:
 // admitted with a warning naming the entry and the bounds it drops.
 func TestSection3NamespaceQuotaEntryDroppingBoundsIsWarned(t *testing.T) {
 	requireEnv(t)

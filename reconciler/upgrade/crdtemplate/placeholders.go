@@ -36,7 +36,8 @@ var placeholders = []placeholder{
 // name (253), launch template name (128) and version.
 const maxValue = 255
 
-// PlaceholderList names the placeholders for messages and the README.
+// PlaceholderList names the placeholders for messages and the docs
+// (docs/upgrades.md, "The crd strategy").
 func PlaceholderList() string {
 	names := make([]string, len(placeholders))
 	for i, p := range placeholders {
