@@ -3,13 +3,10 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -67,42 +64,10 @@ func (d groupDisruptions) EvictPods(ctx context.Context, key, value string) (pro
 	if d.r.Rolling == nil || d.r.Rolling.Drainer == nil {
 		return providers.Retirement{Done: true}, nil // no drainer configured (tests of other paths)
 	}
-	drainer := d.r.Rolling.Drainer
-	pods, err := drainer.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{key: value}).String()})
+	nodes, unbound, err := d.r.Rolling.Drainer.PodNodes(ctx, d.r.Client, key, value)
 	if err != nil {
-		return providers.Retirement{}, fmt.Errorf("listing the pods labelled %s=%s to evict: %w", key, value, err)
+		return providers.Retirement{}, err
 	}
-	var nodes []*corev1.Node
-	var unbound []string
-	seen := map[string]bool{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		name := p.Namespace + "/" + p.Name
-		if p.Spec.NodeName == "" {
-			if gone, refusal := drainer.EvictUnbound(ctx, p); !gone {
-				unbound = append(unbound, name+map[bool]string{true: "", false: " (eviction refused: " + refusal + ")"}[refusal == ""])
-			}
-			continue
-		}
-		if seen[p.Spec.NodeName] {
-			continue
-		}
-		seen[p.Spec.NodeName] = true
-		node := &corev1.Node{}
-		err := d.r.Client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node)
-		switch {
-		case apierrors.IsNotFound(err):
-			unbound = append(unbound, name+" (its node "+p.Spec.NodeName+" is gone)")
-			continue
-		case err != nil:
-			return providers.Retirement{}, fmt.Errorf("reading node %s of pod %s: %w", p.Spec.NodeName, name, err)
-		}
-		nodes = append(nodes, node)
-	}
-	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	res, err := d.retireNodes(ctx, nodes, fmt.Sprintf("node(s) of the pods labelled %s=%s", key, value))
 	if err != nil || len(unbound) == 0 {
 		return res, err

@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,7 +47,11 @@ func (d *orphanDrains) DrainNodes(ctx context.Context, key, value string) (provi
 	if err := d.client.List(ctx, list, client.MatchingLabels{key: value}); err != nil {
 		return providers.Retirement{}, fmt.Errorf("listing the Nodes labelled %s=%s to drain: %w", key, value, err)
 	}
-	return d.drain(ctx, list.Items)
+	nodes := make([]*corev1.Node, 0, len(list.Items))
+	for i := range list.Items {
+		nodes = append(nodes, &list.Items[i])
+	}
+	return d.drain(ctx, nodes)
 }
 
 // DrainInstances drains the Nodes whose spec.providerID names one of ids.
@@ -62,10 +64,10 @@ func (d *orphanDrains) DrainInstances(ctx context.Context, ids []string) (provid
 	if err := d.client.List(ctx, list); err != nil {
 		return providers.Retirement{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	var nodes []corev1.Node
-	for _, n := range list.Items {
-		if id := providers.InstanceID(n.Spec.ProviderID); id != "" && want[id] {
-			nodes = append(nodes, n)
+	var nodes []*corev1.Node
+	for i := range list.Items {
+		if id := providers.InstanceID(list.Items[i].Spec.ProviderID); id != "" && want[id] {
+			nodes = append(nodes, &list.Items[i])
 		}
 	}
 	return d.drain(ctx, nodes)
@@ -76,37 +78,9 @@ func (d *orphanDrains) DrainInstances(ctx context.Context, ids []string) (provid
 // own); one bound to none is evicted directly (upgrade.Drainer
 // .EvictUnbound). Finished pods do not count.
 func (d *orphanDrains) EvictPods(ctx context.Context, key, value string) (providers.Retirement, error) {
-	pods, err := d.drains.Drainer.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{key: value}).String()})
+	nodes, unbound, err := d.drains.Drainer.PodNodes(ctx, d.client, key, value)
 	if err != nil {
-		return providers.Retirement{}, fmt.Errorf("listing the pods labelled %s=%s to evict: %w", key, value, err)
-	}
-	var nodes []corev1.Node
-	var unbound []string
-	seen := map[string]bool{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if p.Spec.NodeName == "" {
-			if gone, refusal := d.drains.Drainer.EvictUnbound(ctx, p); !gone {
-				unbound = append(unbound, strings.TrimSpace(p.Namespace+"/"+p.Name+" "+refusal))
-			}
-			continue
-		}
-		if seen[p.Spec.NodeName] {
-			continue
-		}
-		seen[p.Spec.NodeName] = true
-		node := &corev1.Node{}
-		switch err := d.client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); {
-		case apierrors.IsNotFound(err):
-			unbound = append(unbound, p.Namespace+"/"+p.Name+" (its node "+p.Spec.NodeName+" is gone)")
-		case err != nil:
-			return providers.Retirement{}, fmt.Errorf("reading node %s of pod %s/%s: %w", p.Spec.NodeName, p.Namespace, p.Name, err)
-		default:
-			nodes = append(nodes, *node)
-		}
+		return providers.Retirement{}, err
 	}
 	res, err := d.drain(ctx, nodes)
 	if err != nil || len(unbound) == 0 {
@@ -120,11 +94,10 @@ func (d *orphanDrains) EvictPods(ctx context.Context, key, value string) (provid
 // drain cordons each node and asks the drain runner to drain it in the
 // background (upgrade.Drainer.Start, upgrade.Drains.PollHeld); done once
 // every one is drained.
-func (d *orphanDrains) drain(ctx context.Context, nodes []corev1.Node) (providers.Retirement, error) {
+func (d *orphanDrains) drain(ctx context.Context, nodes []*corev1.Node) (providers.Retirement, error) {
 	key := types.NamespacedName{Namespace: d.owner.Namespace, Name: d.owner.Name}
 	var waiting, blocked []string
-	for i := range nodes {
-		n := &nodes[i]
+	for _, n := range nodes {
 		if err := d.drains.Drainer.Start(ctx, n, false); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue // gone meanwhile: nothing to drain
