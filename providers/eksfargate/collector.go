@@ -26,32 +26,20 @@ var _ providers.Collector = (*Provisioner)(nil)
 // (ownership.Recorded). A cluster that does not exist has none. Profiles
 // being deleted are listed (Deleting).
 func (p *Provisioner) Owned(ctx context.Context, clusters []string) ([]providers.Owned, error) {
-	var out []providers.Owned
-	for _, cluster := range clusters {
-		names, err := listNames(ctx, p.aws.EKS, cluster)
-		if errors.Is(err, errNoCluster) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range names {
-			fp, err := describe(ctx, p.aws.EKS, cluster, name)
-			if err != nil {
-				return nil, err
+	return providers.OwnedByCluster(ctx, clusters, KindProfile,
+		func(ctx context.Context, cluster string) ([]string, bool, error) {
+			names, err := listNames(ctx, p.aws.EKS, cluster)
+			if errors.Is(err, errNoCluster) {
+				return nil, false, nil
 			}
-			if fp == nil {
-				continue
-			}
-			o, ok := ownership.Recorded(fp.Tags)
-			if !ok || o.Cluster != cluster {
-				continue
-			}
-			out = append(out, providers.Owned{Kind: KindProfile, Name: name, Owner: o, Tags: fp.Tags,
-				Created: awssdk.ToTime(fp.CreatedAt), Deleting: fp.Status == ekstypes.FargateProfileStatusDeleting})
-		}
-	}
-	return out, nil
+			return names, err == nil, err
+		},
+		func(ctx context.Context, cluster, name string) (*ekstypes.FargateProfile, error) {
+			return describe(ctx, p.aws.EKS, cluster, name)
+		},
+		func(fp *ekstypes.FargateProfile) providers.Owned {
+			return providers.Owned{Tags: fp.Tags, Created: awssdk.ToTime(fp.CreatedAt), Deleting: fp.Status == ekstypes.FargateProfileStatusDeleting}
+		})
 }
 
 // Builds: see providers.Claim (eks-fargate adopts nothing).

@@ -36,31 +36,24 @@ func (p *Provisioner) Owned(ctx context.Context, clusters []string) ([]providers
 	if err != nil {
 		return nil, err
 	}
-	for _, cluster := range clusters {
-		names, err := listNames(ctx, p.aws.EKS, cluster)
-		if errors.Is(err, errNoCluster) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range names {
-			ng, err := describe(ctx, p.aws.EKS, cluster, name)
-			if err != nil {
-				return nil, err
+	groups, err := providers.OwnedByCluster(ctx, clusters, KindNodegroup,
+		func(ctx context.Context, cluster string) ([]string, bool, error) {
+			names, err := listNames(ctx, p.aws.EKS, cluster)
+			if errors.Is(err, errNoCluster) {
+				return nil, false, nil
 			}
-			if ng == nil {
-				continue
-			}
-			o, ok := ownership.Recorded(ng.Tags)
-			if !ok || o.Cluster != cluster {
-				continue
-			}
-			out = append(out, providers.Owned{Kind: KindNodegroup, Name: name, Owner: o, Tags: ng.Tags,
-				Created: awssdk.ToTime(ng.CreatedAt), Deleting: ng.Status == ekstypes.NodegroupStatusDeleting})
-		}
+			return names, err == nil, err
+		},
+		func(ctx context.Context, cluster, name string) (*ekstypes.Nodegroup, error) {
+			return describe(ctx, p.aws.EKS, cluster, name)
+		},
+		func(ng *ekstypes.Nodegroup) providers.Owned {
+			return providers.Owned{Tags: ng.Tags, Created: awssdk.ToTime(ng.CreatedAt), Deleting: ng.Status == ekstypes.NodegroupStatusDeleting}
+		})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append(out, groups...), nil
 }
 
 // Builds: see providers.Claim (eks-managed adopts nothing).
