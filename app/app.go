@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"fmt"
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"os"
 	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -456,16 +457,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 // the record (SelfSubjectAccessReview): a watch it may not list would
 // never sync.
 func recordCache(mgr ctrl.Manager, name types.NamespacedName) (cache.Cache, error) {
-	for _, verb := range []string{"watch", "update"} {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: name.Namespace, Verb: verb, Resource: "configmaps", Name: name.Name},
-		}}
-		if err := mgr.GetClient().Create(context.Background(), review); err != nil {
-			return nil, fmt.Errorf("checking whether the controller may %s ConfigMap %s (SelfSubjectAccessReview): %w", verb, name, err)
-		}
-		if !review.Status.Allowed {
-			return nil, nil
-		}
+	denied, err := deniedVerbs(context.Background(), mgr.GetClient(),
+		authorizationv1.ResourceAttributes{Namespace: name.Namespace, Resource: "configmaps", Name: name.Name}, "watch", "update")
+	if err != nil || len(denied) > 0 {
+		return nil, err
 	}
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),

@@ -96,18 +96,10 @@ func (a *slotAccess) check(ctx context.Context) error {
 		return a.err
 	}
 	a.checked = a.now()
-	var denied []string
-	for _, verb := range slotVerbs {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: a.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases"},
-		}}
-		if err := a.client.Create(ctx, review); err != nil {
-			a.err = fmt.Errorf("checking whether the controller may %s Leases in namespace %s (SelfSubjectAccessReview): %w", verb, a.namespace, err)
-			return a.err
-		}
-		if !review.Status.Allowed {
-			denied = append(denied, verb)
-		}
+	denied, err := deniedVerbs(ctx, a.client, authorizationv1.ResourceAttributes{Namespace: a.namespace, Group: "coordination.k8s.io", Resource: "leases"}, slotVerbs...)
+	if err != nil {
+		a.err = err
+		return a.err
 	}
 	if len(denied) > 0 {
 		a.err = fmt.Errorf("the controller may not %s coordination.k8s.io Leases in namespace %s, where it keeps the upgrade slots: "+
