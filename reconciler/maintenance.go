@@ -20,11 +20,7 @@ const markerMaintenance = "waiting for a maintenance window"
 // finishes its batch in flight before it waits; a group without one does
 // not take one. Errors come from the slot keeper.
 func (r *InstanceGroupReconciler) maintenanceWait(ctx context.Context, key types.NamespacedName) (why string, holder bool, err error) {
-	if r.Boundaries == nil {
-		return "", false, nil
-	}
-	open, _, why := r.Boundaries.Get().Maintenance().Open(r.now())
-	if open {
+	if why = r.outsideWindow(); why == "" {
 		return "", false, nil
 	}
 	_, holder, err = r.Slots.LastProgress(ctx, key)
@@ -37,4 +33,15 @@ func (r *InstanceGroupReconciler) maintenanceWait(ctx context.Context, key types
 		}
 	}
 	return why, holder, nil
+}
+
+// outsideWindow says why no change may start now (the boundaries'
+// maintenance windows and freezes, boundaries.Maintenance.Open); "" when
+// one may, or there are no boundaries.
+func (r *InstanceGroupReconciler) outsideWindow() string {
+	if r.Boundaries == nil {
+		return ""
+	}
+	_, _, why := r.Boundaries.Get().Maintenance().Open(r.now())
+	return why
 }

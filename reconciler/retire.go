@@ -182,11 +182,9 @@ func (r *InstanceGroupReconciler) managedProgress(ig *v1alpha1.InstanceGroup, ob
 		holders := r.Slots.Holders()
 		progress.Done, progress.Waiting = false, true
 		progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s); then %s", len(holders), joinKeys(holders), obs.Message)
-		if r.Boundaries != nil {
-			if open, _, why := r.Boundaries.Get().Maintenance().Open(r.now()); !open {
-				progress.OutsideWindow = true
-				progress.Message = fmt.Sprintf("waiting to replace: %s; then %s", why, obs.Message)
-			}
+		if why := r.outsideWindow(); why != "" {
+			progress.OutsideWindow = true
+			progress.Message = fmt.Sprintf("waiting to replace: %s; then %s", why, obs.Message)
 		}
 	}
 	if obs.Blocked != "" {
