@@ -23,7 +23,8 @@ import (
 //   - a quotas.namespaces entry, which replaces perNamespace whole,
 //     without bounds perNamespace sets;
 //   - a rollout wave that selects groups by their labels only (tenants
-//     write them, so they choose their wave);
+//     can no longer change those labels, but groups that carried them
+//     before the wave existed, as their tenants wrote them, join it);
 //   - a conditional whose selector a tenant can satisfy by writing
 //     annotations on its own group.
 func (c *Config) AdminWarnings() []string {
@@ -43,8 +44,8 @@ func (c *Config) AdminWarnings() []string {
 	if c.Rollout != nil {
 		for i, w := range c.Rollout.Waves {
 			if w.Selector != "" && len(w.Namespaces) == 0 {
-				out = append(out, fmt.Sprintf("data.%s.waves[%d] (%s) selects InstanceGroups by their labels (selector %q), which tenants write: any tenant can put its group in this wave, "+
-					"and halt the rollout by failing there; add namespaces: to the wave to choose its groups yourself", KeyRollout, i, w.Name, w.Selector))
+				out = append(out, fmt.Sprintf("data.%s.waves[%d] (%s) selects InstanceGroups by their labels (selector %q): tenants may no longer add, change or remove the labels it selects on, "+
+					"but groups that carried them before, as their tenants wrote them, join this wave (kubectl get instancegroups -A -l '%s' lists them); add namespaces: to the wave to choose its groups by namespace", KeyRollout, i, w.Name, w.Selector, w.Selector))
 			}
 		}
 	}

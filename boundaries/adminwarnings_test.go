@@ -23,7 +23,7 @@ func TestAdminWarnings(t *testing.T) {
 		{"a namespace entry without perNamespace", map[string]string{"quotas": "namespaces: {team-a: {maxGroups: 20}}"}, nil},
 		{"waves by namespace", map[string]string{"rollout": "waves:\n- {name: canary, namespaces: [team-canary], selector: tier=canary}\n- {name: all}\n"}, nil},
 		{"a wave by labels only", map[string]string{"rollout": "waves:\n- {name: canary, selector: rollout=canary}\n- {name: all}\n"},
-			[]string{`data.rollout.waves[0] (canary) selects InstanceGroups by their labels (selector "rollout=canary"), which tenants write`}},
+			[]string{`data.rollout.waves[0] (canary) selects InstanceGroups by their labels (selector "rollout=canary"): tenants may no longer add, change or remove the labels it selects on`}},
 		{"a conditional on a tenant's annotation", map[string]string{"conditionals": conditionalRole},
 			[]string{`data.conditionals[0].annotationSelector "team=gpu" matches annotations tenants write on their own groups (team)`}},
 		{"a conditional on an admin-only annotation", map[string]string{"conditionals": "- annotationSelector: 'instancemgr.keikoproj.io/os-family = windows, team'\n  defaults: {spec: {eks: {configuration: {volSize: 50}}}}\n"}, nil},

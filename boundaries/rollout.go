@@ -76,6 +76,44 @@ func (w Wave) Matches(namespace string, groupLabels map[string]string) bool {
 	return sel.Matches(labels.Set(groupLabels))
 }
 
+// WaveLabelKeys returns the InstanceGroup label keys that the policy's
+// waves select on for groups of namespace, each with the names of the
+// waves that use it (in wave order); nil when no wave that may take a
+// group of namespace has a selector. These keys are admin data: whoever
+// writes them chooses the group's wave (a tenant joining the canary can
+// fail there and halt the fleet: review security-2026-11-26, N13), so the
+// validating webhook refuses a tenant's add, change or removal of them.
+// A selector that does not parse (Parse refused it) contributes nothing.
+func (p *RolloutPolicy) WaveLabelKeys(namespace string) map[string][]string {
+	if p == nil {
+		return nil
+	}
+	var out map[string][]string
+	for _, w := range p.Waves {
+		if w.Selector == "" || (len(w.Namespaces) > 0 && !slices.Contains(w.Namespaces, namespace)) {
+			continue
+		}
+		sel := w.selector
+		if sel == nil {
+			parsed, err := labels.Parse(w.Selector)
+			if err != nil {
+				continue
+			}
+			sel = parsed
+		}
+		reqs, _ := sel.Requirements()
+		for _, r := range reqs {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			if !slices.Contains(out[r.Key()], w.Name) {
+				out[r.Key()] = append(out[r.Key()], w.Name)
+			}
+		}
+	}
+	return out
+}
+
 // Describe renders what the wave selects, for Events: e.g. `namespaces
 // [team-canary]`, `selector "tier=canary"`, `25% of the rest`, `the rest`.
 func (w Wave) Describe() string {

@@ -2,6 +2,7 @@ package boundaries
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,34 @@ func TestRevision(t *testing.T) {
 	other := map[string]string{"defaults": "spec:\n  provisioner: eks-managed\n", "boundaries": base["boundaries"]}
 	if Revision(other) == r {
 		t.Error("different defaults, same revision")
+	}
+}
+
+func TestWaveLabelKeys(t *testing.T) {
+	c := mustParse(t, map[string]string{"rollout": `
+waves:
+- {name: canary, selector: 'rollout=canary,!legacy'}
+- {name: web, namespaces: [team-web], selector: 'tier in (web)'}
+- {name: early, selector: 'rollout=early'}
+- {name: pct, percent: 25}
+`})
+	for _, tc := range []struct {
+		namespace string
+		want      map[string][]string
+	}{
+		{"team-web", map[string][]string{"rollout": {"canary", "early"}, "legacy": {"canary"}, "tier": {"web"}}},
+		{"team-b", map[string][]string{"rollout": {"canary", "early"}, "legacy": {"canary"}}}, // web cannot take team-b's groups
+	} {
+		got := c.Rollout.WaveLabelKeys(tc.namespace)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("WaveLabelKeys(%s) = %v, want %v", tc.namespace, got, tc.want)
+		}
+	}
+	if got := mustParse(t, map[string]string{"rollout": "waves:\n- {name: canary, namespaces: [team-canary]}\n- {name: all}\n"}).Rollout.WaveLabelKeys("team-canary"); got != nil {
+		t.Errorf("waves by namespaces only: keys %v, want none", got)
+	}
+	var none *RolloutPolicy
+	if none.WaveLabelKeys("x") != nil {
+		t.Error("a nil policy has keys")
 	}
 }

@@ -28,7 +28,9 @@ import (
 // boundaries on a restricted path, a crd template outside the group's
 // namespace or kinds, Fargate selectors naming other namespaces, a quota
 // exceeded, spec changes to a group being deleted, and, with Allowlists
-// set, AWS identities and data the admin has not allowed (allowlist.go).
+// set, AWS identities and data the admin has not allowed (allowlist.go),
+// and a tenant's change of a label a rollout wave selects on
+// (wavelabels.go).
 type InstanceGroupValidator struct {
 	// Boundaries is the last valid boundary ConfigMap; nil skips the
 	// boundary, crd, Fargate and quota checks (unit tests of the rest).
@@ -51,6 +53,13 @@ type InstanceGroupValidator struct {
 	// Allowlists, when set, refuses AWS identities and data the admin has
 	// not allowed, and clusters other than the controller's.
 	Allowlists *Allowlists
+	// ControllerUser is the controller's username; its requests may
+	// change any label.
+	ControllerUser string
+	// Authority says whether a requester may write the labels rollout
+	// waves select on (whoever may update the boundary ConfigMap); nil
+	// refuses every tenant's change of them (wavelabels.go).
+	Authority BoundaryAuthority
 }
 
 // Handle implements admission.Handler.
@@ -92,6 +101,17 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 			}
 			warnings = append(warnings, replacementWarnings(old, &ig.Spec)...)
 		}
+	}
+	if v.Boundaries != nil {
+		var oldLabels map[string]string
+		if old != nil {
+			oldLabels = old.Labels
+		}
+		more, err := v.waveLabels(ctx, v.Boundaries.Get().Config, req.UserInfo, req.Namespace, oldLabels, ig.Labels)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("InstanceGroup %s/%s: could not tell whether its rollout-wave labels may change; retry: %w", req.Namespace, ig.Name, err))
+		}
+		errs = append(errs, more...)
 	}
 	if v.Boundaries != nil && len(errs) == 0 {
 		more, err := v.tenancy(ctx, obj, ig, old)

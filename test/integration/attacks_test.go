@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -259,26 +260,65 @@ func TestAttack19ManagedGroupsDoNotVetoRestrictingTheStrategy(t *testing.T) {
 
 // Attack 20 (N13), Section 3 (rollout waves): rollout waves that select
 // groups by their labels let a tenant put its group in the canary wave
-// (and halt the rollout by failing there). As admin: such a wave is
-// admitted with a warning naming it and saying to select by namespaces; a
-// wave that names its namespaces gets none. NOT changed: with a label-only
-// selector a tenant still joins the wave (the admin's choice, now warned).
-func TestAttack20WavesByTenantLabelsAreWarned(t *testing.T) {
+// (and halt the rollout by failing there), or take it out. The label keys
+// a wave selects on are admin data: as a tenant, adding one at create,
+// adding, changing or removing one at update are refused, naming
+// metadata.labels[<key>] and the wave; other labels still change. The
+// admin (who may update the boundary ConfigMap) sets it. The ConfigMap
+// webhook still warns about label-only waves (groups labelled before keep
+// their label); a wave that names its namespaces gets no warning.
+func TestAttack20TenantsCannotChooseTheirWave(t *testing.T) {
 	requireEnv(t)
-	g := NewWithT(t)
-	ctx := context.Background()
-	asAdmin, warnings := adminWithWarnings(t)
-	t.Cleanup(func() { mustSetConfigMap(t, exampleConfigMapData(t)) })
-
 	data := exampleConfigMapData(t)
 	data["rollout"] = "waves:\n- {name: canary, selector: rollout=canary}\n- {name: all}\n"
+	ns := uniqueNamespace("team-attack20")
+	g, ctx, tn := underBoundaries(t, data, "attack20-tenant", ns)
+
+	joining := shortIG(ns, "joins-canary")
+	joining.Labels = map[string]string{"rollout": "canary"}
+	err := tn.client.Create(ctx, joining)
+	g.Expect(err).To(HaveOccurred(), "a tenant's group created in the canary wave")
+	g.Expect(err.Error()).To(And(ContainSubstring("metadata.labels[rollout]"), ContainSubstring("adding rollout=canary is refused"), ContainSubstring("wave(s) canary")))
+
+	ig := shortIG(ns, "plain")
+	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
+	t.Cleanup(func() { deleteAndWait(t, ns, ig.Name) })
+	relabel := func(c client.Client, change func(map[string]string)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &v1alpha1.InstanceGroup{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(ig), cur); err != nil {
+				return err
+			}
+			if cur.Labels == nil {
+				cur.Labels = map[string]string{}
+			}
+			change(cur.Labels)
+			return c.Update(ctx, cur)
+		})
+	}
+	err = relabel(tn.client, func(l map[string]string) { l["rollout"] = "canary" })
+	g.Expect(err).To(HaveOccurred(), "a tenant joined the canary by update")
+	g.Expect(err.Error()).To(ContainSubstring("metadata.labels[rollout]: Forbidden: adding rollout=canary is refused"))
+	g.Expect(relabel(tn.client, func(l map[string]string) { l["cost-center"] = "42" })).To(Succeed(), "other labels stay the tenant's")
+
+	g.Expect(relabel(admin, func(l map[string]string) { l["rollout"] = "canary" })).To(Succeed(), "the admin chooses the wave")
+	err = relabel(tn.client, func(l map[string]string) { delete(l, "rollout") })
+	g.Expect(err).To(HaveOccurred(), "a tenant left the canary")
+	g.Expect(err.Error()).To(ContainSubstring("removing rollout=canary is refused"))
+	err = relabel(tn.client, func(l map[string]string) { l["rollout"] = "later" })
+	g.Expect(err).To(HaveOccurred(), "a tenant moved its group to another wave")
+	g.Expect(err.Error()).To(ContainSubstring("changing rollout from canary to later is refused"))
+	g.Expect(getIG(t, ns, ig.Name).Labels).To(HaveKeyWithValue("rollout", "canary"))
+
+	asAdmin, warnings := adminWithWarnings(t)
 	warnings.take()
 	g.Expect(harness.WriteBoundaries(ctx, asAdmin, data)).To(Succeed())
-	g.Expect(strings.Join(warnings.take(), "\n")).To(ContainSubstring(`data.rollout.waves[0] (canary) selects InstanceGroups by their labels (selector "rollout=canary"), which tenants write: any tenant can put its group in this wave`))
-
+	g.Expect(strings.Join(warnings.take(), "\n")).To(ContainSubstring(`data.rollout.waves[0] (canary) selects InstanceGroups by their labels (selector "rollout=canary"): tenants may no longer add, change or remove the labels it selects on`))
 	data["rollout"] = "waves:\n- {name: canary, namespaces: [team-canary], selector: rollout=canary}\n- {name: all}\n"
 	g.Expect(harness.WriteBoundaries(ctx, asAdmin, data)).To(Succeed())
 	g.Expect(strings.Join(warnings.take(), "\n")).NotTo(ContainSubstring("data.rollout.waves"))
+	// The wave no longer takes this namespace's groups: its label is the tenant's again.
+	g.Expect(relabel(tn.client, func(l map[string]string) { delete(l, "rollout") })).To(Succeed())
 }
 
 // Attack 21 (N13): see TestTenantCannotPinManagedAMIsOrSetMaxPods
