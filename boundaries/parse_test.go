@@ -253,11 +253,11 @@ func TestParseRejects(t *testing.T) {
 		{"rollout string", map[string]string{"rollout": "maxConcurrentUpgrades: '2'"},
 			[]string{"data.rollout.maxConcurrentUpgrades: expected an integer >= 1, got a string"}},
 		{"rollout empty object", map[string]string{"rollout": "{}"},
-			[]string{"data.rollout: empty: set maxConcurrentUpgrades (an integer >= 1), waves, windows or freezes"}},
+			[]string{"data.rollout: empty: set maxConcurrentUpgrades (an integer >= 1), waves, windows, freezes or namespaceMaintenance"}},
 		{"rollout unknown field", map[string]string{"rollout": "maxConcurrent: 2\nmaxConcurrentUpgrades: 2"},
-			[]string{`data.rollout: unknown field "maxConcurrent" (valid: maxConcurrentUpgrades, waves, soak, failure, windows, freezes)`}},
+			[]string{`data.rollout: unknown field "maxConcurrent" (valid: maxConcurrentUpgrades, waves, soak, failure, windows, freezes, namespaceMaintenance)`}},
 		{"rollout scalar", map[string]string{"rollout": "5"},
-			[]string{"data.rollout: expected an object with maxConcurrentUpgrades, waves, windows and/or freezes, got a number"}},
+			[]string{"data.rollout: expected an object with maxConcurrentUpgrades, waves, windows, freezes and/or namespaceMaintenance, got a number"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(tc.data)

@@ -156,18 +156,18 @@ const (
 )
 
 // rolloutFields are the fields of data key rollout.
-var rolloutFields = []string{"maxConcurrentUpgrades", "waves", "soak", "failure", "windows", "freezes"}
+var rolloutFields = []string{"maxConcurrentUpgrades", "waves", "soak", "failure", "windows", "freezes", "namespaceMaintenance"}
 
 // rollout parses data key rollout: {maxConcurrentUpgrades: N, waves:
 // [...], soak: duration, failure: {...}}, every field optional but one.
 func (p *parser) rollout(c *Config, v any) {
 	const at = "data." + KeyRollout
-	m, ok := p.object(v, at, "an object with maxConcurrentUpgrades, waves, windows and/or freezes", rolloutFields...)
+	m, ok := p.object(v, at, "an object with maxConcurrentUpgrades, waves, windows, freezes and/or namespaceMaintenance", rolloutFields...)
 	if !ok {
 		return
 	}
 	if len(m) == 0 {
-		p.addf("%s: empty: set maxConcurrentUpgrades (an integer >= 1), waves, windows or freezes", at)
+		p.addf("%s: empty: set maxConcurrentUpgrades (an integer >= 1), waves, windows, freezes or namespaceMaintenance", at)
 		return
 	}
 	if n, present := m["maxConcurrentUpgrades"]; present {

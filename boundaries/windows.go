@@ -2,14 +2,17 @@ package boundaries
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
 	// The IANA time zone database, embedded: the controller's image has
 	// no /usr/share/zoneinfo, and windows name zones.
 	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Maintenance says when nodes may be disrupted for a change (data key
@@ -23,6 +26,30 @@ type Maintenance struct {
 	Windows []Window
 	// Freezes are date ranges when no change starts, windows or not.
 	Freezes []Freeze
+	// Namespaces narrow the maintenance of their groups (data key
+	// rollout's namespaceMaintenance): a group of such a namespace may
+	// start a change only when both these and its namespace's windows and
+	// freezes allow it, so a namespace's windows can narrow the admin's,
+	// never widen them (For).
+	Namespaces map[string]*Maintenance
+
+	// narrowedBy is the namespace's Maintenance that For combined with
+	// this one; namespace names it in messages.
+	narrowedBy *Maintenance
+	namespace  string
+}
+
+// For returns the maintenance of groups of namespace: m itself when the
+// namespace has no entry in Namespaces, else m narrowed by that entry
+// (Open holds only when both hold). Rollout waves start on m alone; a
+// group's rotation starts on For(its namespace). Nil-safe.
+func (m *Maintenance) For(namespace string) *Maintenance {
+	if m == nil || m.Namespaces[namespace] == nil {
+		return m
+	}
+	narrowed := *m
+	narrowed.Namespaces, narrowed.narrowedBy, narrowed.namespace = nil, m.Namespaces[namespace], namespace
+	return &narrowed
 }
 
 // Window opens at each activation of a cron schedule, in its time zone,
@@ -63,23 +90,37 @@ func (w Window) next(t time.Time) time.Time {
 // `outside the maintenance windows ("Sat,Sun 02:00 for 4h Europe/Berlin");
 // the next opens at 2026-11-28T02:00:00+01:00`. A nil Maintenance is
 // always open.
+//
+// A Maintenance that For narrowed is open when both its own windows and
+// freezes and its namespace's are; the message then names the namespace
+// (`outside namespace team-a's maintenance windows (...)`) and next is
+// the first time both hold.
 func (m *Maintenance) Open(t time.Time) (open bool, next time.Time, why string) {
 	if m == nil {
 		return true, time.Time{}, ""
 	}
-	if f := m.freezeAt(t); f != nil {
-		next = m.nextOpen(f.To)
-		return false, next, fmt.Sprintf("in the change freeze %s; changes start again at %s", f.Text, stamp(next))
+	held, whose := m, "the"
+	if held.ownOpen(t) && m.narrowedBy != nil {
+		held, whose = m.narrowedBy, "namespace "+m.namespace+"'s"
 	}
-	if len(m.Windows) == 0 || slices.ContainsFunc(m.Windows, func(w Window) bool { return w.holds(t) }) {
+	if held.ownOpen(t) {
 		return true, time.Time{}, ""
 	}
 	next = m.nextOpen(t)
-	texts := make([]string, 0, len(m.Windows))
-	for _, w := range m.Windows {
+	if f := held.freezeAt(t); f != nil {
+		return false, next, fmt.Sprintf("in %s change freeze %s; changes start again at %s", whose, f.Text, stamp(next))
+	}
+	texts := make([]string, 0, len(held.Windows))
+	for _, w := range held.Windows {
 		texts = append(texts, fmt.Sprintf("%q", w.Text))
 	}
-	return false, next, fmt.Sprintf("outside the maintenance windows (%s); the next opens at %s", strings.Join(texts, ", "), stamp(next))
+	return false, next, fmt.Sprintf("outside %s maintenance windows (%s); the next opens at %s", whose, strings.Join(texts, ", "), stamp(next))
+}
+
+// ownOpen reports whether m's own windows and freezes (not a namespace's
+// narrowing) let a change start at t.
+func (m *Maintenance) ownOpen(t time.Time) bool {
+	return m.freezeAt(t) == nil && (len(m.Windows) == 0 || slices.ContainsFunc(m.Windows, func(w Window) bool { return w.holds(t) }))
 }
 
 // freezeAt returns the freeze holding t, if any.
@@ -92,10 +133,33 @@ func (m *Maintenance) freezeAt(t time.Time) *Freeze {
 	return nil
 }
 
-// nextOpen is the first time at or after t when Open holds: a window's
-// activation (or t itself when a window holds it) outside every freeze,
-// searched up to a year ahead; the zero time if none.
+// nextOpen is the first time at or after t when Open holds, searched up
+// to a year ahead; the zero time if none. With a namespace's narrowing it
+// alternates between the two until both hold at the same time.
 func (m *Maintenance) nextOpen(t time.Time) time.Time {
+	if m.narrowedBy == nil {
+		return m.ownNextOpen(t)
+	}
+	limit := t.AddDate(1, 0, 0)
+	for t.Before(limit) {
+		a := m.ownNextOpen(t)
+		if a.IsZero() {
+			return a
+		}
+		b := m.narrowedBy.ownNextOpen(a)
+		if b.IsZero() || b.Equal(a) {
+			return b
+		}
+		t = b
+	}
+	return time.Time{}
+}
+
+// ownNextOpen is the first time at or after t when m's own windows and
+// freezes hold: a window's activation (or t itself when a window holds
+// it) outside every freeze, searched up to a year ahead; the zero time if
+// none.
+func (m *Maintenance) ownNextOpen(t time.Time) time.Time {
 	limit := t.AddDate(1, 0, 0)
 	for t.Before(limit) {
 		if f := m.freezeAt(t); f != nil {
@@ -147,6 +211,18 @@ var (
 // default UTC. A freeze runs from the start of day `from` to the end of day
 // `to` in its time zone.
 func (p *parser) maintenance(c *Config, m map[string]any, at string) {
+	mt := p.windowsAndFreezes(m, at)
+	if v, present := m["namespaceMaintenance"]; present {
+		p.namespaceMaintenance(&mt, v, at+".namespaceMaintenance")
+	}
+	if len(mt.Windows) > 0 || len(mt.Freezes) > 0 || len(mt.Namespaces) > 0 {
+		c.Maintenance = &mt
+	}
+}
+
+// windowsAndFreezes parses the windows and freezes of m (either may be
+// absent).
+func (p *parser) windowsAndFreezes(m map[string]any, at string) Maintenance {
 	var mt Maintenance
 	if v, present := m["windows"]; present {
 		l, ok := v.([]any)
@@ -170,8 +246,45 @@ func (p *parser) maintenance(c *Config, m map[string]any, at string) {
 			}
 		}
 	}
-	if len(mt.Windows) > 0 || len(mt.Freezes) > 0 {
-		c.Maintenance = &mt
+	return mt
+}
+
+// namespaceMaintenance parses rollout.namespaceMaintenance into
+// mt.Namespaces:
+//
+//	namespaceMaintenance:
+//	  team-payments: {windows: [{days: [Sun], start: "03:00", duration: 2h, timeZone: Europe/Berlin}]}
+//	  team-retail: {freezes: [{from: "2026-11-27", to: "2026-11-30"}]}
+//
+// Each entry, keyed by a namespace name, has windows and/or freezes as
+// rollout's own. They narrow: a group of the namespace starts a change
+// only when the admin's windows and freezes and its namespace's allow it.
+func (p *parser) namespaceMaintenance(mt *Maintenance, v any, at string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		p.addf("%s: expected a map from namespace name to {windows, freezes}, got %s", at, kindOf(v))
+		return
+	}
+	for _, ns := range slices.Sorted(maps.Keys(m)) {
+		nat := at + "." + ns
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			p.addf("%s: %q is not a namespace name: %s", at, ns, strings.Join(errs, "; "))
+			continue
+		}
+		e, ok := p.object(m[ns], nat, "an object with windows and/or freezes", "windows", "freezes")
+		if !ok {
+			continue
+		}
+		if len(e) == 0 {
+			p.addf("%s: empty: set windows and/or freezes, or leave the namespace out", nat)
+			continue
+		}
+		if nm := p.windowsAndFreezes(e, nat); len(nm.Windows) > 0 || len(nm.Freezes) > 0 {
+			if mt.Namespaces == nil {
+				mt.Namespaces = map[string]*Maintenance{}
+			}
+			mt.Namespaces[ns] = &nm
+		}
 	}
 }
 

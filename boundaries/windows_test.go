@@ -81,6 +81,11 @@ func TestMaintenanceParseErrors(t *testing.T) {
 		{"empty windows", `windows: []`, "data.rollout.windows: expected a non-empty list of windows"},
 		{"bad freeze date", `freezes: [{from: "20/12/2026", to: "2027-01-03"}]`, "data.rollout.freezes[0].from: expected a date as YYYY-MM-DD, got 20/12/2026"},
 		{"freeze backwards", `freezes: [{from: "2027-01-03", to: "2026-12-20"}]`, "data.rollout.freezes[0]: to (2026-12-20) is before from (2027-01-03)"},
+		{"namespace maintenance not a map", `namespaceMaintenance: [team-a]`, "data.rollout.namespaceMaintenance: expected a map from namespace name to {windows, freezes}, got a list"},
+		{"not a namespace name", `namespaceMaintenance: {Team_A: {windows: [{start: "02:00", duration: 1h}]}}`, `data.rollout.namespaceMaintenance: "Team_A" is not a namespace name`},
+		{"empty namespace entry", `namespaceMaintenance: {team-a: {}}`, "data.rollout.namespaceMaintenance.team-a: empty: set windows and/or freezes"},
+		{"unknown namespace field", `namespaceMaintenance: {team-a: {waves: []}}`, `data.rollout.namespaceMaintenance.team-a: unknown field "waves"`},
+		{"bad namespace window", `namespaceMaintenance: {team-a: {windows: [{start: "02:00"}]}}`, "data.rollout.namespaceMaintenance.team-a.windows[0].duration: required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse(map[string]string{KeyRollout: c.rollout})
@@ -88,5 +93,65 @@ func TestMaintenanceParseErrors(t *testing.T) {
 				t.Fatalf("Parse: %v; want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestNamespaceMaintenanceNarrows(t *testing.T) {
+	utc := func(day, hm string) time.Time {
+		t.Helper()
+		v, err := time.Parse("2006-01-02 15:04", day+" "+hm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// The admin: nightly 01:00-05:00 UTC, and a freeze on 2026-12-01. Team
+	// payments: Sundays 03:00-04:00 only (2026-11-29 is a Sunday). Team
+	// retail: frozen 2026-11-27 to 2026-11-29, windows as the admin's.
+	m := parseMaintenance(t, `windows: [{start: "01:00", duration: 4h}]
+freezes: [{from: "2026-12-01", to: "2026-12-01"}]
+namespaceMaintenance:
+  team-payments: {windows: [{days: [Sun], start: "03:00", duration: 1h}]}
+  team-retail: {freezes: [{from: "2026-11-27", to: "2026-11-29"}]}
+`)
+	for _, c := range []struct {
+		name, namespace string
+		now, next       time.Time
+		open            bool
+		why             string
+	}{
+		{"another namespace follows the admin", "team-a", utc("2026-11-27", "02:00"), time.Time{}, true, ""},
+		{"payments outside its own window", "team-payments", utc("2026-11-27", "02:00"), utc("2026-11-29", "03:00"), false,
+			`outside namespace team-payments's maintenance windows ("Sun 03:00 for 1h0m0s UTC"); the next opens at 2026-11-29T03:00:00Z`},
+		{"payments inside both", "team-payments", utc("2026-11-29", "03:30"), time.Time{}, true, ""},
+		{"payments' window never widens the admin's", "team-payments", utc("2026-11-29", "00:30"), utc("2026-11-29", "03:00"), false,
+			`outside the maintenance windows ("daily 01:00 for 4h0m0s UTC")`},
+		{"retail frozen inside the admin's window", "team-retail", utc("2026-11-28", "02:00"), utc("2026-11-30", "01:00"), false,
+			"in namespace team-retail's change freeze 2026-11-27 to 2026-11-29 UTC; changes start again at 2026-11-30T01:00:00Z"},
+		{"the admin's freeze holds every namespace", "team-retail", utc("2026-12-01", "02:00"), utc("2026-12-02", "01:00"), false,
+			"in the change freeze 2026-12-01 to 2026-12-01 UTC"},
+		// The next time both hold: payments' next Sunday window after the
+		// admin's freeze of 2026-12-01 is 2026-12-06 03:00.
+		{"both searched together", "team-payments", utc("2026-11-29", "04:30"), utc("2026-12-06", "03:00"), false, "the next opens at 2026-12-06T03:00:00Z"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			open, next, why := m.For(c.namespace).Open(c.now)
+			if open != c.open || !next.Equal(c.next) || !strings.Contains(why, c.why) {
+				t.Fatalf("For(%s).Open(%s) = %v, %s, %q; want %v, %s, a reason containing %q", c.namespace, c.now, open, next, why, c.open, c.next, c.why)
+			}
+		})
+	}
+	if m.For("team-a") != m {
+		t.Error("a namespace without an entry gets a copy, want the admin's maintenance itself")
+	}
+	if open, _, _ := m.Open(utc("2026-11-28", "02:00")); !open {
+		t.Error("the admin's maintenance alone (rollout waves) is narrowed by a namespace's freeze")
+	}
+	only := parseMaintenance(t, `namespaceMaintenance: {team-a: {freezes: [{from: "2026-11-27", to: "2026-11-27"}]}}`)
+	if open, _, _ := only.For("team-b").Open(utc("2026-11-27", "12:00")); !open {
+		t.Error("namespace entries alone: other namespaces are always open")
+	}
+	if open, _, _ := only.For("team-a").Open(utc("2026-11-27", "12:00")); open {
+		t.Error("namespace entries alone: the namespace's freeze does not hold")
 	}
 }

@@ -121,3 +121,26 @@ func TestRotationsStartOnlyInsideMaintenanceWindows(t *testing.T) {
 		t.Fatalf("in the next window: Upgrading %s %q, holders %v; want the rotation going on", cond.Reason, cond.Message, r.Slots.Holders())
 	}
 }
+
+// A namespace's maintenance narrows the admin's for its groups only: the
+// rotation gate (and the managed replacement's message) of a group of
+// team-a is held by team-a's freeze while team-b's groups may start.
+func TestNamespaceMaintenanceHoldsOnlyItsGroups(t *testing.T) {
+	cfg, err := boundaries.Parse(map[string]string{
+		"defaults": "spec:\n  provisioner: eks\n",
+		"rollout":  "windows: [{start: \"13:00\", duration: 1h}]\nnamespaceMaintenance: {team-a: {freezes: [{from: \"2026-11-25\", to: \"2026-11-25\"}]}}\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &store.Store{}
+	st.SetValid(cfg, "1")
+	now := time.Date(2026, 11, 25, 13, 30, 0, 0, time.UTC)
+	r := &InstanceGroupReconciler{Boundaries: st, Now: func() time.Time { return now }}
+	if why := r.outsideWindow("team-b"); why != "" {
+		t.Errorf("team-b inside the admin's window: held (%q)", why)
+	}
+	if why := r.outsideWindow("team-a"); !strings.Contains(why, "in namespace team-a's change freeze 2026-11-25 to 2026-11-25 UTC; changes start again at 2026-11-26T13:00:00Z") {
+		t.Errorf("team-a in its freeze: %q; want the namespace's freeze and the next window after it", why)
+	}
+}

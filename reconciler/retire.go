@@ -182,7 +182,7 @@ func (r *InstanceGroupReconciler) managedProgress(ig *v1alpha1.InstanceGroup, ob
 		holders := r.Slots.Holders()
 		progress.Done, progress.Waiting = false, true
 		progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s); then %s", len(holders), joinKeys(holders), obs.Message)
-		if why := r.outsideWindow(); why != "" {
+		if why := r.outsideWindow(ig.Namespace); why != "" {
 			progress.OutsideWindow = true
 			progress.Message = fmt.Sprintf("waiting to replace: %s; then %s", why, obs.Message)
 		}
