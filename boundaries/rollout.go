@@ -46,6 +46,10 @@ type Wave struct {
 	// Soak is how long the wave's groups must stay healthy after they are
 	// all Ready before the next wave starts.
 	Soak time.Duration
+	// Approval is ApprovalManual when the wave starts only after the admin
+	// approves it (record.ActionApprove on the rollout record), "" when it
+	// starts on its own once the wave before it completed.
+	Approval string
 
 	selector labels.Selector
 }
@@ -146,6 +150,10 @@ type FailureCriteria struct {
 	MaxUnhealthyPercent int
 }
 
+// ApprovalManual is a wave's approval when the admin must approve it
+// before it starts.
+const ApprovalManual = "manual"
+
 // Defaults of the rollout policy, when a policy has waves but does not say.
 const (
 	DefaultSoak                = 5 * time.Minute
@@ -216,12 +224,12 @@ func (p *parser) maxConcurrent(v any, at string) int {
 }
 
 // waveFields are the fields of one wave.
-var waveFields = []string{"name", "selector", "namespaces", "percent", "soak"}
+var waveFields = []string{"name", "selector", "namespaces", "percent", "soak", "approval"}
 
 func (p *parser) waves(v any, at string, soak time.Duration) []Wave {
 	l, ok := v.([]any)
 	if !ok {
-		p.addf("%s: expected a list of waves ({name, selector, namespaces, percent, soak}), got %s", at, kindOf(v))
+		p.addf("%s: expected a list of waves ({name, selector, namespaces, percent, soak, approval}), got %s", at, kindOf(v))
 		return nil
 	}
 	if len(l) == 0 {
@@ -232,7 +240,7 @@ func (p *parser) waves(v any, at string, soak time.Duration) []Wave {
 	names := map[string]int{}
 	for i, e := range l {
 		wat := fmt.Sprintf("%s[%d]", at, i)
-		m, ok := p.object(e, wat, "a wave {name, selector, namespaces, percent, soak}", waveFields...)
+		m, ok := p.object(e, wat, "a wave {name, selector, namespaces, percent, soak, approval}", waveFields...)
 		if !ok {
 			continue
 		}
@@ -296,6 +304,15 @@ func (p *parser) waves(v any, at string, soak time.Duration) []Wave {
 		}
 		if sv, present := m["soak"]; present {
 			w.Soak = p.duration(sv, wat+".soak", true)
+		}
+		if av, present := m["approval"]; present {
+			switch av {
+			case ApprovalManual:
+				w.Approval = ApprovalManual
+			case "automatic":
+			default:
+				p.addf("%s.approval: %v is not an approval (valid: manual, the wave starts once the admin approves it; automatic, the default)", wat, av)
+			}
 		}
 		_, s1 := m["selector"]
 		_, s2 := m["namespaces"]

@@ -80,14 +80,18 @@ const (
 )
 
 // AnnotationAction, on the record ConfigMap, is how the admin answers a
-// halted rollout: "resume" or "rollback". The controller acts on it once
-// and removes it.
+// halted rollout ("resume" or "rollback") or lets a wave with manual
+// approval start ("approve"). The controller acts on it once and removes
+// it.
 const AnnotationAction = "instancemgr.keikoproj.io/rollout-action"
 
 // Actions, the values of AnnotationAction.
 const (
 	ActionResume   = "resume"
 	ActionRollback = "rollback"
+	// ActionApprove approves the first wave not started yet whose policy
+	// says approval: manual and that is not approved yet.
+	ActionApprove = "approve"
 )
 
 // Record is the state of the latest boundaries rollout.
@@ -113,8 +117,9 @@ type Record struct {
 	// when it starts.
 	Waves []Wave `json:"waves,omitempty"`
 	// WaitingFor says why the next wave has not started although the
-	// current one completed: outside the maintenance windows, or in a
-	// change freeze (boundaries.Maintenance), with when it may start.
+	// current one completed: it waits for the admin's approval, or is
+	// outside the maintenance windows, or in a change freeze
+	// (boundaries.Maintenance), with when it may start.
 	WaitingFor string `json:"waitingFor,omitempty"`
 	// Halt says why the rollout halted, while it is Halted or RolledBack.
 	Halt *Halt `json:"halt,omitempty"`
@@ -140,6 +145,10 @@ type Wave struct {
 	// Soak is how long the wave's groups stay healthy before the next
 	// wave starts.
 	Soak metav1.Duration `json:"soak"`
+	// Approval is "manual" when the wave waits for the admin's approval
+	// (ActionApprove) before it starts; ApprovedAt is when it came.
+	Approval   string       `json:"approval,omitempty"`
+	ApprovedAt *metav1.Time `json:"approvedAt,omitempty"`
 	// StartedAt: its groups were chosen and moved.
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// HealthyAt: every judged group was healthy (the soak started); reset

@@ -117,14 +117,18 @@ const (
 	ReasonWaveSoaking = "RolloutWaveSoaking"
 	// ReasonWaveWaiting: the next wave waits for a maintenance window or
 	// the end of a change freeze.
-	ReasonWaveWaiting   = "RolloutWaveWaitingForWindow"
-	ReasonWaveCompleted = "RolloutWaveCompleted"
-	ReasonComplete      = "RolloutComplete"
-	ReasonHalted        = "RolloutHalted"
-	ReasonGroupFailed   = "RolloutGroupFailed"
-	ReasonResumed       = "RolloutResumed"
-	ReasonRolledBack    = "RolloutRolledBack"
-	ReasonActionIgnored = "RolloutActionIgnored"
+	ReasonWaveWaiting = "RolloutWaveWaitingForWindow"
+	// ReasonWaveAwaitingApproval: the next wave waits for the admin's
+	// approval (approval: manual); ReasonWaveApproved: it came.
+	ReasonWaveAwaitingApproval = "RolloutWaveAwaitingApproval"
+	ReasonWaveApproved         = "RolloutWaveApproved"
+	ReasonWaveCompleted        = "RolloutWaveCompleted"
+	ReasonComplete             = "RolloutComplete"
+	ReasonHalted               = "RolloutHalted"
+	ReasonGroupFailed          = "RolloutGroupFailed"
+	ReasonResumed              = "RolloutResumed"
+	ReasonRolledBack           = "RolloutRolledBack"
+	ReasonActionIgnored        = "RolloutActionIgnored"
 	// ReasonRecordNotWritten (Warning) and ReasonRecordWritten: the
 	// rollout record could not be written (the rollout cannot move), and
 	// is written again (Reconciler.reportWrite).
@@ -214,8 +218,12 @@ func (s *stepper) start() {
 	rec := &record.Record{Target: s.in.Revision, Stable: stable, Phase: record.PhaseProgressing, Wave: -1, StartedAt: &s.now}
 	var names []string
 	for _, w := range s.in.Policy.Waves {
-		rec.Waves = append(rec.Waves, record.Wave{Name: w.Name, Selects: w.Describe(), Soak: metav1.Duration{Duration: w.Soak}})
-		names = append(names, fmt.Sprintf("%s (%s, soak %s)", w.Name, w.Describe(), w.Soak))
+		rec.Waves = append(rec.Waves, record.Wave{Name: w.Name, Selects: w.Describe(), Soak: metav1.Duration{Duration: w.Soak}, Approval: w.Approval})
+		approval := ""
+		if w.Approval == boundaries.ApprovalManual {
+			approval = ", approved by the admin"
+		}
+		names = append(names, fmt.Sprintf("%s (%s, soak %s%s)", w.Name, w.Describe(), w.Soak, approval))
 	}
 	if prev := s.rec; prev.Phase != record.PhaseComplete {
 		// The rollout it replaces did not complete: its groups stay on
@@ -229,8 +237,8 @@ func (s *stepper) start() {
 
 func (s *stepper) ignore(why string) {
 	s.acted = true
-	s.note(true, "", ReasonActionIgnored, "Action %q on the rollout record was not carried out: %s (actions: %s while Halted or RolledBack, %s while Halted)",
-		s.in.Action, why, record.ActionResume, record.ActionRollback)
+	s.note(true, "", ReasonActionIgnored, "Action %q on the rollout record was not carried out: %s (actions: %s while Halted or RolledBack, %s while Halted, %s while Progressing with a wave of approval: manual not started yet)",
+		s.in.Action, why, record.ActionResume, record.ActionRollback, record.ActionApprove)
 }
 
 // action carries out the admin's resume or rollback.
@@ -268,9 +276,49 @@ func (s *stepper) action() {
 		s.acted = true
 		s.note(false, "", ReasonRolledBack, "Rollout of revision %s rolled back: %s move back to the last good revision %s with their own upgrade strategy; the other groups stay as they are",
 			rec.Target, strings.Join(rec.RolledBack, ", "), rec.Stable)
+	case record.ActionApprove:
+		s.approve()
 	default:
 		s.ignore("unknown action")
 	}
+}
+
+// approve approves the first wave not started yet that waits for the
+// admin's approval (approval: manual) and has none yet: the admin may
+// approve while an earlier wave still runs or soaks.
+func (s *stepper) approve() {
+	rec := s.rec
+	if rec.Phase != record.PhaseProgressing {
+		s.ignore("the rollout is " + rec.Phase)
+		return
+	}
+	for i := rec.Wave + 1; i < len(rec.Waves); i++ {
+		if w := &rec.Waves[i]; w.Approval == boundaries.ApprovalManual && w.ApprovedAt == nil {
+			w.ApprovedAt = &s.now
+			rec.LastAction = fmt.Sprintf("%s of wave %s at %s", record.ActionApprove, w.Name, s.now.UTC().Format(time.RFC3339))
+			s.acted = true
+			s.note(false, "", ReasonWaveApproved, "Wave %s of revision %s approved; it starts when the waves before it completed, inside a maintenance window", w.Name, rec.Target)
+			return
+		}
+	}
+	s.ignore("no wave waits for approval")
+}
+
+// approved reports whether the next wave may start as far as approval
+// goes. When it waits for the admin's approval the record says so
+// (WaitingFor, one Event when that changes) and nothing wakes the step
+// but the approval.
+func (s *stepper) approved() bool {
+	w := s.rec.Waves[s.rec.Wave+1] // advance calls it before the last wave only
+	if w.Approval != boundaries.ApprovalManual || w.ApprovedAt != nil {
+		return true
+	}
+	why := fmt.Sprintf("wave %s waits for the admin's approval: kubectl annotate configmap <rollout record> %s=%s", w.Name, record.AnnotationAction, record.ActionApprove)
+	if s.rec.WaitingFor != why {
+		s.rec.WaitingFor = why
+		s.note(false, "", ReasonWaveAwaitingApproval, "Wave %s of revision %s waits for the admin's approval (%s=%s on the rollout record)", w.Name, s.rec.Target, record.AnnotationAction, record.ActionApprove)
+	}
+	return false
 }
 
 // advance starts waves and judges the current one until it must wait.
@@ -287,7 +335,7 @@ func (s *stepper) advance() {
 			s.note(false, "", ReasonComplete, "Boundaries revision %s reached every group in %d wave(s); it is the last good revision now", rec.Target, len(rec.Waves))
 			return
 		}
-		if !s.inWindow() {
+		if !s.approved() || !s.inWindow() {
 			return
 		}
 		rec.Wave++
