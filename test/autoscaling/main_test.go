@@ -63,31 +63,19 @@ func run(m *testing.M) int {
 		skipReason = err
 		return m.Run()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	opts := env.AllComponents()
-	opts.CRDDirectoryPaths = []string{harness.CRDPath()}
-	opts.WebhookInstallOptions = harness.WebhookOptions()
-	opts.Dir = os.Getenv("IM_AUTOSCALING_DIR") // keep the logs there (debugging)
 	// Instances take a few seconds to become nodes, as they boot: long
 	// enough for the autoscaler and a rollout to overlap.
 	opts.JoinDelay = 3 * time.Second
-	e, err := env.New(ctx, opts)
-	cancel()
+	w, err := harness.StartWorld(harness.WorldOptions{Name: "autoscaling", Env: opts, CIDR: "10.1.0.0/16", CloudPrefix: "ca"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local environment:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	environment = e
-	defer func() { _ = e.Stop() }()
-	if controllerCalls, err = e.NewAWSRecorder("instance-manager"); err == nil {
-		if admin, err = client.New(e.Config, client.Options{Scheme: app.Scheme()}); err == nil {
-			err = harness.EnsureConfigNamespace(context.Background(), admin)
-		}
-	}
-	if err == nil {
-		cloud, err = harness.NewCloud(context.Background(), e.AWS, "ca", "10.1.0.0/16")
-	}
-	if err != nil {
+	defer w.Stop()
+	environment, admin, cloud = w.Env, w.Admin, w.Cloud
+	e := w.Env
+	if controllerCalls, err = e.NewAWSRecorder("instance-manager"); err != nil {
 		fmt.Fprintln(os.Stderr, "setup:", err)
 		return 1
 	}

@@ -11,7 +11,6 @@
 package chaos
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +20,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
@@ -56,33 +54,17 @@ func run(m *testing.M) int {
 	}
 	fmt.Printf("chaos seed %d (replay with IM_CHAOS_SEED=%d make chaos)\n", seed, seed)
 	harness.SetTestLogger()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	opts := env.AllComponents()
-	opts.CRDDirectoryPaths = []string{harness.CRDPath()}
-	opts.WebhookInstallOptions = harness.WebhookOptions()
-	opts.Dir = os.Getenv("IM_CHAOS_DIR")
-	e, err := env.New(ctx, opts)
-	cancel()
+	w, err := harness.StartWorld(harness.WorldOptions{Name: "chaos", Env: env.AllComponents(), CIDR: "10.0.0.0/16", CloudPrefix: "chaos"})
 	if errors.Is(err, env.ErrNoEnvironment) {
 		fmt.Println("skipping chaos tests: needs the local environment (run make chaos)")
 		return m.Run()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local environment:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	environment = e
-	defer func() { _ = e.Stop() }()
-	if admin, err = client.New(e.Config, client.Options{Scheme: app.Scheme()}); err == nil {
-		err = harness.EnsureConfigNamespace(context.Background(), admin)
-	}
-	if err == nil {
-		cloud, err = harness.NewCloud(context.Background(), e.AWS, "chaos", "10.0.0.0/16")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "setup:", err)
-		return 1
-	}
+	defer w.Stop()
+	environment, admin, cloud = w.Env, w.Admin, w.Cloud
 	code := m.Run()
 	if harness.AuditTotal(environment.Bridge, os.Stdout, os.Stderr, "") != 0 && code == 0 {
 		fmt.Fprintln(os.Stderr, "FAIL: instances went with undrained pods (AUDIT lines above)")

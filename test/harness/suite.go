@@ -1,11 +1,9 @@
 package harness
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,37 +57,22 @@ type Suite struct {
 // skip (Require).
 func (s *Suite) Run(m *testing.M) int {
 	SetTestLogger()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a loaded machine starts the environment slowly
-	opts := env.AllComponents()
-	opts.CRDDirectoryPaths = []string{CRDPath()}
-	opts.WebhookInstallOptions = WebhookOptions()
-	opts.Dir = os.Getenv("IM_" + strings.ToUpper(s.Prefix) + "_DIR")
-	e, err := env.New(ctx, opts)
-	cancel()
+	cidr := s.CIDR
+	if cidr == "" {
+		cidr = "10.0.0.0/16"
+	}
+	w, err := StartWorld(WorldOptions{Name: s.Prefix, Env: env.AllComponents(), CIDR: cidr, CloudPrefix: s.Prefix})
 	if errors.Is(err, env.ErrNoEnvironment) {
 		fmt.Println("skipping end-to-end tests: needs the local environment (run make test)")
 		return m.Run()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "local environment:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s.Env = e
-	defer func() { _ = e.Stop() }()
-	if s.Admin, err = client.New(e.Config, client.Options{Scheme: app.Scheme()}); err == nil {
-		err = EnsureConfigNamespace(context.Background(), s.Admin)
-	}
-	if err == nil {
-		cidr := s.CIDR
-		if cidr == "" {
-			cidr = "10.0.0.0/16"
-		}
-		s.Cloud, err = NewCloud(context.Background(), e.AWS, s.Prefix, cidr)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "setup:", err)
-		return 1
-	}
+	defer w.Stop()
+	s.Env, s.Admin, s.Cloud = w.Env, w.Admin, w.Cloud
+	e := w.Env
 	if s.Manager, err = s.StartManager(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
