@@ -156,7 +156,15 @@ type Wave struct {
 	HealthyAt *metav1.Time `json:"healthyAt,omitempty"`
 	// CompletedAt: the soak ended with every judged group healthy.
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
-	Groups      []Group      `json:"groups,omitempty"`
+	// NodesUpdated of NodesTotal are the wave's instances on the target's
+	// launch template version; NodesPerHour is the pace since the wave
+	// started and EstimatedEnd when, at that pace, its last node is
+	// replaced and its soak ends. Updated when the counts change.
+	NodesUpdated int          `json:"nodesUpdated,omitempty"`
+	NodesTotal   int          `json:"nodesTotal,omitempty"`
+	NodesPerHour int          `json:"nodesPerHour,omitempty"`
+	EstimatedEnd *metav1.Time `json:"estimatedEnd,omitempty"`
+	Groups       []Group      `json:"groups,omitempty"`
 }
 
 // Group is one group of a wave.

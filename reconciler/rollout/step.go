@@ -459,6 +459,7 @@ func (s *stepper) judge(w *record.Wave) bool {
 		kept = append(kept, m)
 	}
 	w.Groups = kept
+	s.pace(w, byKey)
 	s.unhealthyShare(w, byKey, f)
 	var failed, reasons []string
 	criterion := ""
@@ -620,6 +621,9 @@ func (s *stepper) count() {
 	wave := "no wave started"
 	if rec.Wave >= 0 {
 		wave = fmt.Sprintf("wave %d/%d %s", rec.Wave+1, len(rec.Waves), rec.Waves[rec.Wave].Name)
+		if p := paceText(rec.Waves[rec.Wave]); p != "" {
+			wave += " (" + p + ")"
+		}
 	}
 	rec.Message = fmt.Sprintf("%s revision %s (last good %s), %s: %d group(s) done, %d failed, %d waiting",
 		rec.Phase, rec.Target, rec.Stable, wave, rec.GroupsDone, rec.GroupsFailed, rec.GroupsWaiting)
