@@ -82,8 +82,8 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 			return fmt.Errorf("setting up the interruption queue reader: %w", err)
 		}
 	}
-	managed := eksmanaged.New(clients, eksProvisioner.Reads(), kube, eksmanaged.Options{NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy})
-	fargate := eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod})
+	managed := eksmanaged.New(clients, eksProvisioner.Reads(), kube, eksmanaged.Options{NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy, Reader: mgr.GetAPIReader()})
+	fargate := eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod, Reader: mgr.GetAPIReader()})
 	if err := mgr.Add(&gc.Collector{Client: kube, Drains: drains, Collectors: map[string]providers.Collector{
 		v1alpha1.ProvisionerEKS: eksProvisioner, v1alpha1.ProvisionerEKSManaged: managed, v1alpha1.ProvisionerEKSFargate: fargate,
 	}, Opts: gc.Options{

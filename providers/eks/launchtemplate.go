@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
@@ -233,7 +234,7 @@ type ownedTemplates struct{ m sync.Map }
 
 // check verifies that the existing template st is ig's (EC2
 // DescribeLaunchTemplates, once per template id; one an earlier group of
-// the same name left is adopted, see owned) and adds the ownership
+// the same name left is adopted, see providers.Adopt) and adds the ownership
 // tags a template of an earlier version lacks (CreateTags). Someone
 // else's template is an *ownership.ForeignError.
 func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownership.Adopter, ig *v1alpha1.InstanceGroup, name string, st templateState) error {
@@ -255,7 +256,7 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownershi
 			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(t)})
 			return err
 		}
-		adopted, err := owned(ctx, a, owner, "launch template", name, tags, retag)
+		adopted, err := providers.Adopt(ctx, a, owner, "launch template", name, tags, retag)
 		if err != nil {
 			return err
 		}

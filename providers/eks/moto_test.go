@@ -35,6 +35,7 @@ func TestMoto(t *testing.T) {
 		{"IdleGroupMakesNoCalls", testIdleGroupMakesNoCalls},
 		{"OutOfBandChangesAreNoticedFromTheListing", testOutOfBandChangesAreNoticed},
 		{"InsufficientCapacityIsReadFromTheFailedScalingActivity", func(t *testing.T, cfg awssdk.Config) { testLaunchFailureIsReported(t, cfg, e) }},
+		{"AStaleAccessEntryIsReplacedAndTheGCDeletesItWithTheRole", func(t *testing.T, cfg awssdk.Config) { testAccessEntryLifecycle(t, cfg, e) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := e.ResetAWS(t.Context()); err != nil {
@@ -56,6 +57,13 @@ type motoWorld struct {
 }
 
 func newMotoWorld(t *testing.T, cfg awssdk.Config) motoWorld {
+	t.Helper()
+	return newMotoWorldMode(t, cfg, "")
+}
+
+// newMotoWorldMode is newMotoWorld with the cluster's authentication mode
+// (empty: EKS's default, CONFIG_MAP; kept by test/env's motoeksaccess.py).
+func newMotoWorldMode(t *testing.T, cfg awssdk.Config, mode ekstypes.AuthenticationMode) motoWorld {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -80,10 +88,14 @@ func newMotoWorld(t *testing.T, cfg awssdk.Config) motoWorld {
 	}
 	sort.Strings(w.amis)
 	g.Expect(len(w.amis)).To(BeNumerically(">=", 2))
-	_, err = eks.NewFromConfig(cfg).CreateCluster(ctx, &eks.CreateClusterInput{
+	in := &eks.CreateClusterInput{
 		Name: awssdk.String("prod"), RoleArn: awssdk.String("arn:aws:iam::123456789012:role/eks-cluster"),
 		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: w.subnets},
-	})
+	}
+	if mode != "" {
+		in.AccessConfig = &ekstypes.CreateAccessConfigRequest{AuthenticationMode: mode}
+	}
+	_, err = eks.NewFromConfig(cfg).CreateCluster(ctx, in)
 	g.Expect(err).NotTo(HaveOccurred())
 	return w
 }

@@ -257,7 +257,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	gid := readsID(ig)
-	ctx, flush := collectAdoptions(ctx)
+	ctx, flush := providers.CollectAdoptions(ctx)
 	defer flush()
 	stage := "" // the read in progress, forgotten when it fails
 	defer func() {
@@ -347,7 +347,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 			cache.Invalidate()
 			return tagScalingGroup(ctx, p.aws.AutoScaling, name, tags)
 		}
-		if _, err := owned(ctx, p.adopt, ownerOf(ig), "Auto Scaling group", name, asgTagMap(current.Tags), retag); err != nil {
+		if _, err := providers.Adopt(ctx, p.adopt, ownerOf(ig), "Auto Scaling group", name, asgTagMap(current.Tags), retag); err != nil {
 			return nil, err
 		}
 	}

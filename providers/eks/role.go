@@ -76,8 +76,8 @@ type OwnedRole struct {
 	// a policy that does not exist is a *providers.SpecError on it.
 	PoliciesField string
 	// Adopter, when set, lets the role and profile an earlier InstanceGroup
-	// of the same name left be adopted (see owned).
-	Adopter *ownership.Adopter
+	// of the same name left be adopted (see providers.Adopt).
+	Adopter *ownership.Adopter `json:"-"`
 	// Known: the group's status records the role as made, so a role found
 	// missing was deleted by someone else; creating it again is then told
 	// in a Warning Event (providers.ReasonRecreated): the new role has
@@ -126,7 +126,7 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 			_, err := api.TagRole(ctx, &iam.TagRoleInput{RoleName: awssdk.String(r.Name), Tags: iamTags(t)})
 			return err
 		}
-		adopted, err := owned(ctx, r.Adopter, r.Owner, "IAM role", r.Name, tags, retag)
+		adopted, err := providers.Adopt(ctx, r.Adopter, r.Owner, "IAM role", r.Name, tags, retag)
 		if err != nil {
 			return "", fmt.Errorf("%w; %s: %s", err, r.Field, r.Hint)
 		}
@@ -241,7 +241,7 @@ func profileOwned(ctx context.Context, api awsp.IAMAPI, r OwnedRole, p *iamtypes
 		_, err := api.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name), Tags: iamTags(t)})
 		return err
 	}
-	_, err := owned(ctx, r.Adopter, r.Owner, "IAM instance profile", r.Name, tags, retag)
+	_, err := providers.Adopt(ctx, r.Adopter, r.Owner, "IAM instance profile", r.Name, tags, retag)
 	if err == nil || !r.Legacy || tags[TagInstanceGroup] != "" {
 		return err
 	}

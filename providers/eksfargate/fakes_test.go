@@ -2,6 +2,7 @@ package eksfargate
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"strconv"
 
@@ -63,7 +64,8 @@ func (f *fakeEKS) CreateFargateProfile(_ context.Context, in *eks.CreateFargateP
 		return nil, inUse()
 	}
 	p := &ekstypes.FargateProfile{FargateProfileName: in.FargateProfileName, ClusterName: in.ClusterName, PodExecutionRoleArn: in.PodExecutionRoleArn,
-		Subnets: in.Subnets, Selectors: in.Selectors, Tags: in.Tags, Status: ekstypes.FargateProfileStatusCreating}
+		Subnets: in.Subnets, Selectors: in.Selectors, Tags: in.Tags, Status: ekstypes.FargateProfileStatusCreating,
+		FargateProfileArn: awssdk.String("arn:aws:eks:us-west-2:123456789012:fargateprofile/" + *in.ClusterName + "/" + *in.FargateProfileName + "/1a2b")}
 	f.profiles[*in.FargateProfileName] = p
 	c := *p
 	return &eks.CreateFargateProfileOutput{FargateProfile: &c}, nil
@@ -114,6 +116,19 @@ func (f *fakeEKS) DeleteFargateProfile(_ context.Context, in *eks.DeleteFargateP
 	}
 	p.Status = ekstypes.FargateProfileStatusDeleting
 	return &eks.DeleteFargateProfileOutput{}, nil
+}
+
+// TagResource adds or replaces a profile's tags (by its ARN).
+func (f *fakeEKS) TagResource(_ context.Context, in *eks.TagResourceInput, _ ...func(*eks.Options)) (*eks.TagResourceOutput, error) {
+	f.calls = append(f.calls, "TagResource "+*in.ResourceArn)
+	for _, p := range f.profiles {
+		if awssdk.ToString(p.FargateProfileArn) == *in.ResourceArn {
+			p.Tags = maps.Clone(p.Tags)
+			maps.Copy(p.Tags, in.Tags)
+			return &eks.TagResourceOutput{}, nil
+		}
+	}
+	return nil, notFound()
 }
 
 // settle finishes what EKS was doing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
+	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
@@ -38,12 +40,14 @@ func listNames(ctx context.Context, api awsp.EKSAPI, cluster string) ([]string, 
 
 // ownedProfiles returns the profiles among names that candidate accepts
 // (those that can be the group's, by their name) and are tagged as
-// owner's (ownership.Owner.Check), sorted by name, and whether a profile
+// owner's (ownership.Owner.Check) or that a adopts (providers.Adopt: an
+// earlier InstanceGroup of owner's name left it; retagged with EKS
+// TagResource), sorted by name, and whether a profile
 // named taken exists with another (or no) owner, described by
 // ownership.Describe (EKS DescribeFargateProfile for each candidate only;
 // a profile gone meanwhile is skipped). Failures are wrapped with the
 // operation.
-func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, names []string, candidate func(string) bool, owner ownership.Owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
+func ownedProfiles(ctx context.Context, api awsp.EKSAPI, a *ownership.Adopter, cluster string, names []string, candidate func(string) bool, owner ownership.Owner, taken string) (owned []ekstypes.FargateProfile, takenBy *string, err error) {
 	for _, name := range names {
 		if !candidate(name) {
 			continue
@@ -55,9 +59,16 @@ func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, names [
 		if p == nil {
 			continue
 		}
+		adopted, err := providers.Adopt(ctx, a, owner, "Fargate profile", name, p.Tags, retagProfile(api, p))
 		switch {
-		case owner.Check("Fargate profile", name, p.Tags) == nil:
+		case err == nil:
+			if adopted {
+				p.Tags = maps.Clone(p.Tags)
+				maps.Copy(p.Tags, owner.Tags())
+			}
 			owned = append(owned, *p)
+		case !ownership.IsForeign(err):
+			return nil, nil, err
 		case name == taken:
 			found := ownership.Describe(p.Tags)
 			takenBy = &found
@@ -67,6 +78,16 @@ func ownedProfiles(ctx context.Context, api awsp.EKSAPI, cluster string, names [
 		return awssdk.ToString(owned[i].FargateProfileName) < awssdk.ToString(owned[j].FargateProfileName)
 	})
 	return owned, takenBy, nil
+}
+
+// retagProfile writes tags on the profile (EKS TagResource).
+func retagProfile(api awsp.EKSAPI, p *ekstypes.FargateProfile) providers.Retag {
+	return func(ctx context.Context, tags map[string]string) error {
+		if _, err := api.TagResource(ctx, &eks.TagResourceInput{ResourceArn: p.FargateProfileArn, Tags: tags}); err != nil {
+			return fmt.Errorf("eks TagResource %s (Fargate profile %s): %w", awssdk.ToString(p.FargateProfileArn), awssdk.ToString(p.FargateProfileName), err)
+		}
+		return nil
+	}
 }
 
 // describe returns the profile, or nil when it does not exist (EKS

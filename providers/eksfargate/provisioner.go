@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
@@ -47,6 +48,9 @@ type Provisioner struct {
 	// failures paces the re-creation of profiles in CREATE_FAILED (its
 	// count is in the group's status, see Observation.CreateFailure).
 	failures providers.CreateFailures
+	// adopt takes over what an earlier InstanceGroup of the same name
+	// left (providers.Adopt); its Reader nil: nothing is adopted.
+	adopt *ownership.Adopter
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
@@ -60,6 +64,12 @@ type Options struct {
 	// names may be for a group whose profile was ACTIVE (a profile deleted
 	// by hand is noticed within it). Default 2m.
 	PollPeriod time.Duration
+	// Reader reads InstanceGroups from the API server itself (the
+	// manager's APIReader): the profiles and pod execution role an
+	// earlier InstanceGroup of the same name left are adopted once it
+	// shows their recorded UID gone (ownership.Adopter). nil: nothing is
+	// adopted.
+	Reader client.Reader
 }
 
 // New returns the eks-fargate provisioner using the EKS, EC2 (subnet
@@ -71,7 +81,7 @@ func New(clients *awsp.Clients, opts Options) *Provisioner {
 	if opts.PollPeriod <= 0 {
 		opts.PollPeriod = 2 * time.Minute
 	}
-	return &Provisioner{aws: clients, opts: opts}
+	return &Provisioner{aws: clients, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
 }
 
 // Stages of a group's reads (see eks.Reads).
@@ -140,11 +150,17 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // (ListFargateProfiles), then DescribeFargateProfile for the names that can
 // be the group's. A group whose profile was ACTIVE alone is only looked
 // for in the shared listing of names (at most PollPeriod old) until its
-// spec changes. Errors: a
-// *providers.SpecError for unknown subnets, a missing role or cluster, or
-// a profile of the same name that another owner tagged; other failures
-// are wrapped with the EKS operation and profile name.
+// spec changes. The profiles and pod execution role an earlier
+// InstanceGroup of the same namespace/name, cluster and installation left,
+// whose recorded UID no InstanceGroup has any more, are adopted
+// (providers.Adopt: retagged with the group's UID, one Normal Event
+// Adopted naming them all). Errors: a *providers.SpecError for unknown
+// subnets, a missing role or cluster, an *ownership.ForeignError for a
+// profile of the same name that another owner tagged; other failures are
+// wrapped with the EKS operation and profile name.
 func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (*providers.Observation, error) {
+	ctx, flush := providers.CollectAdoptions(ctx)
+	defer flush()
 	obs, err := p.apply(ctx, ig)
 	if obs != nil && obs.CreateFailure == nil && !obs.Active {
 		// Deleted to be created again, being created: the count of
@@ -192,7 +208,7 @@ func (p *Provisioner) apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	p.names.put(f.ClusterName, listed)
-	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, f.ClusterName, listed, own, eksprov.OwnerOf(ig, f.ClusterName), name)
+	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, f.ClusterName, listed, own, eksprov.OwnerOf(ig, f.ClusterName), name)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +310,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 		if derr != nil || got == nil {
 			return nil, derr
 		}
-		if err := eksprov.OwnerOf(ig, f.ClusterName).Check("Fargate profile", name, got.Tags); err != nil {
+		if _, err := providers.Adopt(ctx, p.adopt, eksprov.OwnerOf(ig, f.ClusterName), "Fargate profile", name, got.Tags, retagProfile(p.aws.EKS, got)); err != nil {
 			return nil, err
 		}
 		return got, nil
@@ -347,7 +363,9 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 	if roleARN != "" {
 		err = eksprov.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
 	} else {
-		roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, podRole(ig))
+		role := podRole(ig)
+		role.Adopter = p.adopt
+		roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, role)
 	}
 	if err != nil {
 		return "", err
@@ -372,7 +390,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}
-	owned, _, err := ownedProfiles(ctx, p.aws.EKS, cluster, listed, ownName(ig), eksprov.OwnerOf(ig, cluster), "")
+	owned, _, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, cluster, listed, ownName(ig), eksprov.OwnerOf(ig, cluster), "")
 	if err != nil {
 		return false, err
 	}

@@ -549,3 +549,32 @@ func tagsMatch(tags []ec2types.Tag, filters []ec2types.Filter) bool {
 	}
 	return true
 }
+
+// TagRole adds or replaces the role's tags (IAM TagRole).
+func (f *fakeIAM) TagRole(_ context.Context, in *iam.TagRoleInput, _ ...func(*iam.Options)) (*iam.TagRoleOutput, error) {
+	r, ok := f.roles[*in.RoleName]
+	if !ok {
+		return nil, noSuchEntity()
+	}
+	for _, t := range in.Tags {
+		r.tags = slices.DeleteFunc(r.tags, func(x iamtypes.Tag) bool { return *x.Key == *t.Key })
+		r.tags = append(r.tags, t)
+	}
+	return &iam.TagRoleOutput{}, nil
+}
+
+// CreateTags adds or replaces the tags of launch templates (EC2
+// CreateTags, resources by template id).
+func (f *fakeEC2) CreateTags(_ context.Context, in *ec2.CreateTagsInput, _ ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	for _, id := range in.Resources {
+		t := f.templates[id]
+		if t == nil {
+			return nil, templateNotFound()
+		}
+		for _, tag := range in.Tags {
+			t.tags = slices.DeleteFunc(t.tags, func(x ec2types.Tag) bool { return *x.Key == *tag.Key })
+			t.tags = append(t.tags, tag)
+		}
+	}
+	return &ec2.CreateTagsOutput{}, nil
+}

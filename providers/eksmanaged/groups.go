@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
+	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
@@ -45,10 +47,11 @@ type owned struct {
 }
 
 // ownedNodegroups describes (EKS DescribeNodegroup) each of names that
-// candidate accepts and keeps those owner's tags mark as its own; a node
-// group gone meanwhile is skipped. Failures are wrapped with the
-// operation.
-func ownedNodegroups(ctx context.Context, api awsp.EKSAPI, cluster string, names []string, candidate func(string) bool, owner ownership.Owner) (owned, error) {
+// candidate accepts and keeps those owner's tags mark as its own, or that
+// a adopts (providers.Adopt: an earlier InstanceGroup of owner's name
+// left it; retagged with EKS TagResource); a node group gone meanwhile is
+// skipped. Failures are wrapped with the operation.
+func ownedNodegroups(ctx context.Context, api awsp.EKSAPI, a *ownership.Adopter, cluster string, names []string, candidate func(string) bool, owner ownership.Owner) (owned, error) {
 	out := owned{foreign: map[string]map[string]string{}}
 	for _, name := range names {
 		if !candidate(name) {
@@ -61,9 +64,23 @@ func ownedNodegroups(ctx context.Context, api awsp.EKSAPI, cluster string, names
 		if ng == nil {
 			continue
 		}
-		if owner.Check("EKS node group", name, ng.Tags) != nil {
+		retag := func(ctx context.Context, tags map[string]string) error {
+			if _, err := api.TagResource(ctx, &eks.TagResourceInput{ResourceArn: ng.NodegroupArn, Tags: tags}); err != nil {
+				return fmt.Errorf("eks TagResource %s (node group %s): %w", awssdk.ToString(ng.NodegroupArn), name, err)
+			}
+			return nil
+		}
+		adopted, err := providers.Adopt(ctx, a, owner, "EKS node group", name, ng.Tags, retag)
+		if ownership.IsForeign(err) {
 			out.foreign[name] = ng.Tags
 			continue
+		}
+		if err != nil {
+			return owned{}, err
+		}
+		if adopted {
+			ng.Tags = maps.Clone(ng.Tags)
+			maps.Copy(ng.Tags, owner.Tags())
 		}
 		out.groups = append(out.groups, ng)
 	}

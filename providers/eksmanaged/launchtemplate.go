@@ -14,6 +14,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
@@ -157,7 +158,8 @@ func (p *Provisioner) ensureTemplate(ctx context.Context, ig *v1alpha1.InstanceG
 
 // checkTemplateOwner returns an *ownership.ForeignError unless the
 // template's ownership tags name the group (EC2 DescribeLaunchTemplates;
-// remembered per template id).
+// remembered per template id). One an earlier InstanceGroup of the same
+// name left is adopted (providers.Adopt; retagged with EC2 CreateTags).
 func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.InstanceGroup, owner ownership.Owner, ref templateRef) error {
 	key := ref.name + "/" + string(ig.UID)
 	if id, ok := p.templates.Load(key); ok && id == ref.id {
@@ -168,7 +170,13 @@ func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.Insta
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", ref.name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if err := owner.Check("launch template", ref.name, eksprov.EC2TagMap(lt.Tags)); err != nil {
+		retag := func(ctx context.Context, tags map[string]string) error {
+			if _, err := p.aws.EC2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{ref.id}, Tags: eksprov.EC2Tags(tags)}); err != nil {
+				return fmt.Errorf("ec2 CreateTags %s: %w", ref.name, err)
+			}
+			return nil
+		}
+		if _, err := providers.Adopt(ctx, p.adopt, owner, "launch template", ref.name, eksprov.EC2TagMap(lt.Tags), retag); err != nil {
 			return err
 		}
 	}

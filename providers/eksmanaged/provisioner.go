@@ -44,6 +44,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
@@ -64,6 +65,9 @@ type Provisioner struct {
 	failures providers.CreateFailures
 	// versions are the version updates sent, by "<cluster>/<name>".
 	versions versionUpdates
+	// adopt takes over what an earlier InstanceGroup of the same name
+	// left (providers.Adopt); its Reader nil: nothing is adopted.
+	adopt *ownership.Adopter
 }
 
 // Options are the eks-managed provisioner's settings.
@@ -71,6 +75,12 @@ type Options struct {
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
 	// provisioner creates (see eks.CNIPolicy). Default off.
 	NodeRoleCNIPolicy bool
+	// Reader reads InstanceGroups from the API server itself (the
+	// manager's APIReader): the node groups, node role and launch template
+	// an earlier InstanceGroup of the same name left are adopted once it
+	// shows their recorded UID gone (ownership.Adopter). nil: nothing is
+	// adopted.
+	Reader client.Reader
 }
 
 var _ providers.Provisioner = (*Provisioner)(nil)
@@ -85,7 +95,7 @@ func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader, opts 
 	if reads == nil {
 		reads = eksprov.NewReads(0)
 	}
-	return &Provisioner{aws: clients, reads: reads, nodes: nodes, opts: opts}
+	return &Provisioner{aws: clients, reads: reads, nodes: nodes, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
 }
 
 // readsID identifies the group in Reads.
@@ -117,14 +127,20 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // converged node group is ACTIVE, needs no update and has its nodes Ready,
 // they are deleted (DeleteNodegroup). The Observation names the converged
 // node group (GroupName) and the retiring ones (Retiring), and is Updating
-// until they are gone. Errors: a *providers.SpecError for unknown
-// references or a missing cluster, an *ownership.ForeignError for a node
-// group of the name needed that another owner tagged; other failures are
-// wrapped with the EKS operation and node group name.
+// until they are gone. The node groups, node role and launch template an
+// earlier InstanceGroup of the same namespace/name, cluster and
+// installation left, whose recorded UID no InstanceGroup has any more, are
+// adopted (providers.Adopt: retagged with the group's UID, one Normal
+// Event Adopted naming them all). Errors: a *providers.SpecError for
+// unknown references or a missing cluster, an *ownership.ForeignError for
+// a node group of the name needed that another owner tagged; other
+// failures are wrapped with the EKS operation and node group name.
 func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
+	ctx, flush := providers.CollectAdoptions(ctx)
+	defer flush()
 	gid := readsID(ig)
 	defer func() {
 		if err != nil {
@@ -187,7 +203,7 @@ func (p *Provisioner) find(ctx context.Context, ig *v1alpha1.InstanceGroup, want
 	if err != nil {
 		return owned{}, err
 	}
-	return ownedNodegroups(ctx, p.aws.EKS, want.cluster, names, ownName(ig), owner)
+	return ownedNodegroups(ctx, p.aws.EKS, p.adopt, want.cluster, names, ownName(ig), owner)
 }
 
 // pick chooses the node group to converge among the group's: one not
@@ -523,8 +539,12 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 			return refs{}, err
 		}
 		r.roleARN = c.NodeRole
-	} else if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, nodeRole(ig, p.opts.NodeRoleCNIPolicy)); err != nil {
-		return refs{}, err
+	} else {
+		role := nodeRole(ig, p.opts.NodeRoleCNIPolicy)
+		role.Adopter = p.adopt
+		if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, role); err != nil {
+			return refs{}, err
+		}
 	}
 	p.reads.Store(gid, stageRole, key, r.roleARN)
 	return r, nil
@@ -605,7 +625,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}
-	found, err := ownedNodegroups(ctx, p.aws.EKS, cluster, names, ownName(ig), eksprov.OwnerOf(ig, cluster))
+	found, err := ownedNodegroups(ctx, p.aws.EKS, p.adopt, cluster, names, ownName(ig), eksprov.OwnerOf(ig, cluster))
 	if err != nil {
 		return false, err
 	}

@@ -40,7 +40,8 @@ Added behaviour (AWS does it, moto never does):
   retry it). Tests make it happen to see the controller recover.
 
 AWS's public EKS-optimized AMI parameters (`image: latest`) are
-motossm.py's.
+motossm.py's; clusters' authentication modes and EKS access entries
+(bound to the IAM principal's id, as on AWS) are motoeksaccess.py's.
 
 Auto Scaling's own behaviour (termination policy, lifecycle hooks,
 rebalancing, scaling activities, warm pools) is motoautoscaling.py's,
@@ -49,6 +50,7 @@ installed here; IM_MOTO_AUTOSCALING chooses which behaviours are on.
 import sys
 
 import motoautoscaling
+import motoeksaccess
 import motossm
 
 from moto.autoscaling.exceptions import AutoscalingClientError
@@ -210,6 +212,7 @@ EKSResponse.untag_resource = _untag_every_key
 # After the fixes above: its terminate replaces the one defined here.
 motoautoscaling.install()
 motossm.install()
+motoeksaccess.install()
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"
