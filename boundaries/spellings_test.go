@@ -1,12 +1,10 @@
-package webhooks
+package boundaries
 
 import (
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/instancemgr/instance-manager/boundaries"
 )
 
 func TestNormalizeSpellings(t *testing.T) {
@@ -47,7 +45,7 @@ func TestNormalizeSpellings(t *testing.T) {
 func TestValidateSpellings(t *testing.T) {
 	var spec map[string]any
 	_ = json.Unmarshal([]byte(`{"strategy":{"type":"randomUpdate"},"eks":{"configuration":{"lifecycleHooks":[{"lifecycle":"launch"},{"lifecycle":"boot"}]}}}`), &spec)
-	errs := validateSpellings(spec)
+	errs := CheckSpellings(spec)
 	if len(errs) != 2 || errs[0].Field != "spec.strategy.type" || errs[1].Field != "spec.eks.configuration.lifecycleHooks[1].lifecycle" ||
 		!strings.Contains(errs[0].Error(), "rollingUpdate") {
 		t.Fatalf("errors %v, want strategy.type and lifecycleHooks[1].lifecycle refused naming the allowed values", errs)
@@ -55,7 +53,7 @@ func TestValidateSpellings(t *testing.T) {
 }
 
 func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
-	cfg, err := boundaries.Parse(map[string]string{
+	cfg, err := Parse(map[string]string{
 		"boundaries": "restricted:\n- spec.strategy\n",
 		"defaults":   "spec:\n  strategy:\n    type: rollingupdate\n",
 	})
@@ -63,14 +61,14 @@ func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := map[string]any{"strategy": map[string]any{"type": "rollingUpdate"}}
-	in := boundaries.Input{Spec: map[string]any{}}
+	in := Input{Spec: map[string]any{}}
 	if probs, _ := cfg.Verify(in, final); len(probs) == 0 {
 		t.Fatal("the raw ConfigMap should differ from the canonical spec (else this test proves nothing)")
 	}
-	if probs, err := canonicalConfig(cfg).Verify(in, final); err != nil || len(probs) != 0 {
+	if probs, err := spelledCanonically(cfg).Verify(in, final); err != nil || len(probs) != 0 {
 		t.Fatalf("Verify with canonical defaults: %v %v", probs, err)
 	}
 	if cfg.Defaults["spec"].(map[string]any)["strategy"].(map[string]any)["type"] != "rollingupdate" {
-		t.Error("canonicalConfig changed the stored ConfigMap")
+		t.Error("spelledCanonically changed the stored ConfigMap")
 	}
 }
