@@ -3,8 +3,11 @@ package boundaries
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
 func TestNormalizeSpellings(t *testing.T) {
@@ -70,5 +73,25 @@ func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
 	}
 	if cfg.Defaults["spec"].(map[string]any)["strategy"].(map[string]any)["type"] != "rollingupdate" {
 		t.Error("spelledCanonically changed the stored ConfigMap")
+	}
+}
+
+// Every value of the enum table folds to its own key, so that no spelling
+// is ambiguous, and the Auto Scaling lists are sorted, as the validating
+// webhook's messages list them.
+func TestEnumTable(t *testing.T) {
+	for _, f := range v1alpha1.EnumFields {
+		seen := map[string]string{}
+		for _, v := range f.Values {
+			if prev, ok := seen[fold(v)]; ok {
+				t.Errorf("%s: %q and %q fold alike", f.Path, prev, v)
+			}
+			seen[fold(v)] = v
+		}
+	}
+	for name, list := range map[string][]string{"AutoScalingMetrics": v1alpha1.AutoScalingMetrics, "AutoScalingProcesses": v1alpha1.AutoScalingProcesses} {
+		if !slices.IsSorted(list) {
+			t.Errorf("v1alpha1.%s is not sorted", name)
+		}
 	}
 }

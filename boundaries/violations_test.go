@@ -65,4 +65,15 @@ func TestViolations(t *testing.T) {
 	if got, _ := Violations(nil, forged, nil, "instance-manager"); len(got) != 0 {
 		t.Errorf("without boundaries: violations %v, want none", got)
 	}
+	if got, err := Violations(cfg, forged, map[string]any(res.Spec), "instance-manager"); err != nil || len(got) != 0 {
+		t.Errorf("the forged group with the admitted spec about to be stored: violations %v, %v; want none", got, err)
+	}
+	// Recompute gives what admission stored, from the kept submission.
+	again, err := Recompute(cfg, forged, "instance-manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(t, res.Spec, again); d != "" {
+		t.Errorf("Recompute (-admitted +recomputed):\n%s", d)
+	}
 }
