@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
@@ -119,9 +118,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		FailureBackoffMax: opts.FailureBackoffMax,
 		TransientAttempts: opts.TransientErrorAttempts, TransientGrace: opts.TransientErrorGrace,
 		Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries,
-		Violations: func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
-			return webhooks.BoundaryViolations(cfg, ig, opts.ConfigNamespace)
-		},
+		Violations: reconciler.BoundaryViolations(opts.ConfigNamespace),
 		Quotas: func(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]string, error) {
 			all := &v1alpha1.InstanceGroupList{}
 			if err := mgr.GetClient().List(ctx, all); err != nil {

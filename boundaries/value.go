@@ -292,3 +292,22 @@ func deletePath(root map[string]any, segs []string) {
 // equalValues reports whether two canonical values are the same JSON value.
 // normalize maps every integral number to int64, so 2 and 2.0 are equal.
 func equalValues(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+// SameJSON reports whether a and b encode to the same JSON document: each
+// makes a round trip through encoding/json, so typed and decoded values
+// compare alike (an int 2 and a float64 2 are equal; an object entry whose
+// value is null differs from an absent one, unlike equalValues). A value
+// with no JSON form is compared as it is.
+func SameJSON(a, b any) bool { return reflect.DeepEqual(roundTrip(a), roundTrip(b)) }
+
+// roundTrip is v encoded and decoded again by encoding/json, or v when it
+// has no JSON form.
+func roundTrip(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}

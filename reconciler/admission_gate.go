@@ -45,9 +45,9 @@ const (
 // previous revision on purpose, and are checked against it.
 //
 // violations, when set, re-checks the stored spec against the boundaries
-// in force (webhooks.BoundaryViolations): a spec changed while the
-// webhooks were bypassed keeps its hash, so the hash alone does not attest
-// it.
+// in force (boundaries.Violations, the validating webhook's re-check): a
+// spec changed while the webhooks were bypassed keeps its hash, so the
+// hash alone does not attest it.
 func admissionGate(ig *v1alpha1.InstanceGroup, st store.State, allowNoBoundaries bool, violations Violations) (reason, msg string) {
 	if !st.Loaded {
 		return ReasonBoundariesNotLoaded, "Waiting for the boundary ConfigMap to be read"
@@ -89,8 +89,18 @@ func admissionGate(ig *v1alpha1.InstanceGroup, st store.State, allowNoBoundaries
 }
 
 // Violations lists where a group's stored spec differs, on restricted
-// paths, from what cfg gives for its kept submission.
+// paths, from what cfg gives for its kept submission: boundaries.Violations
+// with the boundary ConfigMap's namespace (BoundaryViolations).
 type Violations func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error)
+
+// BoundaryViolations is the Violations of the boundaries package for a
+// boundary ConfigMap in adminNamespace, whose groups get its rules as
+// written: the same re-check the validating webhook makes.
+func BoundaryViolations(adminNamespace string) Violations {
+	return func(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup) ([]string, error) {
+		return boundaries.Violations(cfg, ig, nil, adminNamespace)
+	}
+}
 
 // readmissionRefused reports whether the fan-out's last re-admission of ig
 // was refused by the webhooks (BoundariesApplied False, reason Rejected):

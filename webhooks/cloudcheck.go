@@ -227,17 +227,11 @@ func collectAffected(ctx context.Context, c client.Reader, cfg *boundaries.Confi
 		if ig.DeletionTimestamp != nil {
 			continue
 		}
-		submitted, err := SubmittedSpec(ig)
+		effective, err := boundaries.Recompute(cfg, ig, adminNamespace)
 		if err != nil {
 			continue
 		}
-		res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, Namespace: ig.Namespace,
-			NamespaceExcluded: cfg.Excluded(ig.Namespace), AdminNamespace: ig.Namespace == adminNamespace})
-		if err != nil {
-			continue
-		}
-		NormalizeSpellings(res.Spec)
-		spec, err := boundaries.DecodeSpec(res.Spec)
+		spec, err := boundaries.DecodeSpec(effective)
 		if err != nil {
 			continue
 		}
@@ -255,7 +249,7 @@ func tenantRefProblems(ctx context.Context, cloud CloudChecker, ig, old *v1alpha
 		if g == nil {
 			return map[string]bool{}
 		}
-		raw, err := SubmittedSpec(g)
+		raw, err := boundaries.Submitted(g)
 		if err != nil {
 			return map[string]bool{}
 		}

@@ -151,9 +151,8 @@ func (v *ConfigMapValidator) deny(ctx context.Context) admission.Response {
 // come from listing InstanceGroups.
 func DryRun(ctx context.Context, c client.Reader, cfg, current *boundaries.Config, adminNamespace string) ([]string, int, error) {
 	return reportGroups(ctx, c, func(ig *v1alpha1.InstanceGroup) string {
-		admin := ig.Namespace == adminNamespace
-		reason := dryRunOne(cfg, ig, cfg.Excluded(ig.Namespace), admin)
-		if reason == "" || dryRunOne(current, ig, current.Excluded(ig.Namespace), admin) != "" {
+		reason := dryRunOne(cfg, ig, adminNamespace)
+		if reason == "" || dryRunOne(current, ig, adminNamespace) != "" {
 			return ""
 		}
 		return ": " + reason
@@ -196,52 +195,24 @@ func andMore(named []string, total int) string {
 	return msg
 }
 
-// dryRunOne returns why ig's effective spec under cfg is invalid, or "".
-func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, excluded, admin bool) string {
-	submitted, err := SubmittedSpec(ig)
+// dryRunOne returns why the effective spec ig gets under cfg
+// (boundaries.Recompute) is invalid, or "".
+func dryRunOne(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, adminNamespace string) string {
+	effective, err := boundaries.Recompute(cfg, ig, adminNamespace)
 	if err != nil {
 		return err.Error()
 	}
-	res, err := cfg.Effective(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, NamespaceExcluded: excluded, AdminNamespace: admin, Namespace: ig.Namespace})
-	if err != nil {
-		return err.Error()
-	}
-	NormalizeSpellings(res.Spec)
-	spec, err := boundaries.DecodeSpec(res.Spec)
+	spec, err := boundaries.DecodeSpec(effective)
 	if err != nil {
 		return err.Error()
 	}
 	candidate := ig.DeepCopy()
 	candidate.Spec = *spec
 	errs, _ := ValidateInstanceGroup(candidate)
-	if errs = append(errs, validateSpellings(res.Spec)...); len(errs) > 0 {
+	if errs = append(errs, boundaries.CheckSpellings(effective)...); len(errs) > 0 {
 		return errs.ToAggregate().Error()
 	}
 	return strings.Join(IdentityChanges(ig, &candidate.Spec), "; ")
-}
-
-// SubmittedSpec returns the tenant's kept submission of ig: the JSON in the
-// submitted-spec annotation, or the stored spec when the group predates the
-// boundaries, with keikoproj instance-manager's forms turned into ours
-// (NormalizeForms). Errors when the annotation is not a JSON object or its
-// forms do not normalise.
-func SubmittedSpec(ig *v1alpha1.InstanceGroup) (map[string]any, error) {
-	raw, ok := ig.Annotations[v1alpha1.AnnotationSubmittedSpec]
-	if !ok {
-		b, err := json.Marshal(ig.Spec)
-		if err != nil {
-			return nil, err
-		}
-		raw = string(b)
-	}
-	var spec map[string]any
-	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-		return nil, fmt.Errorf("metadata.annotations[%s] is not a JSON object: %v", v1alpha1.AnnotationSubmittedSpec, err)
-	}
-	if errs := NormalizeForms(spec); len(errs) > 0 {
-		return nil, fmt.Errorf("metadata.annotations[%s]: %v", v1alpha1.AnnotationSubmittedSpec, errs.ToAggregate())
-	}
-	return spec, nil
 }
 
 // resurrections returns the admission warning, if any, for the groups whose
@@ -253,7 +224,7 @@ func resurrections(ctx context.Context, c client.Reader, current, next *boundari
 		return nil, nil
 	}
 	named, total, err := reportGroups(ctx, c, func(ig *v1alpha1.InstanceGroup) string {
-		submitted, err := SubmittedSpec(ig)
+		submitted, err := boundaries.Submitted(ig)
 		if err != nil {
 			return "" // the dry run reports it
 		}

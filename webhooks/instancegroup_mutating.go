@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
-	"sort"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -48,7 +46,10 @@ type InstanceGroupMutator struct {
 	Recorder events.EventRecorder
 }
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. It decodes the request, picks the
+// boundaries revision, recovers the tenant's submission, hands the policy
+// to boundaries.Admit and answers with its verdict: a refusal, or a patch
+// to the effective spec with warnings (and an Event per overridden field).
 func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
@@ -65,6 +66,7 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	}
 	isController := req.UserInfo.Username == m.ControllerUser
 	var old object
+	var oldAnnotations map[string]string
 	if req.Operation == admissionv1.Update {
 		if old, err = decodeObject(req.OldObject.Raw); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
@@ -76,23 +78,76 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 			// restricted (force-delete changes how the deletion goes).
 			return m.deletingAnnotations(req, ref, state.Config, isController, old, obj)
 		}
+		oldAnnotations = old.annotations()
 	}
 	if state.Config == nil && !m.AllowNoBoundaries {
-		var nilConfig *boundaries.Config
-		if req.Operation == admissionv1.Update && reflect.DeepEqual(normalize(old.spec()), normalize(obj.spec())) &&
-			(isController || len(nilConfig.RestrictedAnnotations(old.annotations(), obj.annotations())) == 0) {
-			// Metadata only (finalizers, labels): nothing is recomputed,
-			// so no boundary is lost.
-			return admission.Allowed("")
-		}
-		return admission.Denied(fmt.Sprintf("%s: the boundary ConfigMap %s does not exist, so InstanceGroups are refused (boundaries fail closed); "+
-			"the cluster admin creates it, or runs instance-manager with --allow-no-boundaries (chart value allowNoBoundaries: true) to admit groups as submitted", ref, m.ConfigMap))
+		return m.failClosed(req, ref, isController, old, obj)
 	}
-	// The boundaries revision this admission computes against: the one
-	// the controller asks for (the hash its update carries), the one the
-	// group runs (anyone else's update: a tenant's edit during a rollout
-	// keeps its group's revision), or for a new group the revision new
-	// groups get (store.State.Entry).
+	cfg, unloaded := m.revision(req, state, isController, old, obj)
+	if unloaded != "" {
+		// The controller asks for a revision this replica has not loaded
+		// yet (the rollout record is on its way through the watch).
+		return admission.Errored(http.StatusServiceUnavailable,
+			fmt.Errorf("%s: the boundaries revision with hash %s is not loaded on this replica yet; retry in a few seconds", ref, unloaded))
+	}
+	submitted, oldSubmitted, err := m.submittedSpec(req, obj, isController)
+	if errors.Is(err, errStale) {
+		return staleResponse(ref, req)
+	}
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
+	}
+	a, err := boundaries.Admit(boundaries.AdmitInput{
+		Config: cfg, Newest: state.Config, Update: req.Operation == admissionv1.Update,
+		Submitted: submitted, OldSubmitted: oldSubmitted, Annotations: obj.annotations(), OldAnnotations: oldAnnotations,
+		Namespace: req.Namespace, AdminNamespace: req.Namespace == m.ConfigMap.Namespace, Controller: isController,
+	})
+	switch {
+	case len(a.Invalid) > 0:
+		return admission.Denied(fmt.Sprintf("%s is invalid: %s", ref, a.Invalid.ToAggregate().Error()))
+	case a.Annotations.Deny:
+		return admission.Denied(ref + ": " + m.annotationsRefusal(a.Annotations.Keys))
+	case err != nil:
+		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))
+	case a.OverridesDenied:
+		return admission.Denied(m.denyMessage(ref, cfg, a.Overrides))
+	}
+	warnings := m.dropAnnotations(obj, oldAnnotations, a.Annotations.Keys)
+	warnings = append(warnings, m.overrideWarnings(req, obj, cfg, a.Overrides)...)
+	if p, _ := a.Spec["provisioner"].(string); p == v1alpha1.ProvisionerEKSCF {
+		warnings = append(warnings, `spec.provisioner: "eks-cf" is deprecated; the group is built by the "eks" provisioner from spec.eks`)
+	}
+	obj.setSpec(a.Spec)
+	obj.setAnnotation(v1alpha1.AnnotationSubmittedSpec, a.Submitted)
+	obj.setAnnotation(v1alpha1.AnnotationBoundariesHash, a.Hash)
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, mutated).WithWarnings(warnings...)
+}
+
+// failClosed answers a request while the boundary ConfigMap does not
+// exist and --allow-no-boundaries is off: only an update that changes
+// metadata (finalizers, labels) and no behaviour annotation goes through,
+// since nothing is recomputed, so no boundary is lost.
+func (m *InstanceGroupMutator) failClosed(req admission.Request, ref string, isController bool, old, obj object) admission.Response {
+	var none *boundaries.Config
+	if req.Operation == admissionv1.Update && boundaries.SameJSON(old.spec(), obj.spec()) &&
+		(isController || len(none.RestrictedAnnotations(old.annotations(), obj.annotations())) == 0) {
+		return admission.Allowed("")
+	}
+	return admission.Denied(fmt.Sprintf("%s: the boundary ConfigMap %s does not exist, so InstanceGroups are refused (boundaries fail closed); "+
+		"the cluster admin creates it, or runs instance-manager with --allow-no-boundaries (chart value allowNoBoundaries: true) to admit groups as submitted", ref, m.ConfigMap))
+}
+
+// revision returns the boundaries revision this admission computes
+// against: the one the controller asks for (the hash its update carries),
+// the one the group runs (anyone else's update: a tenant's edit during a
+// rollout keeps its group's revision), or for a new group the revision
+// new groups get (store.State.Entry). unloaded is the hash the controller
+// asks for when this replica has not loaded it yet ("" otherwise).
+func (m *InstanceGroupMutator) revision(req admission.Request, state store.State, isController bool, old, obj object) (cfg *boundaries.Config, unloaded string) {
 	var hash string
 	switch {
 	case req.Operation == admissionv1.Create:
@@ -103,86 +158,29 @@ func (m *InstanceGroupMutator) Handle(ctx context.Context, req admission.Request
 	}
 	assigned, known := state.ForAdmission(hash, req.Namespace)
 	if isController && !known && hash != "" && hash != old.annotations()[v1alpha1.AnnotationBoundariesHash] {
-		// The controller asks for a revision this replica has not loaded
-		// yet (the rollout record is on its way through the watch).
-		return admission.Errored(http.StatusServiceUnavailable,
-			fmt.Errorf("%s: the boundaries revision with hash %s is not loaded on this replica yet; retry in a few seconds", ref, hash))
+		return nil, hash
 	}
-	cfg := assigned.Config
-	excluded := cfg.Excluded(req.Namespace)
+	return assigned.Config, ""
+}
 
-	submitted, oldSubmitted, err := m.submittedSpec(req, obj, isController)
-	if errors.Is(err, errStale) {
-		return staleResponse(ref, req)
-	}
-	if err != nil {
-		return admission.Denied(fmt.Sprintf("%s: %v", ref, err))
-	}
-	NormalizeSpellings(submitted) // keikoproj spellings (rollingupdate, Launch, ...) compare and merge as canonical
-	// The annotation keeps the tenant's forms (eks-fargate.tags as a list
-	// of maps); the effective spec is computed from ours.
-	submittedJSON, err := json.Marshal(submitted)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	if errs := NormalizeForms(submitted); len(errs) > 0 {
-		return admission.Denied(fmt.Sprintf("%s is invalid: %s", ref, errs.ToAggregate().Error()))
-	}
-	if oldSubmitted != nil {
-		NormalizeForms(oldSubmitted) // compared with the new overrides below; its problems were answered when it was kept
-	}
+// overrideWarnings words the overrides a tenant's request got in warn
+// mode, one warning each, and records each as an Event on the group
+// (except in a dry run).
+func (m *InstanceGroupMutator) overrideWarnings(req admission.Request, obj object, cfg *boundaries.Config, overrides []boundaries.Override) []string {
 	var warnings []string
-	if !isController && !state.Config.Excluded(req.Namespace) && state.Config != nil && req.Namespace != m.ConfigMap.Namespace {
-		// Which annotations tenants may set is the newest admin word.
-		w, deny := m.behaviourAnnotations(state.Config, old, obj)
-		if deny != "" {
-			return admission.Denied(ref + ": " + deny)
+	for _, o := range overrides {
+		msg := fmt.Sprintf("%s is restricted by ConfigMap %s: the submitted value %s was replaced by %s",
+			o.Path, m.ConfigMap, compact(o.Submitted), compact(o.Enforced))
+		if o.Removed() {
+			msg = fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default: the submitted value %s was removed",
+				o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), compact(o.Submitted))
 		}
-		warnings = append(warnings, w...)
-	}
-	res, err := cfg.Effective(boundaries.Input{
-		Spec: submitted, Annotations: obj.annotations(), NamespaceExcluded: excluded, AdminNamespace: req.Namespace == m.ConfigMap.Namespace, Namespace: req.Namespace,
-	})
-	if err != nil {
-		return admission.Denied(fmt.Sprintf("%s: computing the effective spec from ConfigMap %s: %v", ref, m.ConfigMap, err))
-	}
-	NormalizeSpellings(res.Spec)
-
-	overrides := res.Overrides
-	if req.Operation == admissionv1.Update {
-		// Only what the tenant sets now is enforced: an override already
-		// in the kept submission was answered when it was made.
-		overrides = newOverrides(overrides, oldSubmitted)
-	}
-	if len(overrides) > 0 && !isController {
-		if cfg.Enforcement == boundaries.EnforcementDeny {
-			return admission.Denied(m.denyMessage(ref, cfg, overrides))
-		}
-		for _, o := range overrides {
-			msg := fmt.Sprintf("%s is restricted by ConfigMap %s: the submitted value %s was replaced by %s",
-				o.Path, m.ConfigMap, compact(o.Submitted), compact(o.Enforced))
-			if o.Removed() {
-				msg = fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default: the submitted value %s was removed",
-					o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), compact(o.Submitted))
-			}
-			warnings = append(warnings, msg)
-			if m.Recorder != nil && !isDryRun(req) {
-				m.Recorder.Eventf(obj.reference(req.Namespace), nil, corev1.EventTypeWarning, ReasonRestrictedOverride, "Admission", "%s", msg)
-			}
+		warnings = append(warnings, msg)
+		if m.Recorder != nil && !isDryRun(req) {
+			m.Recorder.Eventf(obj.reference(req.Namespace), nil, corev1.EventTypeWarning, ReasonRestrictedOverride, "Admission", "%s", msg)
 		}
 	}
-	if p, _ := res.Spec["provisioner"].(string); p == v1alpha1.ProvisionerEKSCF {
-		warnings = append(warnings, `spec.provisioner: "eks-cf" is deprecated; the group is built by the "eks" provisioner from spec.eks`)
-	}
-
-	obj.setSpec(res.Spec)
-	obj.setAnnotation(v1alpha1.AnnotationSubmittedSpec, string(submittedJSON))
-	obj.setAnnotation(v1alpha1.AnnotationBoundariesHash, res.Hash)
-	mutated, err := json.Marshal(obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, mutated).WithWarnings(warnings...)
+	return warnings
 }
 
 // submittedSpec returns the tenant's intent for this request and the intent
@@ -264,21 +262,6 @@ func (m *InstanceGroupMutator) denyMessage(ref string, cfg *boundaries.Config, o
 	return ref + ": " + strings.Join(parts, "; ") + "; remove the field or ask the cluster admin"
 }
 
-// newOverrides drops overrides whose submitted value was already in the
-// kept submission.
-func newOverrides(overrides []boundaries.Override, oldSubmitted map[string]any) []boundaries.Override {
-	var out []boundaries.Override
-	for _, o := range overrides {
-		old, ok := lookup(map[string]any{"spec": oldSubmitted}, o.Path)
-		if ok && reflect.DeepEqual(normalize(old), normalize(o.Submitted)) {
-			continue
-		}
-		out = append(out, o)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
-}
-
 // sensitiveNote explains a restriction the ConfigMap does not write
 // itself: a sensitive path, admin-only unless shared.
 func sensitiveNote(cfg *boundaries.Config, path string) string {
@@ -288,60 +271,49 @@ func sensitiveNote(cfg *boundaries.Config, path string) string {
 	return " (a security-sensitive path, admin-only unless the ConfigMap shares it)"
 }
 
-// behaviourAnnotations enforces the ConfigMap's sharedAnnotations on the
-// behaviour annotations the request adds, changes or removes: in deny mode
-// it returns the refusal; in warn mode it puts the stored values back on
-// obj and returns the warnings.
-func (m *InstanceGroupMutator) behaviourAnnotations(cfg *boundaries.Config, old, obj object) ([]string, string) {
-	var oldAnn map[string]string
-	if old != nil {
-		oldAnn = old.annotations()
-	}
-	keys := cfg.RestrictedAnnotations(oldAnn, obj.annotations())
-	if len(keys) == 0 {
-		return nil, ""
-	}
-	if cfg.Enforcement == boundaries.EnforcementDeny {
-		return nil, fmt.Sprintf("metadata.annotations %s are restricted by ConfigMap %s (list them in its sharedAnnotations to let tenants set them); remove the change or ask the cluster admin",
-			strings.Join(keys, ", "), m.ConfigMap)
-	}
+// annotationsRefusal words the refusal of a request that changes the
+// restricted behaviour annotations keys in deny mode.
+func (m *InstanceGroupMutator) annotationsRefusal(keys []string) string {
+	return fmt.Sprintf("metadata.annotations %s are restricted by ConfigMap %s (list them in its sharedAnnotations to let tenants set them); remove the change or ask the cluster admin",
+		strings.Join(keys, ", "), m.ConfigMap)
+}
+
+// dropAnnotations puts the stored values (old; absent where old has
+// none) of the restricted behaviour annotations keys back on obj, as
+// boundaries.RevertAnnotations does for the effective spec, and returns a
+// warning for each (warn mode).
+func (m *InstanceGroupMutator) dropAnnotations(obj object, old map[string]string, keys []string) []string {
 	var warnings []string
 	for _, k := range keys {
-		if v, ok := oldAnn[k]; ok {
+		if v, ok := old[k]; ok {
 			obj.setAnnotation(k, v)
 		} else {
 			obj.deleteAnnotation(k)
 		}
 		warnings = append(warnings, fmt.Sprintf("metadata.annotations[%s] is restricted by ConfigMap %s (not in its sharedAnnotations): the change was dropped", k, m.ConfigMap))
 	}
-	return warnings, ""
+	return warnings
 }
 
 // deletingAnnotations answers an update of a group being deleted: the
 // behaviour annotations it changes are restricted as for any update
-// (sharedAnnotations; with no ConfigMap, only in open mode); everything
-// else goes through.
+// (boundaries.Config.JudgeAnnotations; with no ConfigMap, only in open
+// mode); everything else goes through.
 func (m *InstanceGroupMutator) deletingAnnotations(req admission.Request, ref string, cfg *boundaries.Config, isController bool, old, obj object) admission.Response {
-	if isController || req.Namespace == m.ConfigMap.Namespace || cfg.Excluded(req.Namespace) {
+	if isController || req.Namespace == m.ConfigMap.Namespace || cfg.Excluded(req.Namespace) || (cfg == nil && m.AllowNoBoundaries) {
 		return admission.Allowed("")
 	}
-	if cfg == nil {
-		if m.AllowNoBoundaries {
-			return admission.Allowed("")
-		}
-		if keys := cfg.RestrictedAnnotations(old.annotations(), obj.annotations()); len(keys) > 0 {
-			return admission.Denied(fmt.Sprintf("%s: metadata.annotations %s are restricted and the boundary ConfigMap %s does not exist (boundaries fail closed); ask the cluster admin",
-				ref, strings.Join(keys, ", "), m.ConfigMap))
-		}
+	verdict := cfg.JudgeAnnotations(old.annotations(), obj.annotations())
+	switch {
+	case verdict.Deny && cfg == nil:
+		return admission.Denied(fmt.Sprintf("%s: metadata.annotations %s are restricted and the boundary ConfigMap %s does not exist (boundaries fail closed); ask the cluster admin",
+			ref, strings.Join(verdict.Keys, ", "), m.ConfigMap))
+	case verdict.Deny:
+		return admission.Denied(ref + ": " + m.annotationsRefusal(verdict.Keys))
+	case len(verdict.Keys) == 0:
 		return admission.Allowed("")
 	}
-	warnings, deny := m.behaviourAnnotations(cfg, old, obj)
-	if deny != "" {
-		return admission.Denied(ref + ": " + deny)
-	}
-	if len(warnings) == 0 {
-		return admission.Allowed("")
-	}
+	warnings := m.dropAnnotations(obj, old.annotations(), verdict.Keys)
 	mutated, err := json.Marshal(obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -357,30 +329,4 @@ func compact(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
-}
-
-// normalize round-trips through JSON so typed and decoded values compare equal.
-func normalize(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	var out any
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-// lookup walks a dot path through decoded JSON objects.
-func lookup(root map[string]any, path string) (any, bool) {
-	var cur any = root
-	for _, seg := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[seg]; !ok {
-			return nil, false
-		}
-	}
-	return cur, cur != nil
 }

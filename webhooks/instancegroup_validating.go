@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -83,7 +82,7 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 		if old.deleting() || ig.DeletionTimestamp != nil {
 			// Metadata (finalizer removal) goes through; the spec of a
 			// group being deleted is what its deletion cleans up after.
-			if !reflect.DeepEqual(normalize(old.spec()), normalize(obj.spec())) {
+			if !boundaries.SameJSON(old.spec(), obj.spec()) {
 				return admission.Denied(fmt.Sprintf("InstanceGroup %s/%s is being deleted: spec changes are refused (only metadata such as finalizers may change)", req.Namespace, obj.name()))
 			}
 			return admission.Allowed("")
@@ -91,7 +90,7 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 	}
 	errs, warnings := ValidateInstanceGroup(ig)
 	errs = append(errs, validateProvenance(ig.Annotations)...)
-	errs = append(errs, validateSpellings(obj.spec())...)
+	errs = append(errs, boundaries.CheckSpellings(obj.spec())...)
 	var old *v1alpha1.InstanceGroup
 	if req.Operation == admissionv1.Update {
 		old = &v1alpha1.InstanceGroup{}

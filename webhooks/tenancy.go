@@ -2,7 +2,7 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/crdtemplate"
+	"github.com/instancemgr/instance-manager/boundaries/crdtemplate"
 )
 
 // tenancy runs the checks of tenant confinement on the final object (see
@@ -34,27 +34,27 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, ol
 	// the mutating webhook computed the spec from (the group's, during a
 	// progressive rollout); quotas, crd kinds and namespaces follow the
 	// newest ConfigMap.
-	if rev, _ := state.ForAdmission(ig.Annotations[v1alpha1.AnnotationBoundariesHash], ig.Namespace); rev.Config != nil && !rev.Config.Excluded(ig.Namespace) {
-		submitted, err := SubmittedSpec(ig)
-		if err != nil {
-			return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
-		}
-		probs, err := canonicalConfig(rev.Config).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: adminNS, Namespace: ig.Namespace}, obj.spec())
-		if err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
-		}
-		for _, p := range probs {
-			errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("%s (ConfigMap %s); a mutating webhook after instance-manager's changed a restricted path", p, cm)))
-		}
+	rev, _ := state.ForAdmission(ig.Annotations[v1alpha1.AnnotationBoundariesHash], ig.Namespace)
+	final := obj.spec()
+	if final == nil {
+		final = map[string]any{} // no spec: every restricted path unset (nil would mean ig.Spec)
+	}
+	probs, err := boundaries.Violations(rev.Config, ig, final, v.ConfigMap.Namespace)
+	var unreadable *boundaries.SubmittedError
+	switch {
+	case errors.As(err, &unreadable):
+		return append(errs, field.Invalid(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationSubmittedSpec), "", err.Error())), nil
+	case err != nil:
+		errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
+	}
+	for _, p := range probs {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("%s (ConfigMap %s); a mutating webhook after instance-manager's changed a restricted path", p, cm)))
 	}
 
-	// An unchanged template is left to the reconciler, which takes the same
-	// decision (crdtemplate.Prepare) before every submission: a crdStrategy
-	// the admin tightens then fails that group's next upgrade, with the
-	// reason, instead of refusing every other edit of the group (the
-	// controller's own included) — the admin can always tighten (security
-	// review N13).
-	if s := ig.Spec.Strategy; s.Type == v1alpha1.StrategyCRD && s.CRD != nil && s.CRD.Spec != "" && crdTemplateChanged(old, ig) {
+	// A template is checked when it is new (crdtemplate.Changed); the
+	// reconciler takes the same decision (crdtemplate.Prepare) before every
+	// submission.
+	if crdtemplate.HasTemplate(ig) && crdtemplate.Changed(old, ig) {
 		sp := field.NewPath("spec", "strategy", "crd", "spec")
 		// The same decision the reconciler takes (crdtemplate.Prepare), on
 		// the template alone, whatever the group's status.
@@ -97,38 +97,4 @@ func (v *InstanceGroupValidator) tenancy(ctx context.Context, obj object, ig, ol
 		}
 	}
 	return errs, nil
-}
-
-// crdTemplateChanged reports whether ig's crd strategy template is new:
-// a create, or an update that changes the strategy type or the template.
-func crdTemplateChanged(old, ig *v1alpha1.InstanceGroup) bool {
-	if old == nil || old.Spec.Strategy.Type != ig.Spec.Strategy.Type || old.Spec.Strategy.CRD == nil {
-		return true
-	}
-	return old.Spec.Strategy.CRD.Spec != ig.Spec.Strategy.CRD.Spec
-}
-
-// BoundaryViolations lists where ig's stored spec differs, on restricted
-// paths, from what cfg gives for its kept submission: the validating
-// webhook's re-check, for the controller to refuse a group whose spec was
-// changed without admission (webhooks unavailable or bypassed). Groups of
-// namespaces cfg opts out have none; adminNamespace is the ConfigMap's.
-func BoundaryViolations(cfg *boundaries.Config, ig *v1alpha1.InstanceGroup, adminNamespace string) ([]string, error) {
-	if cfg == nil || cfg.Excluded(ig.Namespace) {
-		return nil, nil
-	}
-	submitted, err := SubmittedSpec(ig)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(ig.Spec)
-	if err != nil {
-		return nil, err
-	}
-	var stored map[string]any
-	if err := json.Unmarshal(raw, &stored); err != nil {
-		return nil, err
-	}
-	NormalizeSpellings(submitted)
-	return canonicalConfig(cfg).Verify(boundaries.Input{Spec: submitted, Annotations: ig.Annotations, AdminNamespace: ig.Namespace == adminNamespace, Namespace: ig.Namespace}, stored)
 }

@@ -26,17 +26,6 @@ var (
 	spotPrice  = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 	subnetLike = regexp.MustCompile(`^\S+$`)
 
-	// Values accepted by Auto Scaling EnableMetricsCollection.
-	asgMetrics = set("All", "GroupMinSize", "GroupMaxSize", "GroupDesiredCapacity",
-		"GroupInServiceInstances", "GroupPendingInstances", "GroupStandbyInstances",
-		"GroupTerminatingInstances", "GroupInServiceCapacity", "GroupPendingCapacity",
-		"GroupTerminatingCapacity", "GroupStandbyCapacity", "GroupTotalInstances",
-		"GroupTotalCapacity", "WarmPoolDesiredCapacity", "WarmPoolWarmedCapacity",
-		"WarmPoolPendingCapacity", "WarmPoolTerminatingCapacity", "WarmPoolTotalCapacity",
-		"GroupAndWarmPoolDesiredCapacity", "GroupAndWarmPoolTotalCapacity")
-	// Values accepted by Auto Scaling SuspendProcesses.
-	asgProcesses = set("All", "Launch", "Terminate", "AddToLoadBalancer", "AlarmNotification",
-		"AZRebalance", "HealthCheck", "InstanceRefresh", "ReplaceUnhealthy", "ScheduledActions")
 	osFamilies = set(v1alpha1.OSFamilyAmazonLinux2, v1alpha1.OSFamilyAmazonLinux2023,
 		v1alpha1.OSFamilyBottlerocket, v1alpha1.OSFamilyWindows)
 	architectures = set("x86_64", "arm64")
@@ -164,20 +153,7 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(wp.Child("maxSize"), eks.WarmPool.MaxSize, "must be -1 (the group's maxSize) or at least warmPool.minSize"))
 		}
 	}
-	if h := eks.NodeHealth; h != nil {
-		hp := path.Child("nodeHealth")
-		for _, d := range []struct {
-			name string
-			d    *metav1.Duration
-		}{{"startupTimeout", h.StartupTimeout}, {"unhealthyTimeout", h.UnhealthyTimeout}} {
-			if d.d != nil && d.d.Duration < 0 {
-				errs = append(errs, field.Invalid(hp.Child(d.name), d.d.Duration.String(), "must be a positive duration such as \"10m\" (0 or absent: the default)"))
-			}
-		}
-		if h.MaxReplacing != nil {
-			errs = append(errs, validatePercent(h.MaxReplacing, hp.Child("maxReplacing"), 0)...)
-		}
-	}
+	errs = append(errs, validateNodeHealth(eks.NodeHealth, path.Child("nodeHealth"))...)
 	c := eks.Configuration
 	cp := path.Child("configuration")
 	if c == nil {
@@ -216,56 +192,100 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(cp.Child("instanceProfileName"), c.InstanceProfileName,
 			"roleName and instanceProfileName go together: set both to bring your own role, or neither to let the controller create one"))
 	}
-	if m := c.MixedInstancesPolicy; m != nil {
-		mp := cp.Child("mixedInstancesPolicy")
-		if c.SpotPrice != "" {
-			errs = append(errs, field.Forbidden(mp, "cannot be combined with spotPrice; use spotRatio"))
-		}
-		if eks.WarmPool != nil {
-			errs = append(errs, field.Forbidden(path.Child("warmPool"), "Auto Scaling does not support a warm pool with a mixed instances policy"))
-		}
-		if (m.InstancePool == "") == (len(m.InstanceTypes) == 0) {
-			errs = append(errs, field.Invalid(mp, "", "set exactly one of instancePool and instanceTypes"))
-		}
-		if m.SpotPools != nil && m.Strategy != "LowestPrice" {
-			errs = append(errs, field.Forbidden(mp.Child("spotPools"), "only with strategy LowestPrice"))
-		}
-		if m.SpotRatio != nil {
-			errs = append(errs, validatePercent(m.SpotRatio, mp.Child("spotRatio"), 0)...)
-		}
-		seen := map[string]bool{}
-		for i, t := range m.InstanceTypes {
-			if seen[t.Type] {
-				errs = append(errs, field.Duplicate(mp.Child("instanceTypes").Index(i).Child("type"), t.Type))
-			}
-			seen[t.Type] = true
-			if t.Weight > v1alpha1.MaxInstanceWeight {
-				errs = append(errs, field.Invalid(mp.Child("instanceTypes").Index(i).Child("weight"), t.Weight,
-					fmt.Sprintf("must be 1 to %d (Auto Scaling's range)", v1alpha1.MaxInstanceWeight)))
-			}
-		}
-		if i, partial := m.PartialWeight(); partial {
-			weighted := 0
-			for j, t := range m.InstanceTypes {
-				if t.Weight > 0 {
-					weighted = j
-					break
-				}
-			}
-			errs = append(errs, field.Required(mp.Child("instanceTypes").Index(i).Child("weight"),
-				fmt.Sprintf("weights are all or none: instanceTypes[%d] (%s) has weight %d, so every instance type needs one (Auto Scaling refuses partial weights; with weights, minSize, maxSize and the desired capacity are capacity units)",
-					weighted, m.InstanceTypes[weighted].Type, m.InstanceTypes[weighted].Weight)))
-		}
-		if m.InstancePool == v1alpha1.InstancePoolSubFamilyFlexible && c.InstanceType != "" {
-			if _, _, ok := v1alpha1.SubFamilyOf(c.InstanceType); !ok {
-				errs = append(errs, field.Invalid(cp.Child("instanceType"), c.InstanceType,
-					"instancePool SubFamilyFlexible derives instance types from the family and generation of instanceType (m5 in m5.xlarge); this type has none, so list mixedInstancesPolicy.instanceTypes instead"))
-			}
+	if c.MixedInstancesPolicy != nil {
+		errs = append(errs, validateMixedInstances(c, eks.WarmPool != nil, path)...)
+	}
+	errs = append(errs, validateLifecycleHooks(c.LifecycleHooks, cp.Child("lifecycleHooks"))...)
+	errs = append(errs, validateScalingGroupEnums(c, cp)...)
+	return append(errs, validateUserData(c.UserData, cp.Child("userData"))...)
+}
+
+// validateNodeHealth checks spec.eks.nodeHealth (at path): durations not
+// negative, maxReplacing a count or a percentage.
+func validateNodeHealth(h *v1alpha1.NodeHealthSpec, path *field.Path) field.ErrorList {
+	if h == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, d := range []struct {
+		name string
+		d    *metav1.Duration
+	}{{"startupTimeout", h.StartupTimeout}, {"unhealthyTimeout", h.UnhealthyTimeout}} {
+		if d.d != nil && d.d.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child(d.name), d.d.Duration.String(), "must be a positive duration such as \"10m\" (0 or absent: the default)"))
 		}
 	}
+	if h.MaxReplacing != nil {
+		errs = append(errs, validatePercent(h.MaxReplacing, path.Child("maxReplacing"), 0)...)
+	}
+	return errs
+}
+
+// validateMixedInstances checks c.MixedInstancesPolicy (set) of the eks
+// section at path, which has a warm pool when warmPool is true: what Auto
+// Scaling refuses to combine it with, instancePool against instanceTypes,
+// and the instance types' weights (all or none, each in Auto Scaling's
+// range).
+func validateMixedInstances(c *v1alpha1.EKSConfiguration, warmPool bool, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	m := c.MixedInstancesPolicy
+	cp := path.Child("configuration")
+	mp := cp.Child("mixedInstancesPolicy")
+	if c.SpotPrice != "" {
+		errs = append(errs, field.Forbidden(mp, "cannot be combined with spotPrice; use spotRatio"))
+	}
+	if warmPool {
+		errs = append(errs, field.Forbidden(path.Child("warmPool"), "Auto Scaling does not support a warm pool with a mixed instances policy"))
+	}
+	if (m.InstancePool == "") == (len(m.InstanceTypes) == 0) {
+		errs = append(errs, field.Invalid(mp, "", "set exactly one of instancePool and instanceTypes"))
+	}
+	if m.SpotPools != nil && m.Strategy != "LowestPrice" {
+		errs = append(errs, field.Forbidden(mp.Child("spotPools"), "only with strategy LowestPrice"))
+	}
+	if m.SpotRatio != nil {
+		errs = append(errs, validatePercent(m.SpotRatio, mp.Child("spotRatio"), 0)...)
+	}
 	seen := map[string]bool{}
-	for i, h := range c.LifecycleHooks {
-		hp := cp.Child("lifecycleHooks").Index(i)
+	for i, t := range m.InstanceTypes {
+		if seen[t.Type] {
+			errs = append(errs, field.Duplicate(mp.Child("instanceTypes").Index(i).Child("type"), t.Type))
+		}
+		seen[t.Type] = true
+		if t.Weight > v1alpha1.MaxInstanceWeight {
+			errs = append(errs, field.Invalid(mp.Child("instanceTypes").Index(i).Child("weight"), t.Weight,
+				fmt.Sprintf("must be 1 to %d (Auto Scaling's range)", v1alpha1.MaxInstanceWeight)))
+		}
+	}
+	if i, partial := m.PartialWeight(); partial {
+		weighted := 0
+		for j, t := range m.InstanceTypes {
+			if t.Weight > 0 {
+				weighted = j
+				break
+			}
+		}
+		errs = append(errs, field.Required(mp.Child("instanceTypes").Index(i).Child("weight"),
+			fmt.Sprintf("weights are all or none: instanceTypes[%d] (%s) has weight %d, so every instance type needs one (Auto Scaling refuses partial weights; with weights, minSize, maxSize and the desired capacity are capacity units)",
+				weighted, m.InstanceTypes[weighted].Type, m.InstanceTypes[weighted].Weight)))
+	}
+	if m.InstancePool == v1alpha1.InstancePoolSubFamilyFlexible && c.InstanceType != "" {
+		if _, _, ok := v1alpha1.SubFamilyOf(c.InstanceType); !ok {
+			errs = append(errs, field.Invalid(cp.Child("instanceType"), c.InstanceType,
+				"instancePool SubFamilyFlexible derives instance types from the family and generation of instanceType (m5 in m5.xlarge); this type has none, so list mixedInstancesPolicy.instanceTypes instead"))
+		}
+	}
+	return errs
+}
+
+// validateLifecycleHooks checks the eks lifecycle hooks (at path): names
+// unique and not instance-manager's own, a lifecycle, and a notification
+// target with its role.
+func validateLifecycleHooks(hooks []v1alpha1.LifecycleHookSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, h := range hooks {
+		hp := path.Index(i)
 		if seen[h.Name] {
 			errs = append(errs, field.Duplicate(hp.Child("name"), h.Name))
 		}
@@ -281,19 +301,34 @@ func validateEKS(eks *v1alpha1.EKSSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(hp.Child("roleArn"), h.RoleArn, "notificationArn and roleArn go together"))
 		}
 	}
+	return errs
+}
+
+// validateScalingGroupEnums checks the Auto Scaling metrics and processes
+// of the eks configuration c (at cp) against the values Auto Scaling
+// accepts (v1alpha1.AutoScalingMetrics, v1alpha1.AutoScalingProcesses).
+func validateScalingGroupEnums(c *v1alpha1.EKSConfiguration, cp *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	for i, m := range c.MetricsCollection {
-		if !asgMetrics[m] {
-			errs = append(errs, field.NotSupported(cp.Child("metricsCollection").Index(i), m, slices.Sorted(maps.Keys(asgMetrics))))
+		if !slices.Contains(v1alpha1.AutoScalingMetrics, m) {
+			errs = append(errs, field.NotSupported(cp.Child("metricsCollection").Index(i), m, v1alpha1.AutoScalingMetrics))
 		}
 	}
 	for i, p := range c.SuspendProcesses {
-		if !asgProcesses[p] {
-			errs = append(errs, field.NotSupported(cp.Child("suspendProcesses").Index(i), p, slices.Sorted(maps.Keys(asgProcesses))))
+		if !slices.Contains(v1alpha1.AutoScalingProcesses, p) {
+			errs = append(errs, field.NotSupported(cp.Child("suspendProcesses").Index(i), p, v1alpha1.AutoScalingProcesses))
 		}
 	}
-	seen = map[string]bool{}
-	for i, u := range c.UserData {
-		up := cp.Child("userData").Index(i)
+	return errs
+}
+
+// validateUserData checks the eks userData stages (at path): names
+// unique, a stage and data each.
+func validateUserData(stages []v1alpha1.UserDataStage, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, u := range stages {
+		up := path.Index(i)
 		if u.Name != "" && seen[u.Name] {
 			errs = append(errs, field.Duplicate(up.Child("name"), u.Name))
 		}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/boundaries/crdtemplate"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/crdtemplate"
 )
 
 // Labels on resources submitted by the crd strategy.

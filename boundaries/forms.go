@@ -1,8 +1,7 @@
-package webhooks
+package boundaries
 
 import (
 	"fmt"
-	"reflect"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -14,7 +13,7 @@ import (
 // original's into ours before the effective spec is computed, so the
 // stored spec is the same as if the tenant had written ours. The
 // submitted-spec annotation keeps what the tenant wrote; everything that
-// recomputes from it (SubmittedSpec) normalises again.
+// recomputes from it (Submitted) normalises again.
 
 // NormalizeForms rewrites, in a decoded spec (the object under "spec"),
 // keikoproj instance-manager's forms into ours:
@@ -67,9 +66,9 @@ func mergeTagList(parent map[string]any, key string, at *field.Path) field.Error
 		sort.Strings(keys)
 		for _, k := range keys {
 			v := m[k]
-			if prev, seen := from[k]; seen && !reflect.DeepEqual(normalize(merged[k]), normalize(v)) {
+			if prev, seen := from[k]; seen && !SameJSON(merged[k], v) {
 				errs = append(errs, field.Invalid(at.Index(i).Key(k), v,
-					fmt.Sprintf("tag %q is already set to %s by %s; a tag key may be given once", k, compact(merged[k]), at.Index(prev).Key(k))))
+					fmt.Sprintf("tag %q is already set to %s by %s; a tag key may be given once", k, compactJSON(merged[k]), at.Index(prev).Key(k))))
 				continue
 			}
 			if _, seen := from[k]; !seen {
@@ -90,9 +89,9 @@ func renameField(parent map[string]any, alias, name string, at *field.Path) fiel
 		return nil
 	}
 	delete(parent, alias)
-	if cur, set := parent[name]; set && !reflect.DeepEqual(normalize(cur), normalize(v)) {
+	if cur, set := parent[name]; set && !SameJSON(cur, v) {
 		return field.ErrorList{field.Invalid(at.Child(alias), v,
-			fmt.Sprintf("is keikoproj instance-manager's name of %s, which is set to %s: give the value once, as %s", at.Child(name), compact(cur), name))}
+			fmt.Sprintf("is keikoproj instance-manager's name of %s, which is set to %s: give the value once, as %s", at.Child(name), compactJSON(cur), name))}
 	}
 	parent[name] = v
 	return nil

@@ -1,12 +1,13 @@
-package webhooks
+package boundaries
 
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
 func TestNormalizeSpellings(t *testing.T) {
@@ -47,7 +48,7 @@ func TestNormalizeSpellings(t *testing.T) {
 func TestValidateSpellings(t *testing.T) {
 	var spec map[string]any
 	_ = json.Unmarshal([]byte(`{"strategy":{"type":"randomUpdate"},"eks":{"configuration":{"lifecycleHooks":[{"lifecycle":"launch"},{"lifecycle":"boot"}]}}}`), &spec)
-	errs := validateSpellings(spec)
+	errs := CheckSpellings(spec)
 	if len(errs) != 2 || errs[0].Field != "spec.strategy.type" || errs[1].Field != "spec.eks.configuration.lifecycleHooks[1].lifecycle" ||
 		!strings.Contains(errs[0].Error(), "rollingUpdate") {
 		t.Fatalf("errors %v, want strategy.type and lifecycleHooks[1].lifecycle refused naming the allowed values", errs)
@@ -55,7 +56,7 @@ func TestValidateSpellings(t *testing.T) {
 }
 
 func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
-	cfg, err := boundaries.Parse(map[string]string{
+	cfg, err := Parse(map[string]string{
 		"boundaries": "restricted:\n- spec.strategy\n",
 		"defaults":   "spec:\n  strategy:\n    type: rollingupdate\n",
 	})
@@ -63,14 +64,34 @@ func TestRestrictedDefaultsInUpstreamSpellingsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	final := map[string]any{"strategy": map[string]any{"type": "rollingUpdate"}}
-	in := boundaries.Input{Spec: map[string]any{}}
+	in := Input{Spec: map[string]any{}}
 	if probs, _ := cfg.Verify(in, final); len(probs) == 0 {
 		t.Fatal("the raw ConfigMap should differ from the canonical spec (else this test proves nothing)")
 	}
-	if probs, err := canonicalConfig(cfg).Verify(in, final); err != nil || len(probs) != 0 {
+	if probs, err := spelledCanonically(cfg).Verify(in, final); err != nil || len(probs) != 0 {
 		t.Fatalf("Verify with canonical defaults: %v %v", probs, err)
 	}
 	if cfg.Defaults["spec"].(map[string]any)["strategy"].(map[string]any)["type"] != "rollingupdate" {
-		t.Error("canonicalConfig changed the stored ConfigMap")
+		t.Error("spelledCanonically changed the stored ConfigMap")
+	}
+}
+
+// Every value of the enum table folds to its own key, so that no spelling
+// is ambiguous, and the Auto Scaling lists are sorted, as the validating
+// webhook's messages list them.
+func TestEnumTable(t *testing.T) {
+	for _, f := range v1alpha1.EnumFields {
+		seen := map[string]string{}
+		for _, v := range f.Values {
+			if prev, ok := seen[fold(v)]; ok {
+				t.Errorf("%s: %q and %q fold alike", f.Path, prev, v)
+			}
+			seen[fold(v)] = v
+		}
+	}
+	for name, list := range map[string][]string{"AutoScalingMetrics": v1alpha1.AutoScalingMetrics, "AutoScalingProcesses": v1alpha1.AutoScalingProcesses} {
+		if !slices.IsSorted(list) {
+			t.Errorf("v1alpha1.%s is not sorted", name)
+		}
 	}
 }
