@@ -282,7 +282,11 @@ func TestInvalidConfigMapIsRejectedAndChangesNothing(t *testing.T) {
 	// so that this test's group is among them whatever ran before.
 	deleteAllGroups(t)
 	tn := newTenant(t, "heidi", "team-invalid")
-	g.Expect(tn.client.Create(ctx, shortIG("team-invalid", "keep-me"))).To(Succeed())
+	keep := shortIG("team-invalid", "keep-me")
+	g.Expect(tn.client.Create(ctx, keep)).To(Succeed())
+	// The ConfigMap webhook's dry run lists groups from the manager's
+	// cache: a case run right after the create could miss the group.
+	awaitObserved(t, keep)
 	before := getIG(t, "team-invalid", "keep-me")
 
 	cases := map[string]struct {
