@@ -41,6 +41,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
 	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
+	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -406,7 +407,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		ctrl.Log.WithName("setup").Info("WARNING: the controller may not read and write ConfigMap " + recordName.String() +
 			" (chart RBAC older than the image?): progressive rollouts are off, boundary changes reach every group at once")
 	}
-	if err := (&reconciler.BoundariesReconciler{
+	if err := (&boundaryload.Reconciler{
 		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
 		Record: records, RecordName: recordName,
 	}).SetupWithManager(mgr); err != nil {

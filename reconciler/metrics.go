@@ -10,17 +10,6 @@ import (
 )
 
 var (
-	// boundariesValid is 1 while the newest boundary ConfigMap parses, 0
-	// while the controller runs on the last valid one.
-	boundariesValid = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "instance_manager_boundaries_valid",
-		Help: "1 if the newest boundary ConfigMap is valid, 0 if the controller keeps the last valid boundaries.",
-	})
-	// boundariesRejected counts ConfigMap versions that failed to parse.
-	boundariesRejected = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "instance_manager_boundaries_invalid_total",
-		Help: "Boundary ConfigMap versions the controller found invalid and ignored.",
-	})
 	// readmissions counts InstanceGroups re-admitted after a boundary change.
 	readmissions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "instance_manager_boundaries_readmissions_total",
@@ -51,7 +40,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(boundariesValid, boundariesRejected, readmissions, groupError, groupUpgrading, groupNodesUpdated)
+	metrics.Registry.MustRegister(readmissions, groupError, groupUpgrading, groupNodesUpdated)
 }
 
 // observeGroup sets the group's gauges from its status.

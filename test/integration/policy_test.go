@@ -16,6 +16,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
 	"github.com/instancemgr/instance-manager/test/harness"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -360,7 +361,7 @@ func TestInvalidConfigMapPastTheWebhookKeepsTheLastValidBoundaries(t *testing.T)
 		return setConfigMap(ctx, map[string]string{"boundaries": "restricted: [spec.nope]", "defaults": "spec: {provisioner: eks}"})
 	}, harness.ConvergeTimeout, harness.PollInterval).Should(Succeed(), "the API server stops calling the removed ConfigMap webhook")
 
-	waitForEvent(t, configNamespace, app.ConfigMapName, reconciler.ReasonBoundariesInvalid, "spec.nope")
+	waitForEvent(t, configNamespace, app.ConfigMapName, boundaryload.ReasonBoundariesInvalid, "spec.nope")
 	g.Consistently(func() []any {
 		ig := getIG(t, "team-bypass", "steady")
 		return []any{ig.Generation, ig.Annotations[v1alpha1.AnnotationBoundariesHash]}

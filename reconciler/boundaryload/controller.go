@@ -1,4 +1,8 @@
-package reconciler
+// Package boundaryload is the boundary ConfigMap controller: it loads the
+// admin's boundaries (and the rollout record) into the boundaries Store on
+// every replica, and reports an invalid ConfigMap (Event, metric) while the
+// last valid boundaries stay in force.
+package boundaryload
 
 import (
 	"context"
@@ -34,12 +38,12 @@ const (
 	ReasonBoundariesLoaded  = "BoundariesLoaded"
 )
 
-// BoundariesReconciler loads the boundary ConfigMap into the Store. It runs
+// Reconciler loads the boundary ConfigMap into the Store. It runs
 // on every replica (the webhooks of each need the boundaries), not only on
 // the leader. An invalid ConfigMap keeps the last valid boundaries in force,
 // raises a Warning Event on the ConfigMap and sets the
 // instance_manager_boundaries_valid metric to 0 (BOUNDARIES.md "Bad input").
-type BoundariesReconciler struct {
+type Reconciler struct {
 	Client    client.Reader
 	Store     *store.Store
 	ConfigMap types.NamespacedName
@@ -58,7 +62,7 @@ type BoundariesReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler for the one ConfigMap.
-func (r *BoundariesReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	// The record first: admission starts once the ConfigMap is loaded,
 	// and should know the rollout by then; the boundaries load whatever
 	// becomes of the record.
@@ -70,7 +74,7 @@ func (r *BoundariesReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 // the rollout state and every revision it keeps, parsed. A revision that
 // no longer parses is left out (groups on it are then admitted against
 // the stable revision) and reported.
-func (r *BoundariesReconciler) loadRecord(ctx context.Context) error {
+func (r *Reconciler) loadRecord(ctx context.Context) error {
 	if r.Record == nil {
 		return nil
 	}
@@ -109,7 +113,7 @@ func (r *BoundariesReconciler) loadRecord(ctx context.Context) error {
 	return nil
 }
 
-func (r *BoundariesReconciler) load(ctx context.Context) error {
+func (r *Reconciler) load(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithValues("configMap", r.ConfigMap)
 	cm := &corev1.ConfigMap{}
 	if err := r.Client.Get(ctx, r.ConfigMap, cm); err != nil {
@@ -149,7 +153,7 @@ func (r *BoundariesReconciler) load(ctx context.Context) error {
 	return nil
 }
 
-func (r *BoundariesReconciler) event(cm *corev1.ConfigMap, kind, reason, msg string, args ...any) {
+func (r *Reconciler) event(cm *corev1.ConfigMap, kind, reason, msg string, args ...any) {
 	if r.Recorder == nil {
 		return
 	}
@@ -162,7 +166,7 @@ func (r *BoundariesReconciler) event(cm *corev1.ConfigMap, kind, reason, msg str
 
 // SetupWithManager registers the reconciler and an initial load at start,
 // so that a cluster without the ConfigMap still becomes Loaded.
-func (r *BoundariesReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(initialLoad{r}); err != nil {
 		return err
 	}
@@ -181,7 +185,7 @@ func (r *BoundariesReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // initialLoad reads the ConfigMap once at start on every replica, retrying
 // until it succeeds, because a missing ConfigMap produces no watch event.
-type initialLoad struct{ r *BoundariesReconciler }
+type initialLoad struct{ r *Reconciler }
 
 func (l initialLoad) NeedLeaderElection() bool { return false }
 
