@@ -39,9 +39,9 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
-	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
 	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
+	"github.com/instancemgr/instance-manager/reconciler/fanout"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -420,7 +420,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, fmt.Errorf("setting up the rollout controller: %w", err)
 		}
 	}
-	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
+	if err := (&fanout.Reconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
 	}
 	if cm := opts.AutoscalerPriorityConfigMap; cm != "" {

@@ -23,8 +23,8 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksfargate"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
-	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/reconciler/interruption"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/termination"
@@ -92,7 +92,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	}}); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
-	r := &reconciler.InstanceGroupReconciler{
+	r := &instancegroup.Reconciler{
 		Client:          kube,
 		Reader:          mgr.GetAPIReader(),
 		SpotRecommender: opts.SpotRecommender,
