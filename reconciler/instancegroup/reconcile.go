@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -17,288 +19,181 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
-// Reconcile implements reconcile.Reconciler.
+// scope is what one reconcile pass of a group knows, filled in phase by
+// phase (Cluster API's scope in doReconcile).
+type scope struct {
+	key types.NamespacedName
+	ig  *v1alpha1.InstanceGroup
+	// before is the group as last stored: the status patch's base.
+	before *v1alpha1.InstanceGroup
+	// name is the provisioner serving the group ("eks-cf" is "eks").
+	name string
+	prov providers.Provisioner
+
+	obs   *providers.Observation
+	nodes map[string]*corev1.Node // by providerID (matchNodes)
+	// inService and readyNodes count instances; units are their capacity.
+	inService, readyNodes int
+	units                 capacity
+	// healthCheck is when node health wants the group back (0: no need).
+	healthCheck time.Duration
+	progress    upgrade.Progress
+	// releaseSlot: report frees the upgrade slot once the status is stored.
+	releaseSlot bool
+}
+
+// phase is one step of a reconcile pass. A nil result lets the pass go
+// on to the next phase; a result or an error ends the pass with it.
+type phase func(ctx context.Context, s *scope) (*ctrl.Result, error)
+
+// Reconcile implements reconcile.Reconciler: it reads the group and runs
+// the phases in order, until one ends the pass; the last, report, always
+// does.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ig := &v1alpha1.InstanceGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ig); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.owners.forget(req.NamespacedName)
-			if r.backoff != nil {
-				r.backoff.forget(req.NamespacedName)
-			}
-			if r.Rolling != nil && r.Rolling.Drains != nil {
-				r.Rolling.Drains.Cancel(req.NamespacedName)
-			}
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = dryrun.WithObject(ctx, ig) // a dry run's "would …" Events are about the group
-	before := ig.DeepCopy()
-	name := ig.Spec.Provisioner
-	if name == v1alpha1.ProvisionerEKSCF {
-		name = v1alpha1.ProvisionerEKS
-	}
-	prov, ok := r.Provisioners[name]
-	if !ok && ig.DeletionTimestamp == nil {
-		msg := fmt.Sprintf("spec.provisioner %q is not served by this controller (served: %s)", ig.Spec.Provisioner, strings.Join(slices.Sorted(maps.Keys(r.Provisioners)), ", "))
-		return ctrl.Result{}, r.fail(ctx, ig, "UnknownProvisioner", msg)
-	}
-	if ig.DeletionTimestamp != nil {
-		if id, ok := builtIdentity(ig); ok {
-			// What is deleted is what the recorded identity built,
-			// whatever the spec says now.
-			return r.delete(ctx, ig, r.Provisioners[id.Provisioner])
-		}
-		return r.delete(ctx, ig, prov)
-	}
-	if controllerutil.AddFinalizer(ig, Finalizer) {
-		if err := r.Client.Update(ctx, ig); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	s := &scope{key: req.NamespacedName, ig: ig, before: ig.DeepCopy()}
+	for _, p := range []phase{
+		r.resolveProvisioner, // which provisioner serves the group
+		r.deleteIfDeleted,    // deletion behind the finalizer
+		r.addFinalizer,
+		r.gateAdmission, // admitted under the boundaries in force
+		r.gateQuota,     // quotas before a first build
+		r.recordBuiltIdentity,
+		r.applySpot,
+		r.apply, // the provisioner converges the cloud resources
+		r.observeNodes,
+		r.checkNodeHealth,
+		r.rotate, // drifted instances to the strategy; surge give-back
+		r.reportPass,
+	} {
+		res, err := p(ctx, s)
+		if res != nil || err != nil {
+			if res == nil {
+				res = &ctrl.Result{}
 			}
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		before = ig.DeepCopy()
-	}
-	if r.Boundaries != nil {
-		switch reason, msg := admissionGate(ig, r.Boundaries.Get(), r.AllowNoBoundaries, r.Violations); {
-		case reason == "":
-		case reason == ReasonBoundariesNotLoaded:
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		case reason == ReasonBoundariesStale && !readmissionRefused(ig):
-			// The fan-out is on its way (its update brings the group
-			// back): wait without a Warning for every group.
-			log.FromContext(ctx).V(1).Info("waiting for re-admission", "message", msg)
-			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
-		case reason == ReasonNotAdmitted:
-			// Re-admit it: the controller's update makes the mutating
-			// webhook recompute the spec from the kept submission under
-			// the boundaries in force (the fan-out does the same, but only
-			// for a hash that differs).
-			res, err := r.hold(ctx, ig, reason, msg)
-			if err != nil {
-				return res, err
-			}
-			if err := r.Client.Update(ctx, ig); err != nil {
-				log.FromContext(ctx).Info("re-admission of a group stored without admission failed; retrying", "error", err.Error())
-				return res, nil
-			}
-			log.FromContext(ctx).Info("re-admitted a group stored without admission")
-			return ctrl.Result{}, nil
-		default:
-			// Unwound first, so that the hold's status write carries the
-			// node-health condition too.
-			var unwindErr error
-			if reason == ReasonBoundariesStale {
-				unwindErr = r.unwindHeld(ctx, ig, prov)
-			}
-			res, err := r.hold(ctx, ig, reason, msg)
-			if err == nil {
-				err = unwindErr
-			}
-			return res, err
+			return *res, err
 		}
 	}
-
-	if res, held, err := r.quotaGate(ctx, ig); held || err != nil {
-		return res, err
-	}
-
-	// The identity is stored before the first cloud write (recordIdentity):
-	// from then on the webhook refuses a provisioner or cluster switch.
-	switch written, err := r.recordIdentity(ctx, ig); {
-	case apierrors.IsConflict(err):
-		log.FromContext(ctx).Info("the group kept changing while its identity was recorded; retrying", "error", err.Error())
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	case err != nil:
-		return r.failure(ctx, ig, "IdentityNotRecorded", err)
-	case written:
-		before = ig.DeepCopy()
-	}
-	if msg := identityMismatch(ig); msg != "" {
-		if err := r.fail(ctx, ig, ReasonIdentityChanged, msg); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
-	}
-
-	if name == v1alpha1.ProvisionerEKS {
-		if err := r.applySpotRecommendation(ctx, ig); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// eks-managed and eks-fargate ask for an upgrade slot and drains
-	// through it before they disrupt pods (see managedProgress).
-	obs, err := prov.Apply(providers.WithEvents(providers.WithDisruptions(ctx, groupDisruptions{r: r, ig: ig}), r.eventSink(ig, "Reconcile")), ig)
-	if err != nil {
-		reason := "CloudError"
-		switch {
-		case ownership.IsForeign(err):
-			reason = ReasonForeignResource
-		case providers.IsSpecError(err):
-			reason = "InvalidSpec"
-		}
-		if reason != "CloudError" { // retrying will not help until the spec or the cloud changes
-			if ferr := r.fail(ctx, ig, reason, err.Error()); ferr != nil {
-				return ctrl.Result{}, ferr
-			}
-			return ctrl.Result{RequeueAfter: r.ResyncInterval}, r.stallFailing(ctx, ig, reason)
-		}
-		res, ferr := r.failure(ctx, ig, reason, err)
-		if ferr != nil {
-			return ctrl.Result{}, ferr
-		}
-		return res, r.stallFailing(ctx, ig, reason)
-	}
-
-	r.owners.set(req.NamespacedName, obs.Instances)
-	nodes, err := r.groupNodes(ctx, obs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	// Counts of instances, and capacity units (weights) for readiness:
-	// Min is in the units the Auto Scaling group counts.
-	inService, readyNodes := 0, 0
-	units := capacity{}
-	for _, in := range obs.Instances {
-		if !in.InService() {
-			continue
-		}
-		inService++
-		units.inService += in.Units()
-		units.weighted = units.weighted || in.Units() != 1
-		if n := nodes[in.ProviderID]; n != nil && upgrade.NodeReady(n) {
-			readyNodes++
-			units.ready += in.Units()
-		}
-	}
-
-	var healthCheck time.Duration
-	if r.NodeHealth != nil && !obs.Managed {
-		rot, _ := prov.(providers.Rotator)
-		if healthCheck, err = r.NodeHealth.Check(ctx, ig, obs, nodes, rot); err != nil {
-			return r.failure(ctx, ig, "NodeRepairFailed", err)
-		}
-	}
-
-	progress := upgrade.Counted(obs)
-	progress.Done = true
-	key := req.NamespacedName
-	releaseSlot := false // freed by report once the status is stored
-	switch {
-	case obs.Managed:
-		progress, releaseSlot = r.managedProgress(ig, obs, progress)
-	case hasDrift(obs):
-		now := r.now()
-		windowWhy, holder, werr := r.maintenanceWait(ctx, key)
-		if werr != nil {
-			return r.failure(ctx, ig, "UpgradeFailed", werr)
-		}
-		if msg := upgrade.Stopped(ig, obs); msg != "" && ig.Spec.Strategy.Type != v1alpha1.StrategyCRD {
-			// Stopped after replacements that never joined: no slot is
-			// held, nothing is drained, what the rotation cordoned is
-			// given back, until a new launch template version.
-			progress.Done, progress.Stopped, progress.Message = false, true, msg
-			releaseSlot = true
-			_, err = r.releaseDrains(ctx, ig, obs, nodes)
-		} else if at, ok := r.stalledAt(ig, now); ok {
-			// Released for lack of progress: wait one stall timeout.
-			progress.Done, progress.Waiting, progress.StalledAt = false, true, at
-			progress.Message = stalledMessage(at, r.StallTimeout)
-			_, err = r.releaseDrains(ctx, ig, obs, nodes)
-		} else if windowWhy != "" && !holder {
-			// Outside the maintenance windows no rotation starts: no slot
-			// is taken and nothing stays cordoned.
-			progress.Done, progress.Waiting, progress.OutsideWindow = false, true, true
-			progress.Message = "waiting to rotate: " + windowWhy
-			_, err = r.releaseDrains(ctx, ig, obs, nodes)
-		} else if held, aerr := r.Slots.Acquire(ctx, key, ig.UID); aerr != nil || !held {
-			progress.Done, progress.Waiting = false, true
-			progress.Message = fmt.Sprintf("waiting for an upgrade slot: %d group(s) rotating (%s)", len(r.Slots.Holders()), joinKeys(r.Slots.Holders()))
-			err = aerr
-			if err == nil {
-				// Without a slot no drain of the group runs: none may
-				// leave its node cordoned (a restart, a stall).
-				_, err = r.releaseDrains(ctx, ig, obs, nodes)
-			}
-		} else if r.StallTimeout > 0 && windowWhy == "" {
-			var since time.Time
-			if since, err = r.Slots.Progress(ctx, key, progressMarker(obs)); err == nil && now.Sub(since) >= r.StallTimeout {
-				progress, err = r.stall(ctx, ig, obs, nodes, progress, since, now)
-			}
-		}
-		if err != nil {
-			return r.failure(ctx, ig, "UpgradeFailed", err)
-		}
-		if progress.Waiting || progress.Stopped {
-			break
-		}
-		if windowWhy != "" && obs.Hold == "" {
-			// A rotation under way when the window closed finishes its
-			// batch in flight and starts no other.
-			obs.Hold = "the batch in flight finishes, then the rotation waits: " + windowWhy
-		}
-		rot, _ := prov.(providers.Rotator)
-		switch ig.Spec.Strategy.Type {
-		case v1alpha1.StrategyCRD:
-			progress, err = r.CRD.Step(ctx, ig, obs)
-		default:
-			if rot == nil {
-				err = fmt.Errorf("provisioner %s cannot rotate instances", name)
-				break
-			}
-			progress, err = r.Rolling.Step(ctx, ig, obs, nodes, rot)
-		}
-		if err != nil {
-			return r.failure(ctx, ig, "UpgradeFailed", err)
-		}
-		releaseSlot = progress.Done
-		if progress.Stopped {
-			// Stopped in this pass: give back what the rotation cordoned.
-			releaseSlot = true
-			if _, err := r.releaseDrains(ctx, ig, obs, nodes); err != nil {
-				return r.failure(ctx, ig, "UpgradeFailed", err)
-			}
-		}
-	default:
-		releaseSlot = true
-		if ig.Status.SurgeCapacity > 0 || ig.Status.SurgeBaseCapacity > 0 || upgrade.GivingBack(obs, nodes) {
-			// A surge record left by a rollout that ended in another pass,
-			// or its give-back under way (Settle reads the stored record,
-			// not this cached one): surge goes back by draining chosen
-			// nodes and terminating them with a decrement, over several
-			// passes, during which the group reports Upgrading.
-			rot, _ := prov.(providers.Rotator)
-			msg, err := r.Rolling.Settle(ctx, ig, obs, nodes, rot)
-			if err != nil {
-				return r.failure(ctx, ig, "UpgradeFailed", err)
-			}
-			progress.Done, progress.Message = msg == "", msg
-		}
-	}
-
-	ready := false
-	if obs.Managed {
-		ready = obs.Active && !obs.Updating
-	} else {
-		ready = units.ready >= obs.Min && units.inService >= obs.Min
-	}
-	res, err := r.report(ctx, before, ig, obs, progress, inService, readyNodes, units, ready, releaseSlot)
-	if err == nil && healthCheck > 0 && (res.RequeueAfter == 0 || healthCheck < res.RequeueAfter) {
-		res.RequeueAfter = healthCheck // an instance may turn unhealthy before the next resync
-	}
-	return res, err
+	return ctrl.Result{}, fmt.Errorf("InstanceGroup %s: no phase reported", req.NamespacedName)
 }
 
-func hasDrift(obs *providers.Observation) bool {
-	for _, in := range obs.Instances {
-		if !in.UpToDate {
-			return true // terminating ones too: the rotation ends when they are gone
-		}
+// forget drops what the controller keeps about a group that is gone.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.owners.forget(key)
+	if r.backoff != nil {
+		r.backoff.forget(key)
 	}
-	return false
+	if r.Rolling != nil && r.Rolling.Drains != nil {
+		r.Rolling.Drains.Cancel(key)
+	}
+}
+
+// end is a phase's "the pass ends here with res".
+func end(res ctrl.Result, err error) (*ctrl.Result, error) { return &res, err }
+
+// resolveProvisioner picks the provisioner of spec.provisioner ("eks-cf"
+// is served by "eks"); one this controller does not serve is an error on
+// the group (UnknownProvisioner), unless the group is being deleted.
+func (r *Reconciler) resolveProvisioner(ctx context.Context, s *scope) (*ctrl.Result, error) {
+	s.name = s.ig.Spec.Provisioner
+	if s.name == v1alpha1.ProvisionerEKSCF {
+		s.name = v1alpha1.ProvisionerEKS
+	}
+	var ok bool
+	s.prov, ok = r.Provisioners[s.name]
+	if !ok && s.ig.DeletionTimestamp == nil {
+		msg := fmt.Sprintf("spec.provisioner %q is not served by this controller (served: %s)", s.ig.Spec.Provisioner, strings.Join(slices.Sorted(maps.Keys(r.Provisioners)), ", "))
+		return end(ctrl.Result{}, r.fail(ctx, s.ig, "UnknownProvisioner", msg))
+	}
+	return nil, nil
+}
+
+// deleteIfDeleted removes a deleted group's cloud resources (delete).
+func (r *Reconciler) deleteIfDeleted(ctx context.Context, s *scope) (*ctrl.Result, error) {
+	if s.ig.DeletionTimestamp == nil {
+		return nil, nil
+	}
+	if id, ok := builtIdentity(s.ig); ok {
+		// What is deleted is what the recorded identity built,
+		// whatever the spec says now.
+		return end(r.delete(ctx, s.ig, r.Provisioners[id.Provisioner]))
+	}
+	return end(r.delete(ctx, s.ig, s.prov))
+}
+
+// addFinalizer stores the Finalizer before anything is built; a conflict
+// retries the pass soon.
+func (r *Reconciler) addFinalizer(ctx context.Context, s *scope) (*ctrl.Result, error) {
+	if !controllerutil.AddFinalizer(s.ig, Finalizer) {
+		return nil, nil
+	}
+	if err := r.Client.Update(ctx, s.ig); err != nil {
+		if apierrors.IsConflict(err) {
+			return end(ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil)
+		}
+		return end(ctrl.Result{}, client.IgnoreNotFound(err))
+	}
+	s.before = s.ig.DeepCopy()
+	return nil, nil
+}
+
+// recordBuiltIdentity stores the identity before the first cloud write
+// (recordIdentity): from then on the webhook refuses a provisioner or
+// cluster switch. A spec that names another identity than the recorded
+// one is an error on the group (ReasonIdentityChanged).
+func (r *Reconciler) recordBuiltIdentity(ctx context.Context, s *scope) (*ctrl.Result, error) {
+	switch written, err := r.recordIdentity(ctx, s.ig); {
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).Info("the group kept changing while its identity was recorded; retrying", "error", err.Error())
+		return end(ctrl.Result{RequeueAfter: conflictRetry}, nil)
+	case err != nil:
+		return end(r.failure(ctx, s.ig, "IdentityNotRecorded", err))
+	case written:
+		s.before = s.ig.DeepCopy()
+	}
+	if msg := identityMismatch(s.ig); msg != "" {
+		if err := r.fail(ctx, s.ig, ReasonIdentityChanged, msg); err != nil {
+			return end(ctrl.Result{}, err)
+		}
+		return end(ctrl.Result{RequeueAfter: r.ResyncInterval}, nil)
+	}
+	return nil, nil
+}
+
+// applySpot takes a spot recommendation into an eks group's spec
+// (applySpotRecommendation).
+func (r *Reconciler) applySpot(ctx context.Context, s *scope) (*ctrl.Result, error) {
+	if s.name != v1alpha1.ProvisionerEKS {
+		return nil, nil
+	}
+	if err := r.applySpotRecommendation(ctx, s.ig); err != nil {
+		return end(ctrl.Result{}, err)
+	}
+	return nil, nil
+}
+
+// reportPass writes the status and conditions (report) and brings the
+// group back before node health's next check is due.
+func (r *Reconciler) reportPass(ctx context.Context, s *scope) (*ctrl.Result, error) {
+	ready := false
+	if s.obs.Managed {
+		ready = s.obs.Active && !s.obs.Updating
+	} else {
+		ready = s.units.ready >= s.obs.Min && s.units.inService >= s.obs.Min
+	}
+	res, err := r.report(ctx, s.before, s.ig, s.obs, s.progress, s.inService, s.readyNodes, s.units, ready, s.releaseSlot)
+	if err == nil && s.healthCheck > 0 && (res.RequeueAfter == 0 || s.healthCheck < res.RequeueAfter) {
+		res.RequeueAfter = s.healthCheck // an instance may turn unhealthy before the next resync
+	}
+	return end(res, err)
 }
