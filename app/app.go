@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -39,8 +40,9 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
-	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
+	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
+	"github.com/instancemgr/instance-manager/reconciler/fanout"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -396,42 +398,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			ControllerUser: username, Authority: webhooks.SubjectAccessReviews{Client: mgr.GetClient(), ConfigMap: configMap}},
 		&webhooks.ConfigMapValidator{Client: mgr.GetClient(), ConfigMap: configMap, Cloud: cloud},
 	)
-	recordName := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: RolloutRecordName}
-	records, err := recordCache(mgr, recordName)
-	if err != nil {
+	if err := setupBoundaryControllers(mgr, kube, opts, st, recorder, configMap); err != nil {
 		return nil, err
 	}
-	if records == nil {
-		// Not allowed to keep the rollout record (an image newer than the
-		// chart's RBAC): boundary changes reach every group at once.
-		ctrl.Log.WithName("setup").Info("WARNING: the controller may not read and write ConfigMap " + recordName.String() +
-			" (chart RBAC older than the image?): progressive rollouts are off, boundary changes reach every group at once")
-	}
-	if err := (&reconciler.BoundariesReconciler{
-		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
-		Record: records, RecordName: recordName,
-	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the boundaries controller: %w", err)
-	}
-	if records != nil {
-		if err := (&rollout.Reconciler{
-			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
-		}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the rollout controller: %w", err)
-		}
-	}
-	if err := (&reconciler.ReadmitReconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("setting up the fan-out controller: %w", err)
-	}
-	if cm := opts.AutoscalerPriorityConfigMap; cm != "" {
-		ns, name, ok := strings.Cut(cm, "/")
-		if !ok || ns == "" || name == "" {
-			return nil, fmt.Errorf("--cluster-autoscaler-priority-configmap %q: want <namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander", cm)
-		}
-		if err := (&autoscalerpriority.Reconciler{Client: kube, Reader: mgr.GetAPIReader(),
-			ConfigMap: types.NamespacedName{Namespace: ns, Name: name}}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the cluster-autoscaler priority controller: %w", err)
-		}
+	if err := setupAutoscalerPriority(mgr, kube, opts); err != nil {
+		return nil, err
 	}
 	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, dry); err != nil {
 		return nil, err
@@ -446,6 +417,59 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// setupBoundaryControllers registers the controllers that carry a
+// boundary change to the groups: the ConfigMap loader (every replica), the
+// progressive rollout (only when the rollout record may be kept, see
+// recordCache) and the fan-out.
+func setupBoundaryControllers(mgr ctrl.Manager, kube client.Client, opts Options, st *store.Store, recorder events.EventRecorder, configMap types.NamespacedName) error {
+	recordName := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: RolloutRecordName}
+	records, err := recordCache(mgr, recordName)
+	if err != nil {
+		return err
+	}
+	if records == nil {
+		// Not allowed to keep the rollout record (an image newer than the
+		// chart's RBAC): boundary changes reach every group at once.
+		ctrl.Log.WithName("setup").Info("WARNING: the controller may not read and write ConfigMap " + recordName.String() +
+			" (chart RBAC older than the image?): progressive rollouts are off, boundary changes reach every group at once")
+	}
+	if err := (&boundaryload.Reconciler{
+		Client: kube, Store: st, ConfigMap: configMap, Recorder: recorder, Elected: mgr.Elected(),
+		Record: records, RecordName: recordName,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the boundaries controller: %w", err)
+	}
+	if records != nil {
+		if err := (&rollout.Reconciler{
+			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the rollout controller: %w", err)
+		}
+	}
+	if err := (&fanout.Reconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the fan-out controller: %w", err)
+	}
+	return nil
+}
+
+// setupAutoscalerPriority registers the cluster-autoscaler priority
+// expander controller when --cluster-autoscaler-priority-configmap is set.
+func setupAutoscalerPriority(mgr ctrl.Manager, kube client.Client, opts Options) error {
+	cm := opts.AutoscalerPriorityConfigMap
+	if cm == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(cm, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("--cluster-autoscaler-priority-configmap %q: want <namespace>/<name>, e.g. kube-system/cluster-autoscaler-priority-expander", cm)
+	}
+	if err := (&autoscalerpriority.Reconciler{Client: kube, Reader: mgr.GetAPIReader(),
+		ConfigMap: types.NamespacedName{Namespace: ns, Name: name}}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the cluster-autoscaler priority controller: %w", err)
+	}
+	return nil
 }
 
 // recordCache is a cache of the one rollout record ConfigMap, on every

@@ -22,8 +22,8 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksfargate"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
-	"github.com/instancemgr/instance-manager/reconciler"
 	"github.com/instancemgr/instance-manager/reconciler/gc"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/reconciler/interruption"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/termination"
@@ -91,7 +91,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	}}); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
-	r := &reconciler.InstanceGroupReconciler{
+	r := &instancegroup.Reconciler{
 		Client:          kube,
 		Reader:          mgr.GetAPIReader(),
 		SpotRecommender: opts.SpotRecommender,
@@ -118,7 +118,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		FailureBackoffMax: opts.FailureBackoffMax,
 		TransientAttempts: opts.TransientErrorAttempts, TransientGrace: opts.TransientErrorGrace,
 		Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries,
-		Violations: reconciler.BoundaryViolations(opts.ConfigNamespace),
+		Violations: instancegroup.BoundaryViolations(opts.ConfigNamespace),
 		Quotas: func(ctx context.Context, ig *v1alpha1.InstanceGroup) ([]string, error) {
 			all := &v1alpha1.InstanceGroupList{}
 			if err := mgr.GetClient().List(ctx, all); err != nil {

@@ -266,72 +266,13 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		}
 		p.reads.Done(gid, err)
 	}()
-	spec := ig.Spec.EKS
-	c := spec.Configuration
-	cluster, err := p.clusters.get(ctx, c.ClusterName)
+	b, err := p.buildTemplate(ctx, ig, gid, &stage)
 	if err != nil {
 		return nil, err
 	}
-	subnets, err := p.reads.Subnets(ctx, p.aws.EC2, gid, c.Subnets, "spec.eks.configuration.subnets")
-	if err != nil {
-		return nil, err
-	}
-	sgs, err := p.reads.SecurityGroups(ctx, p.aws.EC2, gid, c.SecurityGroups, "spec.eks.configuration.securityGroups")
-	if err != nil {
-		return nil, err
-	}
-	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkMaxPods(ctx, p.capacity, ig, typeNames(c.InstanceType, instanceTypes)); err != nil {
-		return nil, err
-	}
-	stage = stageRole
-	roleARN, profile, err := p.role(ctx, ig, gid)
-	if err != nil {
-		return nil, err
-	}
-	name := groupName(ig)
-	stage = stageTemplate
-	tmpl, err := p.template(ctx, ig, gid, name)
-	if err != nil {
-		return nil, err
-	}
-	image, err := p.images.resolve(ctx, ig, cluster.Version)
-	if err != nil {
-		return nil, err
-	}
-	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.imageID != "" {
-		image = tmpl.imageID // a newly published AMI is not drift while locked
-	}
-	sizes := map[string]int64{"spec.eks.minSize": spec.MinSize, "spec.eks.maxSize": spec.MaxSize}
-	if wp := spec.WarmPool; wp != nil {
-		sizes["spec.eks.warmPool.minSize"] = wp.MinSize
-		if wp.MaxSize != -1 {
-			sizes["spec.eks.warmPool.maxSize"] = wp.MaxSize
-		}
-	}
-	if err := providers.CheckInt32(sizes); err != nil {
-		return nil, err
-	}
-	b := groupBootstrap(ig, cluster)
-	if err := b.Validate(); err != nil {
-		return nil, err
-	}
-	ud := b.UserData()
-	data := launchDataOf(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
-	target, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data, &p.contents)
-	if err != nil {
-		return nil, err
-	}
-	if target != tmpl {
-		// What this call wrote (or made the default) is the template's
-		// default version now.
-		p.reads.Update(gid, stageTemplate, name, target)
-	}
-	version := target.version
-	stage = ""
+	spec, c := ig.Spec.EKS, ig.Spec.EKS.Configuration
+	name, version, target, cluster, roleARN := b.name, b.target.version, b.target, b.cluster, b.roleARN
+	subnets, instanceTypes := b.subnets, b.instanceTypes
 
 	cache := p.groupCache(c.ClusterName)
 	maxAge := p.opts.GroupCacheTTL
@@ -405,6 +346,100 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	}
 	stage = ""
 
+	return p.observe(ctx, ig, gid, b, current, launched, upToDate, ids, hold)
+}
+
+// built is what Apply has resolved and written before the Auto Scaling
+// group: the cluster, the subnets and instance types the group uses, the
+// node role and the launch template (name; target is its default version).
+type built struct {
+	cluster       ClusterInfo
+	subnets       []string
+	instanceTypes []v1alpha1.InstanceTypeSpec
+	roleARN, name string
+	target        templateState
+}
+
+// buildTemplate resolves the group's references (cluster, subnets,
+// security groups, instance types, image), checks its sizes and bootstrap,
+// and converges its node role and launch template. *stage names the cached
+// read in progress (Apply forgets it when the call fails).
+func (p *Provisioner) buildTemplate(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID, stage *string) (built, error) {
+	spec := ig.Spec.EKS
+	c := spec.Configuration
+	cluster, err := p.clusters.get(ctx, c.ClusterName)
+	if err != nil {
+		return built{}, err
+	}
+	subnets, err := p.reads.Subnets(ctx, p.aws.EC2, gid, c.Subnets, "spec.eks.configuration.subnets")
+	if err != nil {
+		return built{}, err
+	}
+	sgs, err := p.reads.SecurityGroups(ctx, p.aws.EC2, gid, c.SecurityGroups, "spec.eks.configuration.securityGroups")
+	if err != nil {
+		return built{}, err
+	}
+	instanceTypes, err := instanceTypesOf(ctx, p.pools, ig)
+	if err != nil {
+		return built{}, err
+	}
+	if err := checkMaxPods(ctx, p.capacity, ig, typeNames(c.InstanceType, instanceTypes)); err != nil {
+		return built{}, err
+	}
+	*stage = stageRole
+	roleARN, profile, err := p.role(ctx, ig, gid)
+	if err != nil {
+		return built{}, err
+	}
+	name := groupName(ig)
+	*stage = stageTemplate
+	tmpl, err := p.template(ctx, ig, gid, name)
+	if err != nil {
+		return built{}, err
+	}
+	image, err := p.images.resolve(ctx, ig, cluster.Version)
+	if err != nil {
+		return built{}, err
+	}
+	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.imageID != "" {
+		image = tmpl.imageID // a newly published AMI is not drift while locked
+	}
+	sizes := map[string]int64{"spec.eks.minSize": spec.MinSize, "spec.eks.maxSize": spec.MaxSize}
+	if wp := spec.WarmPool; wp != nil {
+		sizes["spec.eks.warmPool.minSize"] = wp.MinSize
+		if wp.MaxSize != -1 {
+			sizes["spec.eks.warmPool.maxSize"] = wp.MaxSize
+		}
+	}
+	if err := providers.CheckInt32(sizes); err != nil {
+		return built{}, err
+	}
+	b := groupBootstrap(ig, cluster)
+	if err := b.Validate(); err != nil {
+		return built{}, err
+	}
+	ud := b.UserData()
+	data := launchDataOf(ig, launchInput{imageID: image, profileName: profile, securityGroups: sgs, userData: ud})
+	target, err := ensureLaunchTemplate(ctx, p.aws.EC2, ig, name, tmpl, data, &p.contents)
+	if err != nil {
+		return built{}, err
+	}
+	if target != tmpl {
+		// What this call wrote (or made the default) is the template's
+		// default version now.
+		p.reads.Update(gid, stageTemplate, name, target)
+	}
+	*stage = ""
+	return built{cluster: cluster, subnets: subnets, instanceTypes: instanceTypes, roleARN: roleARN, name: name, target: target}, nil
+}
+
+// observe reports the group as Apply left it: sizes, the instances with
+// their launch template version judged (upToDate), weights and node names,
+// a launch failure, and prunes launch template versions no instance uses.
+func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID, b built, current *astypes.AutoScalingGroup,
+	launched map[string]string, upToDate func(string) bool, ids []string, hold string) (*providers.Observation, error) {
+	name, version, roleARN, instanceTypes := b.name, b.target.version, b.roleARN, b.instanceTypes
+	var err error
 	obs := &providers.Observation{
 		GroupName: name, LaunchTemplateName: name, LatestTemplateVersion: strconv.FormatInt(version, 10), RoleARN: roleARN,
 		Min: int(awssdk.ToInt32(current.MinSize)), Max: int(awssdk.ToInt32(current.MaxSize)), Desired: int(awssdk.ToInt32(current.DesiredCapacity)),

@@ -3,7 +3,7 @@
 // (boundaries.RolloutPolicy), judges each wave's groups against the
 // failure criteria, soaks, halts when a wave fails, and carries out the
 // admin's resume and rollback. Its decisions go into the rollout record
-// (boundaries/record); the fan-out (reconciler.ReadmitReconciler) moves
+// (boundaries/record); the fan-out (fanout.Reconciler) moves
 // each group to the revision the record assigns it.
 //
 // step.go is the decision, a pure function of the record, the policy and

@@ -70,124 +70,51 @@ func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	current := *obs // Desired follows this pass's decrements
 	obs = &current
 
-	// 1. The give-back drains under way.
-	var polled, doing []string
-	held := 0 // capacity units being drained
-	for _, in := range mem {
-		node := nodes[in.ProviderID]
-		if node == nil || !givingBack(node) {
-			continue
-		}
-		if in.Units() > surge-held {
-			// No longer to give back (the record went down): uncordon.
-			if err := r.release(ctx, ig, node); err != nil {
-				return "", err
-			}
-			continue
-		}
-		res, msg, err := r.Drain(ctx, ig, node)
-		if err != nil {
-			return "", err
-		}
-		switch res {
-		case Drained:
-			if surge, err = r.giveBack(ctx, ig, obs, in, node.Name, surge, rot); err != nil {
-				return "", err
-			}
-			doing = append(doing, node.Name+" (terminating)")
-		case Blocked:
-			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
-				"%s; the node is uncordoned and skipped for now (giving back surge)", msg)
-			if err := r.Drainer.Skip(ctx, node); err != nil {
-				return "", err
-			}
-		default:
-			held += in.Units()
-			polled = append(polled, node.Name)
-			doing = append(doing, node.Name)
-		}
+	g := &givebackPass{surge: surge}
+	if err := r.givebackInflight(ctx, ig, obs, nodes, rot, mem, g); err != nil {
+		return "", err
 	}
 
-	// 2. More nodes to drain, once no instance is launching (a surge
+	// More nodes to drain, once no instance is launching (a surge
 	// instance not in service yet is not given back before it serves)
 	// and the last batch's own replacements are Ready nodes (a surge node
 	// replaced for balance, SurgeKeptForBalance, included).
 	gate := ""
-	if more && surge-held > 0 {
+	if more && g.surge-g.held > 0 {
 		v, err := r.judgeBatch(ctx, ig, obs, nodes, r.Drainer.Now())
 		if err != nil {
 			return "", err
 		}
 		gate = v.waiting + v.stopped
 	}
-	want := surge - held
+	want := g.surge - g.held
 	launching := 0
 	for _, in := range mem {
 		if strings.HasPrefix(in.LifecycleState, "Pending") {
 			launching++
 		}
 	}
-	var blocked []string
-	fits := false
 	if want > 0 && launching == 0 && more && gate == "" {
-		var candidates []providers.Instance
-		for _, in := range mem {
-			node := nodes[in.ProviderID]
-			if !in.InService() || (node != nil && draining(node)) {
-				continue
-			}
-			if in.Units() <= want {
-				fits = true
-			}
-			if node != nil && r.Drainer.skipped(node) {
-				blocked = append(blocked, node.Name)
-				continue
-			}
-			candidates = append(candidates, in)
-		}
-		bal := newZoneBalancer(mem, candidates, nodes)
-		taken := 0
-		for {
-			in, ok := bal.next(func(in providers.Instance) bool { return in.Units() <= want-taken })
-			if !ok {
-				break
-			}
-			taken += in.Units()
-			node := nodes[in.ProviderID]
-			if node == nil {
-				// Never joined: nothing to drain.
-				if surge, err = r.giveBack(ctx, ig, obs, in, "", surge, rot); err != nil {
-					return "", err
-				}
-				doing = append(doing, in.ID+" (never joined, terminating)")
-				continue
-			}
-			if err := r.Drainer.Start(ctx, node, true); err != nil {
-				return "", err
-			}
-			if r.Drains != nil {
-				r.Drains.Poll(ctx, key, node) // queue it now, not at the next pass
-			}
-			held += in.Units()
-			polled = append(polled, node.Name)
-			doing = append(doing, node.Name)
+		if err := r.givebackMore(ctx, ig, obs, nodes, rot, mem, want, g); err != nil {
+			return "", err
 		}
 	}
 	if r.Drains != nil {
-		r.Drains.Retain(key, polled)
+		r.Drains.Retain(key, g.polled)
 	}
+	surge = g.surge
 	switch {
 	case surge == 0:
 		return "", r.recordSurge(ctx, ig, 0) // clears a converted record too
-	case len(doing) > 0:
-		return fmt.Sprintf("giving back %d capacity unit(s) of surge: draining %s", surge, strings.Join(doing, ", ")), nil
+	case len(g.doing) > 0:
+		return fmt.Sprintf("giving back %d capacity unit(s) of surge: draining %s", surge, strings.Join(g.doing, ", ")), nil
 	case !more:
 		return "", nil
 	case launching > 0:
 		return fmt.Sprintf("giving back %d capacity unit(s) of surge once %d launching instance(s) are in service", surge, launching), nil
 	case gate != "":
 		return fmt.Sprintf("giving back %d capacity unit(s) of surge after the last batch: %s", surge, gate), nil
-	case held == 0 && !fits:
+	case g.held == 0 && !g.fits:
 		// Every instance weighs more than what is left: giving one back
 		// would take capacity others want. The cluster-autoscaler, which
 		// drains before it scales in, may take it.
@@ -196,7 +123,110 @@ func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 		return "", r.recordSurge(ctx, ig, 0)
 	default:
 		return fmt.Sprintf("giving back %d capacity unit(s) of surge: every candidate node is blocked by a PodDisruptionBudget and skipped for now: %s",
-			surge, strings.Join(blocked, ", ")), nil
+			surge, strings.Join(g.blocked, ", ")), nil
+	}
+}
+
+// givebackPass is what one pass of settle has done so far.
+type givebackPass struct {
+	surge   int      // capacity units of surge still to give back (the record)
+	held    int      // capacity units being drained
+	polled  []string // nodes whose drains the runner keeps (Drains.Retain)
+	doing   []string // what the message names as under way
+	blocked []string // candidates a PodDisruptionBudget blocks (skipped)
+	fits    bool     // some candidate weighs no more than what is left
+}
+
+// givebackInflight polls the give-back drains under way (mem sorted by
+// id): a drained node's instance is terminated with a decrement (giveBack),
+// a blocked one uncordoned and skipped, and one no longer to give back
+// (the record went down) uncordoned.
+func (r *RollingUpdate) givebackInflight(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator, mem []providers.Instance, g *givebackPass) error {
+	for _, in := range mem {
+		node := nodes[in.ProviderID]
+		if node == nil || !givingBack(node) {
+			continue
+		}
+		if in.Units() > g.surge-g.held {
+			// No longer to give back (the record went down): uncordon.
+			if err := r.release(ctx, ig, node); err != nil {
+				return err
+			}
+			continue
+		}
+		res, msg, err := r.Drain(ctx, ig, node)
+		if err != nil {
+			return err
+		}
+		switch res {
+		case Drained:
+			if g.surge, err = r.giveBack(ctx, ig, obs, in, node.Name, g.surge, rot); err != nil {
+				return err
+			}
+			g.doing = append(g.doing, node.Name+" (terminating)")
+		case Blocked:
+			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
+				"%s; the node is uncordoned and skipped for now (giving back surge)", msg)
+			if err := r.Drainer.Skip(ctx, node); err != nil {
+				return err
+			}
+		default:
+			g.held += in.Units()
+			g.polled = append(g.polled, node.Name)
+			g.doing = append(g.doing, node.Name)
+		}
+	}
+	return nil
+}
+
+// givebackMore starts drains of in-service nodes worth at most want
+// capacity units, zone by zone (zoneBalancer), so the group stays
+// balanced; an instance that never joined is terminated at once.
+func (r *RollingUpdate) givebackMore(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator, mem []providers.Instance, want int, g *givebackPass) error {
+	var candidates []providers.Instance
+	for _, in := range mem {
+		node := nodes[in.ProviderID]
+		if !in.InService() || (node != nil && draining(node)) {
+			continue
+		}
+		if in.Units() <= want {
+			g.fits = true
+		}
+		if node != nil && r.Drainer.skipped(node) {
+			g.blocked = append(g.blocked, node.Name)
+			continue
+		}
+		candidates = append(candidates, in)
+	}
+	bal := newZoneBalancer(mem, candidates, nodes)
+	taken := 0
+	for {
+		in, ok := bal.next(func(in providers.Instance) bool { return in.Units() <= want-taken })
+		if !ok {
+			return nil
+		}
+		taken += in.Units()
+		node := nodes[in.ProviderID]
+		if node == nil {
+			// Never joined: nothing to drain.
+			var err error
+			if g.surge, err = r.giveBack(ctx, ig, obs, in, "", g.surge, rot); err != nil {
+				return err
+			}
+			g.doing = append(g.doing, in.ID+" (never joined, terminating)")
+			continue
+		}
+		if err := r.Drainer.Start(ctx, node, true); err != nil {
+			return err
+		}
+		if r.Drains != nil {
+			r.Drains.Poll(ctx, client.ObjectKeyFromObject(ig), node) // queue it now, not at the next pass
+		}
+		g.held += in.Units()
+		g.polled = append(g.polled, node.Name)
+		g.doing = append(g.doing, node.Name)
 	}
 }
 

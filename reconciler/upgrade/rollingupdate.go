@@ -205,12 +205,29 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return drifted[i].ID < drifted[j].ID
 	})
 
-	// 1. Finish the batch in flight. A surge node gives its capacity back
-	// (a decrement) only from a zone holding the most instances, so the
-	// group stays balanced; elsewhere (the surge landed where no drifted
-	// instance is left) it is replaced, in the zone Auto Scaling balances,
-	// and the surge waits for a later batch or Settle.
 	zones := newZoneCount(members(obs))
+	if p.Message, surge, err = r.finishInflight(ctx, ig, obs, nodes, rot, drifted, surge, zones); err != nil || p.Message != "" {
+		return p, err
+	}
+	if p.Message = batchWait(obs, nodes, batchState.waiting); p.Message != "" {
+		return p, nil
+	}
+	return r.startBatch(ctx, ig, obs, nodes, rot, p, drifted, surge, zones)
+}
+
+// finishInflight is the rotation's step 1: it finishes the batch in
+// flight, terminating the drifted instances whose nodes are drained (surge
+// says how much capacity a decrement still gives back; the updated value is
+// returned) and skipping those a PodDisruptionBudget blocks. It returns
+// "draining …" while any drain of the batch goes on, else "".
+//
+// A surge node gives its capacity back (a decrement) only from a zone
+// holding the most instances, so the group stays balanced; elsewhere (the
+// surge landed where no drifted instance is left) it is replaced, in the
+// zone Auto Scaling balances, and the surge waits for a later batch or
+// Settle.
+func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator, drifted []providers.Instance, surge int, zones zoneCount) (string, int, error) {
 	var inflight, polled []string
 	for _, in := range drifted {
 		node := nodes[in.ProviderID]
@@ -220,12 +237,12 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		polled = append(polled, node.Name)
 		res, msg, err := r.Drain(ctx, ig, node)
 		if err != nil {
-			return p, err
+			return "", surge, err
 		}
 		switch res {
 		case Drained:
 			if surge, err = r.terminateBalanced(ctx, ig, obs, in, node.Annotations[AnnotationSurge] == "true", surge, rot, zones); err != nil {
-				return p, err
+				return "", surge, err
 			}
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
 				"Node %s drained; instance %s terminated for replacement", node.Name, in.ID)
@@ -234,7 +251,7 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
 				"%s; the node is uncordoned and skipped for now", msg)
 			if err := r.Drainer.Skip(ctx, node); err != nil {
-				return p, err
+				return "", surge, err
 			}
 		default:
 			inflight = append(inflight, node.Name)
@@ -246,19 +263,24 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		r.Drains.Retain(client.ObjectKeyFromObject(ig), polled)
 	}
 	if len(inflight) > 0 {
-		p.Message = "draining " + strings.Join(inflight, ", ")
-		return p, nil
+		return "draining " + strings.Join(inflight, ", "), surge, nil
 	}
+	return "", surge, nil
+}
 
-	// 2. Wait until the previous batch's own replacements are Ready nodes
-	// (a replacement removed before it joined, with a decrement or not,
-	// does not count: the batch waits for another), then until every
-	// instance on the latest version is a Ready node and the group holds
-	// its desired capacity (in capacity units: with weights, Desired
-	// counts units, as Auto Scaling does).
-	if batchState.waiting != "" {
-		p.Message = batchState.waiting
-		return p, nil
+// batchWait is the rotation's step 2: what the next batch waits for, or ""
+// when it may start. batchWaiting is the previous batch's own judgement
+// (judgeBatch); a hold in obs also waits.
+//
+// Wait until the previous batch's own replacements are Ready nodes
+// (a replacement removed before it joined, with a decrement or not,
+// does not count: the batch waits for another), then until every
+// instance on the latest version is a Ready node and the group holds
+// its desired capacity (in capacity units: with weights, Desired
+// counts units, as Auto Scaling does).
+func batchWait(obs *providers.Observation, nodes map[string]*corev1.Node, batchWaiting string) string {
+	if batchWaiting != "" {
+		return batchWaiting
 	}
 	waiting := 0
 	inService := 0
@@ -274,26 +296,24 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	}
 	switch {
 	case waiting > 0:
-		p.Message = fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", waiting)
-		return p, nil
+		return fmt.Sprintf("waiting for %d replacement instance(s) to become Ready nodes", waiting)
 	case inService < obs.Desired:
-		p.Message = fmt.Sprintf("waiting for %d capacity unit(s) of replacement instances to come into service (desired capacity %d, in service %d)",
+		return fmt.Sprintf("waiting for %d capacity unit(s) of replacement instances to come into service (desired capacity %d, in service %d)",
 			obs.Desired-inService, obs.Desired, inService)
-		return p, nil
 	}
+	return obs.Hold // a hold (a closing window) starts no new batch
+}
 
-	if obs.Hold != "" {
-		p.Message = obs.Hold
-		return p, nil
-	}
-
-	// 3. Start the next batch. With maxSurge, first add capacity on top of
-	// the desired capacity as it is now and let the surge instances become
-	// Ready nodes; the batch that follows drains old instances worth that
-	// capacity and terminates them with a decrement, giving back exactly
-	// what the surge added: capacity never drops below the desired
-	// capacity, and whatever others (the cluster-autoscaler) set meanwhile
-	// is kept.
+// startBatch is the rotation's step 3: it starts the next batch. With
+// maxSurge, first add capacity on top of the desired capacity as it is now
+// and let the surge instances become Ready nodes; the batch that follows
+// drains old instances worth that capacity and terminates them with a
+// decrement, giving back exactly what the surge added: capacity never
+// drops below the desired capacity, and whatever others (the
+// cluster-autoscaler) set meanwhile is kept.
+func (r *RollingUpdate) startBatch(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator, p Progress, drifted []providers.Instance, surge int, zones zoneCount) (Progress, error) {
+	var err error
 	surging := surge > 0
 	batchSize := MaxUnavailable(ig, obs.Desired)
 	switch {

@@ -24,7 +24,7 @@ import (
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/providers/eks"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -199,7 +199,7 @@ func TestWebhookUnavailable(t *testing.T) {
 	}
 	unmerged := forged("unmerged")
 	disguised := forged("disguised")
-	disguised.Finalizers = []string{reconciler.Finalizer}
+	disguised.Finalizers = []string{instancegroup.Finalizer}
 	disguised.Annotations = map[string]string{v1alpha1.AnnotationBoundariesHash: cfg.Hash(false)} // as on any admitted group
 	var bypassed []*v1alpha1.InstanceGroup
 	for _, ig := range []*v1alpha1.InstanceGroup{unmerged, disguised} {
@@ -279,13 +279,13 @@ func TestWebhookUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
-		if e.Reason == reconciler.ReasonNotAdmitted {
+		if e.Reason == instancegroup.ReasonNotAdmitted {
 			held++
 			t.Logf("%s: %s", e.Regarding.Name, e.Note)
 		}
 	}
 	if held == 0 {
-		t.Logf("no %s Event: every bypassed group was re-admitted by the fan-out or its finalizer before the controller looked at it", reconciler.ReasonNotAdmitted)
+		t.Logf("no %s Event: every bypassed group was re-admitted by the fan-out or its finalizer before the controller looked at it", instancegroup.ReasonNotAdmitted)
 	}
 
 	// Clean up: the groups' cloud resources go with them.

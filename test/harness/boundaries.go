@@ -15,7 +15,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/boundaries"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
 )
 
 // WriteBoundaries creates or replaces the boundary ConfigMap's data as c
@@ -59,7 +59,7 @@ func SetBoundaries(ctx context.Context, c client.Client, data map[string]string)
 		return err
 	}
 	want := fmt.Sprintf("(hash %s, resourceVersion %s)", cfg.Hash(false), cm.ResourceVersion)
-	_, err = WaitForEvent(ctx, c, ConfigNamespace, app.ConfigMapName, reconciler.ReasonBoundariesLoaded, want, BoundariesLoadTimeout)
+	_, err = WaitForEvent(ctx, c, ConfigNamespace, app.ConfigMapName, boundaryload.ReasonBoundariesLoaded, want, BoundariesLoadTimeout)
 	return err
 }
 

@@ -28,7 +28,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -358,7 +358,7 @@ func TestAttack23PreSquattedNameIsNotTakenOver(t *testing.T) {
 
 	g.Expect(tn.client.Create(ctx, ig)).To(Succeed())
 	t.Cleanup(func() { deleteAndWait(t, tn.namespace, ig.Name) })
-	msg := awaitReadyReason(t, tn.namespace, ig.Name, reconciler.ReasonForeignResource)
+	msg := awaitReadyReason(t, tn.namespace, ig.Name, instancegroup.ReasonForeignResource)
 	g.Expect(msg).To(And(ContainSubstring(roleName), ContainSubstring("team-squatter/collides")))
 	attached, err := iamc.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(roleName)})
 	g.Expect(err).NotTo(HaveOccurred())

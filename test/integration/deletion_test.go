@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -40,7 +40,7 @@ func zeroMinGroups(t *testing.T, tn *tenant, names ...string) []*v1alpha1.Instan
 				return nil
 			}
 			return cur.Finalizers
-		}, time.Minute, 200*time.Millisecond).Should(ContainElement(reconciler.Finalizer), "the controller's finalizer on %s/%s", ig.Namespace, ig.Name)
+		}, time.Minute, 200*time.Millisecond).Should(ContainElement(instancegroup.Finalizer), "the controller's finalizer on %s/%s", ig.Namespace, ig.Name)
 	}
 	return out
 }

@@ -15,7 +15,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/app"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
+	"github.com/instancemgr/instance-manager/reconciler/fanout"
 	"github.com/instancemgr/instance-manager/test/harness"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -254,7 +255,7 @@ func TestBoundaryChangeFansOutAndSkipsExcludedNamespaces(t *testing.T) {
 		ig := getIG(t, key[0], key[1])
 		g.Expect(ig.Spec.EKS.Configuration.InstanceType).To(Equal("m5.large"), "the tenant's own values stay")
 	}
-	waitForEvent(t, "team-fan-a", "one", reconciler.ReasonBoundariesApplied, "")
+	waitForEvent(t, "team-fan-a", "one", fanout.ReasonBoundariesApplied, "")
 	g.Consistently(func() string {
 		return getIG(t, "team-fan-x", "system-group").Spec.EKS.Configuration.Image
 	}, 2*time.Second, 200*time.Millisecond).Should(Equal("ami-0aaaaaaaaaaaaaaaa"), "an excluded namespace is left alone")
@@ -364,7 +365,7 @@ func TestInvalidConfigMapPastTheWebhookKeepsTheLastValidBoundaries(t *testing.T)
 		return setConfigMap(ctx, map[string]string{"boundaries": "restricted: [spec.nope]", "defaults": "spec: {provisioner: eks}"})
 	}, harness.ConvergeTimeout, harness.PollInterval).Should(Succeed(), "the API server stops calling the removed ConfigMap webhook")
 
-	waitForEvent(t, configNamespace, app.ConfigMapName, reconciler.ReasonBoundariesInvalid, "spec.nope")
+	waitForEvent(t, configNamespace, app.ConfigMapName, boundaryload.ReasonBoundariesInvalid, "spec.nope")
 	g.Consistently(func() []any {
 		ig := getIG(t, "team-bypass", "steady")
 		return []any{ig.Generation, ig.Annotations[v1alpha1.AnnotationBoundariesHash]}

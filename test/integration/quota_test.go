@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 )
 
 // deleteGroupsAtEnd deletes the namespace's groups when t ends (they
@@ -113,10 +113,10 @@ func TestParallelCreatesPastAQuotaAreNotBuilt(t *testing.T) {
 			c := findCondition(&ig, v1alpha1.ConditionReady)
 			g.Expect(c).NotTo(BeNil(), "%s has no Ready condition yet", ig.Name)
 			if i < 2 {
-				g.Expect(c.Reason).NotTo(Equal(reconciler.ReasonQuotaExceeded), "%s is among the first two created", ig.Name)
+				g.Expect(c.Reason).NotTo(Equal(instancegroup.ReasonQuotaExceeded), "%s is among the first two created", ig.Name)
 				continue
 			}
-			g.Expect(c.Reason).To(Equal(reconciler.ReasonQuotaExceeded), "%s (created %s) is past the quota: %s", ig.Name, ig.CreationTimestamp, c.Message)
+			g.Expect(c.Reason).To(Equal(instancegroup.ReasonQuotaExceeded), "%s (created %s) is past the quota: %s", ig.Name, ig.CreationTimestamp, c.Message)
 			g.Expect(c.Message).To(ContainSubstring("would be above quotas.namespaces." + ns + ".maxGroups (2)"))
 			g.Expect(c.Message).To(ContainSubstring("Not built"))
 		}

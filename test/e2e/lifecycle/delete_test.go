@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -110,7 +110,7 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 
 	g.Expect(suite.Admin.Delete(ctx, ig)).To(Succeed())
 	// --drain-timeout is 15s in this suite.
-	event, err := harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonDrainBlocked, "could not be drained", 2*time.Minute)
+	event, err := harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, instancegroup.ReasonDrainBlocked, "could not be drained", 2*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Type).To(Equal(corev1.EventTypeWarning))
 	g.Expect(event.Note).To(ContainSubstring("e2e-delete-blocked/team-app-"))
@@ -124,7 +124,7 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 			return "no Deleting condition"
 		}
 		return c.Reason
-	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal(reconciler.ReasonDrainBlocked))
+	}, harness.ConvergeTimeout, harness.PollInterval).Should(Equal(instancegroup.ReasonDrainBlocked))
 	node := suite.GroupNodes(t, ig)[0]
 	g.Expect(c.Message).To(And(ContainSubstring("node "+node.Name), ContainSubstring("e2e-delete-blocked/team-app-"), ContainSubstring(v1alpha1.AnnotationForceDelete)))
 	g.Expect(cur.Status.CurrentState).To(Equal(v1alpha1.StateDeleting))
@@ -143,7 +143,7 @@ func TestDeleteBlockedDrainIsReportedThenForceDeleted(t *testing.T) {
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Annotations[v1alpha1.AnnotationForceDelete] = "true"
 	g.Expect(tenantClient(t, ig.Namespace).Patch(ctx, cur, patch)).To(Succeed())
-	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonForceDelete, "without draining", time.Minute)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, instancegroup.ReasonForceDelete, "without draining", time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 3*time.Minute)
 	g.Expect(scalingGroupExists(t, ready.Status.ActiveScalingGroupName)).To(BeFalse())

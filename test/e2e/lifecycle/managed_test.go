@@ -28,7 +28,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -260,9 +260,9 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{2, 4, 2}))
 	_, err = describeNodegroup(t, suite.Cloud.Cluster, name)
 	g.Expect(isNotFound(err)).To(BeTrue(), "the old node group is deleted: %v", err)
-	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonReplacing, "instanceType [m5.large] -> [m5.xlarge]", harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, instancegroup.ReasonReplacing, "instanceType [m5.large] -> [m5.xlarge]", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonReplaced, name, harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, instancegroup.ReasonReplaced, name, harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 	name = next
 
@@ -274,7 +274,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	roleGone(t, role)
 	_, err = ec2.NewFromConfig(suite.Env.AWS).DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{tmplName}})
 	g.Expect(err).To(HaveOccurred(), "the launch template is deleted with the group")
-	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, reconciler.ReasonDeleted, "", harness.ConvergeTimeout)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, ig.Namespace, ig.Name, instancegroup.ReasonDeleted, "", harness.ConvergeTimeout)
 	g.Expect(err).NotTo(HaveOccurred())
 }
 

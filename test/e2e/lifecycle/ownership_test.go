@@ -28,7 +28,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -165,9 +165,9 @@ func TestForeignAutoScalingGroupIsReportedNotTouched(t *testing.T) {
 			}
 		}
 		return cur.Status.CurrentState
-	}, 90*time.Second, 500*time.Millisecond).Should(And(HavePrefix("Error "+reconciler.ReasonForeignResource+": "),
+	}, 90*time.Second, 500*time.Millisecond).Should(And(HavePrefix("Error "+instancegroup.ReasonForeignResource+": "),
 		ContainSubstring(`Auto Scaling group "`+name+`"`), ContainSubstring("no instance-manager ownership tags")))
-	_, err = harness.WaitForEvent(ctx, suite.Admin, "e2e-foreign", "web", reconciler.ReasonForeignResource, name, 30*time.Second)
+	_, err = harness.WaitForEvent(ctx, suite.Admin, "e2e-foreign", "web", instancegroup.ReasonForeignResource, name, 30*time.Second)
 	g.Expect(err).NotTo(HaveOccurred(), "a ForeignResource Event names the group")
 
 	tags, group := suite.ASGTags(t, name)

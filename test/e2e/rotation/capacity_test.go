@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -51,11 +51,11 @@ func TestRotationWithoutCapacitySaysSoAndWaits(t *testing.T) {
 			return fmt.Sprintf("state %s, Degraded %v", cur.Status.CurrentState, degraded)
 		}
 		return degraded.Reason
-	}, 2*time.Minute, time.Second).Should(Equal(reconciler.ReasonLaunchFailed), "the group says why its rotation waits")
+	}, 2*time.Minute, time.Second).Should(Equal(instancegroup.ReasonLaunchFailed), "the group says why its rotation waits")
 	g.Expect(degraded.Message).To(ContainSubstring("InsufficientInstanceCapacity"))
 	g.Expect(degraded.Message).To(ContainSubstring(scarceType))
 	t.Logf("LaunchFailed %s after the change: %s", time.Since(changed).Round(time.Second), degraded.Message)
-	_, err := harness.WaitForEvent(ctx, suite.Admin, ns, ig.Name, reconciler.ReasonLaunchFailed, "InsufficientInstanceCapacity", 30*time.Second)
+	_, err := harness.WaitForEvent(ctx, suite.Admin, ns, ig.Name, instancegroup.ReasonLaunchFailed, "InsufficientInstanceCapacity", 30*time.Second)
 	g.Expect(err).NotTo(HaveOccurred(), "a LaunchFailed Warning Event")
 
 	// It waits: maxUnavailable 1 of 2, so one node stays available.

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
@@ -167,7 +167,7 @@ func TestStalledRotationGivesItsSlotToTheNextGroup(t *testing.T) {
 	nextReady.Spec.EKS.Configuration.InstanceType = "m5.large"
 	g.Expect(suite.Admin.Patch(ctx, nextReady, patch)).To(Succeed())
 
-	event, err := harness.WaitForEvent(ctx, suite.Admin, "e2e-stall-a", "stuck", reconciler.ReasonUpgradeStalled, "upgrade slot released", 2*time.Minute)
+	event, err := harness.WaitForEvent(ctx, suite.Admin, "e2e-stall-a", "stuck", instancegroup.ReasonUpgradeStalled, "upgrade slot released", 2*time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(event.Note).To(ContainSubstring("0 updated, 1 drifted"))
 	g.Expect(event.Note).To(ContainSubstring("uncordoned"))

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -24,7 +24,7 @@ func recommend(t *testing.T, namespace, group, message string) {
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: namespace, GenerateName: "spot-recommendation-"},
 		InvolvedObject: corev1.ObjectReference{Kind: "AutoScalingGroup", Name: group, Namespace: namespace},
-		Reason:         reconciler.ReasonSpotRecommendation, Message: message, Type: corev1.EventTypeNormal,
+		Reason:         instancegroup.ReasonSpotRecommendation, Message: message, Type: corev1.EventTypeNormal,
 		FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "minion-manager"},
 	}
 	if err := suite.Admin.Create(context.Background(), ev); err != nil {

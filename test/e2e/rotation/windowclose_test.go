@@ -11,7 +11,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/record"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -65,7 +65,7 @@ func TestWindowClosingMidRotationFinishesTheBatchAndWaits(t *testing.T) {
 	next["rollout"] = fmt.Sprintf("maxConcurrentUpgrades: 5\nnamespaceMaintenance: {%s: {freezes: [{from: %q, to: %q}]}}\n", nsA, day(-1), day(1))
 	suite.SetBoundaries(t, next)
 	g.Eventually(func() string { _, s := upgrading(a); return s }, harness.ConvergeTimeout, time.Second).Should(And(
-		HavePrefix(reconciler.ReasonWaitingWindow+":"), ContainSubstring("in namespace "+nsA+"'s change freeze")))
+		HavePrefix(instancegroup.ReasonWaitingWindow+":"), ContainSubstring("in namespace "+nsA+"'s change freeze")))
 	g.Eventually(done(b), 6*time.Minute, time.Second).Should(Succeed(), "another namespace's group rotates")
 	g.Expect(suite.Get(t, a).Status.NodesUpdated).To(BeZero())
 	g.Expect(suite.HeldNodes(t, a)).To(BeEmpty(), "nothing of the frozen namespace is cordoned")

@@ -13,7 +13,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/record"
-	"github.com/instancemgr/instance-manager/reconciler"
+	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -51,7 +51,7 @@ func TestChangeFreezeHoldsRotationsUntilLifted(t *testing.T) {
 			return "not re-admitted yet"
 		}
 		return c.Reason + ": " + c.Message
-	}, harness.ConvergeTimeout, time.Second).Should(And(HavePrefix(reconciler.ReasonWaitingWindow+":"), ContainSubstring("in the change freeze")))
+	}, harness.ConvergeTimeout, time.Second).Should(And(HavePrefix(instancegroup.ReasonWaitingWindow+":"), ContainSubstring("in the change freeze")))
 	g.Consistently(func() int {
 		n := 0
 		for _, node := range suite.GroupNodes(t, ig) {
