@@ -37,7 +37,7 @@ type InstanceGroupValidator struct {
 	// Reader lists InstanceGroups for the quotas: the manager's cache, so
 	// that an admission costs the API server no LIST. The cache may lag
 	// behind a create of a moment ago; the reconciler re-checks the quotas
-	// before it builds a group (reconciler.QuotaCheck).
+	// before it builds a group (instancegroup.QuotaCheck).
 	Reader client.Reader
 	// ConfigMap names the boundary ConfigMap; its namespace is the
 	// admin's, like the ConfigMap's excludedNamespaces.

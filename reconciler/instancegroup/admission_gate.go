@@ -33,7 +33,7 @@ const (
 // mutating webhook computed under the boundaries in force, which the
 // boundaries-hash annotation it writes attests. A group without the
 // annotation was stored while the webhooks were unavailable or bypassed;
-// one with another hash waits for the fan-out (ReadmitReconciler), whose
+// one with another hash waits for the fan-out (fanout.Reconciler), whose
 // update recomputes its spec and hash, and is acted on then. Deletion is
 // never gated: it only removes what the group owns.
 //
