@@ -83,14 +83,12 @@ type Deletion struct {
 	Waiting string
 }
 
-// Claim is Collector.Builds for the eks-managed and eks-fargate
-// provisioners: live (r.Owner's InstanceGroup, not being deleted, with
-// provisioner and cluster as its spec says now) builds r when it uses
-// provisioner, in r's cluster, and is the UID r's tags record, or when it
-// will adopt r (a group deleted and created again under the same name
-// adopts what its earlier self left, providers.Adopt, when the tags name
-// it and this installation: ownership.Owner.Adoptable), as eks's Builds
-// keeps such resources.
+// Claim is Collector.Builds for provisioners that adopt nothing
+// (eks-managed, eks-fargate): live (r.Owner's InstanceGroup, not being
+// deleted, with provisioner and cluster as its spec says now) builds r
+// only when it uses provisioner, in r's cluster, and is the UID r's tags
+// record (a group deleted and created again is another owner: what the
+// earlier one left is swept, freeing the names).
 func Claim(live *v1alpha1.InstanceGroup, r Owned, provisioner, cluster string) string {
 	o := r.Owner
 	switch {
@@ -99,9 +97,6 @@ func Claim(live *v1alpha1.InstanceGroup, r Owned, provisioner, cluster string) s
 	case cluster != o.Cluster:
 		return fmt.Sprintf("InstanceGroup %s now builds in cluster %q", o, cluster)
 	case o.UID != "" && live.UID != o.UID:
-		if _, adopts := (ownership.Owner{Cluster: o.Cluster, Namespace: o.Namespace, Name: o.Name, UID: live.UID}).Adoptable(r.Tags); adopts {
-			return ""
-		}
 		return fmt.Sprintf("InstanceGroup %s was deleted and created again (uid %s, now %s)", o, o.UID, live.UID)
 	}
 	return ""

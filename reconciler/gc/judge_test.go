@@ -54,7 +54,7 @@ func TestOrphaned(t *testing.T) {
 		{"the group is being deleted: its finalizer acts", byEKS, res, deleting, ""},
 		{"same name, another object still building it: it adopts it, not swept", byEKS, res, recreated, ""},
 		{"same name, another object, another cluster", byEKS, res, recreatedElsewhere, `now builds in cluster "dev"`},
-		{"same name, another object on eks-managed: it adopts it, not swept", byManaged, managedTemplate, recreatedManaged, ""},
+		{"same name, another object on eks-managed: eks-managed does not adopt, swept", byManaged, managedTemplate, recreatedManaged, "deleted and created again"},
 		{"the group moved to another cluster", byEKS, res, group("dev", v1alpha1.ProvisionerEKS), `now builds in cluster "dev"`},
 		{"the group moved to another provisioner", byEKS, res, group("prod", v1alpha1.ProvisionerEKSManaged), `now uses provisioner "eks-managed"`},
 		{"the group uses another name", byEKS, renamed, live, "now uses " + eks.GroupName(live)},
