@@ -135,7 +135,38 @@ type Record struct {
 	// LastAction is the admin's last action the controller carried out,
 	// with when.
 	LastAction string `json:"lastAction,omitempty"`
+	// Changes is what the rollout changes: the field-by-field difference
+	// of the defaults between Stable and Target when it started
+	// (boundaries.DefaultsDiff), at most MaxChanges of them, values cut
+	// to MaxChangeValue bytes; ChangesCount is how many there are in all.
+	// A group's own value on a shared path may keep it from a change.
+	// ChangesUnknown says why there are none when a revision's boundaries
+	// were not known.
+	Changes        []Change `json:"changes,omitempty"`
+	ChangesCount   int      `json:"changesCount,omitempty"`
+	ChangesUnknown string   `json:"changesUnknown,omitempty"`
 }
+
+// Change is one default that changes: boundaries.FieldChange.
+type Change struct {
+	// Path is the field's dot path ("spec.eks.configuration.image").
+	Path string `json:"path"`
+	// Old and New are the values; "" when the default is added or
+	// removed.
+	Old string `json:"old,omitempty"`
+	New string `json:"new,omitempty"`
+}
+
+// Bounds of the plan in the record, which has a size budget
+// (MaxDataBytes).
+const (
+	// MaxPlanned is how many group names a wave's plan keeps.
+	MaxPlanned = 50
+	// MaxChanges is how many field changes the record keeps.
+	MaxChanges = 50
+	// MaxChangeValue bounds each change's old and new value, in bytes.
+	MaxChangeValue = 256
+)
 
 // Wave is one wave of the rollout.
 type Wave struct {
@@ -164,7 +195,19 @@ type Wave struct {
 	NodesTotal   int          `json:"nodesTotal,omitempty"`
 	NodesPerHour int          `json:"nodesPerHour,omitempty"`
 	EstimatedEnd *metav1.Time `json:"estimatedEnd,omitempty"`
-	Groups       []Group      `json:"groups,omitempty"`
+	// The plan of a wave not started yet, with the same selection the
+	// wave makes when it starts, from the groups there are now (kept up
+	// to date until it starts, then left as it was): Planned names its
+	// first MaxPlanned groups (namespace/name, sorted), PlannedCount
+	// counts them all, PlannedNodes is their status.nodesTotal, and
+	// Estimate says how long the wave should take: PlannedNodes at the
+	// pace (NodesPerHour) of the last completed wave plus the soak, or why
+	// that is not known yet.
+	Planned      []string `json:"planned,omitempty"`
+	PlannedCount int      `json:"plannedCount,omitempty"`
+	PlannedNodes int      `json:"plannedNodes,omitempty"`
+	Estimate     string   `json:"estimate,omitempty"`
+	Groups       []Group  `json:"groups,omitempty"`
 }
 
 // Group is one group of a wave.

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/record"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
@@ -86,7 +87,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res := Step(prev, Input{Now: time.Now(), Revision: st.Revision, Policy: st.Policy(), Maintenance: st.Maintenance(), Groups: groups, Action: action})
+	configs := map[string]*boundaries.Config{st.Revision: st.Config}
+	for rev, c := range st.Revisions {
+		if rev != st.Revision {
+			configs[rev] = c
+		}
+	}
+	res := Step(prev, Input{Now: time.Now(), Revision: st.Revision, Policy: st.Policy(), Maintenance: st.Maintenance(), Groups: groups, Action: action, Configs: configs})
 
 	revisions := keep(st, res.Record, groups, raw)
 	data, err := record.Encode(res.Record, revisions)

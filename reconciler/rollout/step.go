@@ -99,6 +99,11 @@ type Input struct {
 	Groups []Group
 	// Action is the admin's action on the record ("" for none).
 	Action string
+	// Configs are the parsed boundaries of the revisions the controller
+	// knows, by revision: the current one and those the record keeps. A
+	// rollout's start compares the stable revision's defaults with the
+	// target's (Record.Changes).
+	Configs map[string]*boundaries.Config
 }
 
 // Note is an Event to send: on the group Group (namespace/name), or on
@@ -161,6 +166,7 @@ type Result struct {
 func Step(prev *record.Record, in Input) Result {
 	s := &stepper{in: in, rec: clone(prev), now: metav1.NewTime(in.Now)}
 	s.run()
+	s.plan()
 	s.count()
 	return Result{Record: s.rec, Notes: s.notes, After: s.after, Acted: s.acted}
 }
@@ -231,8 +237,9 @@ func (s *stepper) start() {
 		s.note(false, "", ReasonStarted, "Revision %s replaces revision %s, whose rollout was %s; groups keep what they run until their wave", s.in.Revision, prev.Target, prev.Phase)
 	}
 	s.rec = rec
-	s.note(false, "", ReasonStarted, "Rolling out boundaries revision %s (last good %s) in %d wave(s): %s",
-		s.in.Revision, stable, len(rec.Waves), strings.Join(names, "; "))
+	s.changes()
+	s.note(false, "", ReasonStarted, "Rolling out boundaries revision %s (last good %s) in %d wave(s): %s; %s",
+		s.in.Revision, stable, len(rec.Waves), strings.Join(names, "; "), changesText(rec))
 }
 
 func (s *stepper) ignore(why string) {
@@ -338,6 +345,7 @@ func (s *stepper) advance() {
 		if !s.approved() || !s.inWindow() {
 			return
 		}
+		s.plan() // what the wave starting now was planned to take, kept beside what it takes
 		rec.Wave++
 		s.choose(rec.Wave)
 	}
@@ -367,14 +375,37 @@ func (s *stepper) inWindow() bool {
 // choose takes the groups of wave i from those no earlier wave took.
 func (s *stepper) choose(i int) {
 	rec := s.rec
-	pw := s.in.Policy.Waves[min(i, len(s.in.Policy.Waves)-1)]
 	w := &rec.Waves[i]
+	members := s.selectWave(i, s.taken(i))
+	w.StartedAt = &s.now
+	w.Groups = nil
+	var keys []string
+	for _, g := range members {
+		w.Groups = append(w.Groups, s.member(g))
+		keys = append(keys, g.Key)
+	}
+	s.note(false, "", ReasonWaveStarted, "Wave %d/%d %s started (%s): %d group(s) move to revision %s: %s",
+		i+1, len(rec.Waves), w.Name, w.Selects, len(keys), rec.Target, listOrNone(keys))
+}
+
+// taken is the groups the started waves before wave i took.
+func (s *stepper) taken(i int) map[string]bool {
 	taken := map[string]bool{}
 	for j := range i {
-		for _, g := range rec.Waves[j].Groups {
+		for _, g := range s.rec.Waves[j].Groups {
 			taken[g.Group] = true
 		}
 	}
+	return taken
+}
+
+// selectWave is the groups wave i takes of those not taken: every one
+// left for the last wave (or one that takes the rest), a stable spread of
+// percent of them, or those its selector and namespaces match; sorted by
+// key for a percent, else in Input.Groups' order. The wave's start (choose) and its plan (plan.go) both use it, so
+// that the plan is what the wave will do.
+func (s *stepper) selectWave(i int, taken map[string]bool) []Group {
+	pw := s.in.Policy.Waves[min(i, len(s.in.Policy.Waves)-1)]
 	var candidates []Group
 	for _, g := range s.in.Groups {
 		if !g.Excluded && !g.Deleting && !taken[g.Key] {
@@ -383,7 +414,7 @@ func (s *stepper) choose(i int) {
 	}
 	var members []Group
 	switch {
-	case pw.TakesRest() || i == len(rec.Waves)-1:
+	case pw.TakesRest() || i == len(s.rec.Waves)-1:
 		members = candidates
 	case pw.Percent > 0:
 		// A stable spread: the same groups come early in every rollout.
@@ -398,15 +429,7 @@ func (s *stepper) choose(i int) {
 			}
 		}
 	}
-	w.StartedAt = &s.now
-	w.Groups = nil
-	var keys []string
-	for _, g := range members {
-		w.Groups = append(w.Groups, s.member(g))
-		keys = append(keys, g.Key)
-	}
-	s.note(false, "", ReasonWaveStarted, "Wave %d/%d %s started (%s): %d group(s) move to revision %s: %s",
-		i+1, len(rec.Waves), w.Name, w.Selects, len(keys), rec.Target, listOrNone(keys))
+	return members
 }
 
 // member is a group joining a wave; one that is not healthy now is moved
@@ -630,6 +653,10 @@ func (s *stepper) count() {
 	if len(rec.RolledBack) > 0 {
 		rec.Message += "; rolled back: " + strings.Join(rec.RolledBack, ", ")
 	}
+	if next := rec.Wave + 1; next < len(rec.Waves) {
+		w := rec.Waves[next]
+		rec.Message += fmt.Sprintf("; next wave %d/%d %s: %d group(s), %d node(s) planned, %s", next+1, len(rec.Waves), w.Name, w.PlannedCount, w.PlannedNodes, w.Estimate)
+	}
 	if rec.WaitingFor != "" {
 		rec.Message += "; the next wave waits: " + rec.WaitingFor
 	}
@@ -651,9 +678,11 @@ func clone(r *record.Record) *record.Record {
 	c.Waves = make([]record.Wave, len(r.Waves))
 	for i, w := range r.Waves {
 		w.Groups = slices.Clone(w.Groups)
+		w.Planned = slices.Clone(w.Planned)
 		c.Waves[i] = w
 	}
 	c.RolledBack = slices.Clone(r.RolledBack)
+	c.Changes = slices.Clone(r.Changes)
 	if r.Halt != nil {
 		h := *r.Halt
 		h.Groups = slices.Clone(h.Groups)
