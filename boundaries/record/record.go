@@ -163,9 +163,9 @@ const (
 	// MaxPlanned is how many group names a wave's plan keeps.
 	MaxPlanned = 50
 	// MaxChanges is how many field changes the record keeps.
-	MaxChanges = 50
+	MaxChanges = 30
 	// MaxChangeValue bounds each change's old and new value, in bytes.
-	MaxChangeValue = 256
+	MaxChangeValue = 200
 )
 
 // Wave is one wave of the rollout.
