@@ -28,6 +28,11 @@ var (
 		Name: "instance_manager_boundaries_rollout_halts_total",
 		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected.",
 	}, []string{"reason"})
+	// nextPlanned is the next wave's plan: its groups and nodes.
+	nextPlanned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_next_wave_planned",
+		Help: "The plan of the boundaries rollout's next wave not started: its planned InstanceGroups (unit groups) and their nodes (unit nodes); 0 when no wave is left.",
+	}, []string{"unit"})
 	// recordFailing is 1 while the rollout record cannot be written.
 	recordFailing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "instance_manager_boundaries_rollout_record_write_failing",
@@ -36,7 +41,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(phase, wave, groups, halts, recordFailing)
+	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, recordFailing)
 }
 
 // observe sets the gauges from the record and counts a halt among notes.
@@ -53,6 +58,12 @@ func observe(rec *record.Record, notes []Note) {
 	} else {
 		wave.Set(float64(rec.Wave + 1))
 	}
+	planned, nodes := 0, 0
+	if next := rec.Wave + 1; rec.Phase != record.PhaseComplete && next < len(rec.Waves) {
+		planned, nodes = rec.Waves[next].PlannedCount, rec.Waves[next].PlannedNodes
+	}
+	nextPlanned.WithLabelValues("groups").Set(float64(planned))
+	nextPlanned.WithLabelValues("nodes").Set(float64(nodes))
 	groups.WithLabelValues("done").Set(float64(rec.GroupsDone))
 	groups.WithLabelValues("failed").Set(float64(rec.GroupsFailed))
 	groups.WithLabelValues("waiting").Set(float64(rec.GroupsWaiting))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -160,4 +161,30 @@ func TestLastPace(t *testing.T) {
 	if n, from := lastPace(rec); n != 12 || from != "b" {
 		t.Fatalf("pace %d of %s, want 12 of b", n, from)
 	}
+}
+
+// The next wave's plan is a gauge; 0 once no wave is left.
+func TestNextWavePlannedGauge(t *testing.T) {
+	for _, tc := range []struct {
+		rec           *record.Record
+		groups, nodes float64
+	}{
+		{&record.Record{Phase: record.PhaseProgressing, Wave: 0, Waves: []record.Wave{{}, {PlannedCount: 7, PlannedNodes: 21}}}, 7, 21},
+		{&record.Record{Phase: record.PhaseProgressing, Wave: 1, Waves: []record.Wave{{}, {PlannedCount: 7, PlannedNodes: 21}}}, 0, 0},
+		{&record.Record{Phase: record.PhaseComplete, Wave: -1, Waves: []record.Wave{{PlannedCount: 7}}}, 0, 0},
+	} {
+		observe(tc.rec, nil)
+		if g, n := gauge(t, "groups"), gauge(t, "nodes"); g != tc.groups || n != tc.nodes {
+			t.Errorf("wave %d of %d: gauge %v groups, %v nodes; want %v, %v", tc.rec.Wave, len(tc.rec.Waves), g, n, tc.groups, tc.nodes)
+		}
+	}
+}
+
+func gauge(t *testing.T, unit string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := nextPlanned.WithLabelValues(unit).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }

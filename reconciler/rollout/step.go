@@ -418,7 +418,12 @@ func (s *stepper) selectWave(i int, taken map[string]bool) []Group {
 		members = candidates
 	case pw.Percent > 0:
 		// A stable spread: the same groups come early in every rollout.
-		sort.SliceStable(candidates, func(a, b int) bool { return spread(candidates[a].Key) < spread(candidates[b].Key) })
+		// The hashes are computed once: the plan selects at every step.
+		order := make([]uint32, len(candidates))
+		for k, g := range candidates {
+			order[k] = spread(g.Key)
+		}
+		sort.Stable(bySpread{candidates, order})
 		n := (len(candidates)*pw.Percent + 99) / 100
 		members = candidates[:n]
 		sort.Slice(members, func(a, b int) bool { return members[a].Key < members[b].Key })
@@ -440,6 +445,19 @@ func (s *stepper) member(g Group) record.Group {
 		m.State = record.GroupUnjudged
 	}
 	return m
+}
+
+// bySpread sorts groups by their spread hash.
+type bySpread struct {
+	groups []Group
+	hash   []uint32
+}
+
+func (b bySpread) Len() int           { return len(b.groups) }
+func (b bySpread) Less(i, j int) bool { return b.hash[i] < b.hash[j] }
+func (b bySpread) Swap(i, j int) {
+	b.groups[i], b.groups[j] = b.groups[j], b.groups[i]
+	b.hash[i], b.hash[j] = b.hash[j], b.hash[i]
 }
 
 func spread(key string) uint32 {
