@@ -69,7 +69,7 @@ func (p *Provisioner) Owned(ctx context.Context, _ []string) ([]providers.Owned,
 			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
 		}
 		for _, lt := range page.LaunchTemplates {
-			tags := EC2TagMap(lt.Tags)
+			tags := ownership.EC2TagMap(lt.Tags)
 			name := awssdk.ToString(lt.LaunchTemplateName)
 			if o, ok := ownership.Recorded(tags); ok && templateOf(o, name) {
 				out = append(out, providers.Owned{Kind: KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o, Tags: tags,

@@ -74,7 +74,7 @@ func (f *orphanAWS) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeL
 		if tags[ownership.TagInstallation] != in.Filters[0].Values[0] {
 			continue
 		}
-		lt := ec2types.LaunchTemplate{LaunchTemplateName: awssdk.String(name), LaunchTemplateId: awssdk.String("id-" + name), Tags: EC2Tags(tags)}
+		lt := ec2types.LaunchTemplate{LaunchTemplateName: awssdk.String(name), LaunchTemplateId: awssdk.String("id-" + name), Tags: ownership.EC2Tags(tags)}
 		out.LaunchTemplates = append(out.LaunchTemplates, lt)
 	}
 	return out, nil

@@ -39,7 +39,7 @@ func byoRole(ig *v1alpha1.InstanceGroup) bool {
 func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) OwnedRole {
 	return OwnedRole{
 		Name: roleName(ig), Owner: ownerOf(ig), Legacy: legacyNames(ig), TrustPolicy: NodeTrustPolicy,
-		Description: "Nodes of InstanceGroup " + Owner(ig) + " (instance-manager)",
+		Description: "Nodes of InstanceGroup " + ownership.GroupTag(ig) + " (instance-manager)",
 		Policies:    nodePolicies(ig, cni), InstanceProfile: true,
 		Field: "spec.eks.configuration.roleName", Hint: "name it in roleName and instanceProfileName to use it",
 		PoliciesField: "spec.eks.configuration.managedPolicies",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -124,7 +123,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 	if !st.exists {
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: EC2Tags(templateTags(ig))}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ownership.EC2Tags(templateTags(ig))}},
 		})
 		if err != nil {
 			return templateState{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -216,7 +215,7 @@ func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if ownerOf(ig).Check("launch template", name, EC2TagMap(lt.Tags)) != nil {
+		if ownerOf(ig).Check("launch template", name, ownership.EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
 		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !IsLaunchTemplateNotFound(err) {
@@ -250,10 +249,10 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownershi
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		tags := EC2TagMap(lt.Tags)
+		tags := ownership.EC2TagMap(lt.Tags)
 		owner := ownerOf(ig)
 		retag := func(ctx context.Context, t map[string]string) error {
-			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(t)})
+			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: ownership.EC2Tags(t)})
 			return err
 		}
 		adopted, err := providers.Adopt(ctx, a, owner, "launch template", name, tags, retag)
@@ -265,27 +264,13 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownershi
 			maps.Copy(tags, owner.Tags())
 		}
 		if missing := owner.Missing(tags); len(missing) > 0 {
-			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(missing)}); err != nil {
+			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: ownership.EC2Tags(missing)}); err != nil {
 				return fmt.Errorf("ec2 CreateTags on launch template %s: %w", name, err)
 			}
 		}
 		o.m.Store(key, awssdk.ToString(lt.LaunchTemplateId))
 	}
 	return nil
-}
-
-// EC2TagMap returns EC2 tags as a map of key to value.
-func EC2TagMap(tags []ec2types.Tag) map[string]string {
-	return ownership.TagMap(tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
-}
-
-// EC2Tags returns m as EC2 tags, sorted by key.
-func EC2Tags(m map[string]string) []ec2types.Tag {
-	out := make([]ec2types.Tag, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
-	}
-	return out
 }
 
 // IsLaunchTemplateNotFound reports whether err is EC2's answer for a

@@ -25,11 +25,11 @@ type fakeTemplates struct {
 
 func (f *fakeTemplates) DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
 	f.describes++
-	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{{LaunchTemplateId: awssdk.String("lt-1"), Tags: EC2Tags(f.tags)}}}, nil
+	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{{LaunchTemplateId: awssdk.String("lt-1"), Tags: ownership.EC2Tags(f.tags)}}}, nil
 }
 
 func (f *fakeTemplates) CreateTags(_ context.Context, in *ec2.CreateTagsInput, _ ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
-	f.added = EC2TagMap(in.Tags)
+	f.added = ownership.EC2TagMap(in.Tags)
 	return &ec2.CreateTagsOutput{}, nil
 }
 

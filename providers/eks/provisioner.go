@@ -233,7 +233,7 @@ const (
 // readsID identifies the group in Reads: its name and UID, so a group
 // deleted and created again starts afresh.
 func readsID(ig *v1alpha1.InstanceGroup) types.UID {
-	return types.UID(Owner(ig) + "/" + string(ig.UID))
+	return types.UID(ownership.GroupTag(ig) + "/" + string(ig.UID))
 }
 
 // settled reports whether the group was Ready for its current spec when

@@ -92,7 +92,7 @@ func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]st
 		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSFargate, EKSFargate: &v1alpha1.EKSFargateSpec{ClusterName: o.Cluster}},
 	}
 	var deleted []string
-	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), eksprov.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
+	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), ownership.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
 		role := podRole(ig)
 		role.Name = name
 		gone, err := eksprov.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)

@@ -92,7 +92,7 @@ const (
 
 // readsID identifies the group in Reads.
 func readsID(ig *v1alpha1.InstanceGroup) types.UID {
-	return types.UID(eksprov.Owner(ig) + "/" + string(ig.UID))
+	return types.UID(ownership.GroupTag(ig) + "/" + string(ig.UID))
 }
 
 // profileNames is the shared listing of each cluster's profile names.
@@ -208,7 +208,7 @@ func (p *Provisioner) apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	p.names.put(f.ClusterName, listed)
-	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, f.ClusterName, listed, own, eksprov.OwnerOf(ig, f.ClusterName), name)
+	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, f.ClusterName, listed, own, ownership.OwnerOf(ig, f.ClusterName), name)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +295,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 	for k, v := range f.Tags {
 		tags[k] = v
 	}
-	maps.Copy(tags, eksprov.OwnerOf(ig, f.ClusterName).Tags()) // last: a spec tag cannot replace them
+	maps.Copy(tags, ownership.OwnerOf(ig, f.ClusterName).Tags()) // last: a spec tag cannot replace them
 	out, err := p.aws.EKS.CreateFargateProfile(ctx, &eks.CreateFargateProfileInput{
 		ClusterName: awssdk.String(f.ClusterName), FargateProfileName: awssdk.String(name),
 		PodExecutionRoleArn: awssdk.String(s.RoleARN), Subnets: s.Subnets, Selectors: s.selectors(), Tags: tags,
@@ -310,7 +310,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 		if derr != nil || got == nil {
 			return nil, derr
 		}
-		if _, err := providers.Adopt(ctx, p.adopt, eksprov.OwnerOf(ig, f.ClusterName), "Fargate profile", name, got.Tags, retagProfile(p.aws.EKS, got)); err != nil {
+		if _, err := providers.Adopt(ctx, p.adopt, ownership.OwnerOf(ig, f.ClusterName), "Fargate profile", name, got.Tags, retagProfile(p.aws.EKS, got)); err != nil {
 			return nil, err
 		}
 		return got, nil
@@ -320,7 +320,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 
 // taken is the error for a profile of the group's name owned by another.
 func taken(name, cluster, owner string, ig *v1alpha1.InstanceGroup) error {
-	return &ownership.ForeignError{Kind: "Fargate profile", Name: name, Want: eksprov.OwnerOf(ig, cluster), Found: owner}
+	return &ownership.ForeignError{Kind: "Fargate profile", Name: name, Want: ownership.OwnerOf(ig, cluster), Found: owner}
 }
 
 // split separates the profile named name from the others.
@@ -390,7 +390,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}
-	owned, _, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, cluster, listed, ownName(ig), eksprov.OwnerOf(ig, cluster), "")
+	owned, _, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, cluster, listed, ownName(ig), ownership.OwnerOf(ig, cluster), "")
 	if err != nil {
 		return false, err
 	}

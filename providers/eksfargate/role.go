@@ -2,6 +2,7 @@ package eksfargate
 
 import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
@@ -15,8 +16,8 @@ const policyPodExecution = "arn:aws:iam::aws:policy/AmazonEKSFargatePodExecution
 // spec.eks-fargate.podExecutionRoleArn is empty.
 func podRole(ig *v1alpha1.InstanceGroup) eks.OwnedRole {
 	return eks.OwnedRole{
-		Name: roleName(ig), Owner: eks.OwnerOf(ig, ig.Spec.EKSFargate.ClusterName), TrustPolicy: podTrustPolicy,
-		Description: "Pod execution role of the Fargate profile of InstanceGroup " + eks.Owner(ig) + " (instance-manager)",
+		Name: roleName(ig), Owner: ownership.OwnerOf(ig, ig.Spec.EKSFargate.ClusterName), TrustPolicy: podTrustPolicy,
+		Description: "Pod execution role of the Fargate profile of InstanceGroup " + ownership.GroupTag(ig) + " (instance-manager)",
 		Policies:    []string{policyPodExecution},
 		Field:       specPath + ".podExecutionRoleArn", Hint: "set podExecutionRoleArn to its ARN to use it",
 	}

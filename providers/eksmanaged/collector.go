@@ -82,7 +82,7 @@ func (p *Provisioner) ownedTemplates(ctx context.Context) ([]providers.Owned, er
 			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
 		}
 		for _, lt := range page.LaunchTemplates {
-			tags := eksprov.EC2TagMap(lt.Tags)
+			tags := ownership.EC2TagMap(lt.Tags)
 			name := awssdk.ToString(lt.LaunchTemplateName)
 			if o, ok := ownership.Recorded(tags); ok && name == templateName(orphanGroup(o)) {
 				out = append(out, providers.Owned{Kind: eksprov.KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o,
@@ -134,7 +134,7 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]string, error) {
 	ig := orphanGroup(o)
 	var deleted []string
-	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), eksprov.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
+	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), ownership.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
 		role := nodeRole(ig, false)
 		role.Name = name
 		gone, err := eksprov.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)

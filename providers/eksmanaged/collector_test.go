@@ -39,7 +39,7 @@ func TestCollectorDeletesAnOrphanedNodegroupDrainedFirst(t *testing.T) {
 	}
 	var ng providers.Owned
 	for _, r := range owned {
-		if r.Owner != eksprov.OwnerOf(ig, "prod") {
+		if r.Owner != ownership.OwnerOf(ig, "prod") {
 			t.Fatalf("listed %+v: not this installation's group", r)
 		}
 		if r.Kind == KindNodegroup {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
@@ -105,8 +106,8 @@ func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	for _, t := range c.Tags {
 		ng.tags[t["key"]] = t["value"]
 	}
-	maps.Copy(ng.tags, eksprov.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
-	ng.tags = eksprov.WithTagRecord(ng.tags)                      // which tags are the controller's to remove
+	maps.Copy(ng.tags, ownership.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
+	ng.tags = eksprov.WithTagRecord(ng.tags)                        // which tags are the controller's to remove
 	return ng, nil
 }
 

@@ -125,12 +125,12 @@ func (p *Provisioner) ensureTemplate(ctx context.Context, ig *v1alpha1.InstanceG
 	if err != nil && !eksprov.IsLaunchTemplateNotFound(err) {
 		return templateRef{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
 	}
-	owner := eksprov.OwnerOf(ig, cluster)
+	owner := ownership.OwnerOf(ig, cluster)
 	if err != nil || len(out.LaunchTemplateVersions) == 0 {
 		tags := owner.Tags()
 		created, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: want.request(), VersionDescription: awssdk.String(want.description()),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: eksprov.EC2Tags(tags)}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ownership.EC2Tags(tags)}},
 		})
 		if err != nil {
 			return templateRef{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -171,12 +171,12 @@ func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.Insta
 	}
 	for _, lt := range out.LaunchTemplates {
 		retag := func(ctx context.Context, tags map[string]string) error {
-			if _, err := p.aws.EC2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{ref.id}, Tags: eksprov.EC2Tags(tags)}); err != nil {
+			if _, err := p.aws.EC2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{ref.id}, Tags: ownership.EC2Tags(tags)}); err != nil {
 				return fmt.Errorf("ec2 CreateTags %s: %w", ref.name, err)
 			}
 			return nil
 		}
-		if _, err := providers.Adopt(ctx, p.adopt, owner, "launch template", ref.name, eksprov.EC2TagMap(lt.Tags), retag); err != nil {
+		if _, err := providers.Adopt(ctx, p.adopt, owner, "launch template", ref.name, ownership.EC2TagMap(lt.Tags), retag); err != nil {
 			return err
 		}
 	}
@@ -197,7 +197,7 @@ func (p *Provisioner) deleteTemplate(ctx context.Context, ig *v1alpha1.InstanceG
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if eksprov.OwnerOf(ig, cluster).Check("launch template", name, eksprov.EC2TagMap(lt.Tags)) != nil {
+		if ownership.OwnerOf(ig, cluster).Check("launch template", name, ownership.EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
 		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !eksprov.IsLaunchTemplateNotFound(err) {

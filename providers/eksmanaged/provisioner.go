@@ -100,7 +100,7 @@ func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader, opts 
 
 // readsID identifies the group in Reads.
 func readsID(ig *v1alpha1.InstanceGroup) types.UID {
-	return types.UID(eksprov.Owner(ig) + "/" + string(ig.UID))
+	return types.UID(ownership.GroupTag(ig) + "/" + string(ig.UID))
 }
 
 func configured(ig *v1alpha1.InstanceGroup) error {
@@ -184,7 +184,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 // ACTIVE alone for this shape (described again: EKS DescribeNodegroup),
 // else those a listing finds (see ownedNodegroups).
 func (p *Provisioner) find(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup) (owned, error) {
-	gid, owner := readsID(ig), eksprov.OwnerOf(ig, want.cluster)
+	gid, owner := readsID(ig), ownership.OwnerOf(ig, want.cluster)
 	if v, ok := p.reads.Load(gid, gid, stageSteady, want.shape().hash()); ok && len(ig.Status.RetiringScalingGroupNames) == 0 {
 		ng, err := describe(ctx, p.aws.EKS, want.cluster, v.(string))
 		if err != nil {
@@ -246,7 +246,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, wa
 		want.name = replacementName(ig, want.shape())
 	}
 	if tags, ok := found.foreign[want.name]; ok {
-		return nil, eksprov.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, tags)
+		return nil, ownership.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, tags)
 	}
 	for _, ng := range found.groups {
 		if awssdk.ToString(ng.NodegroupName) == want.name { // DELETING: pick skips it
@@ -625,7 +625,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}
-	found, err := ownedNodegroups(ctx, p.aws.EKS, p.adopt, cluster, names, ownName(ig), eksprov.OwnerOf(ig, cluster))
+	found, err := ownedNodegroups(ctx, p.aws.EKS, p.adopt, cluster, names, ownName(ig), ownership.OwnerOf(ig, cluster))
 	if err != nil {
 		return false, err
 	}

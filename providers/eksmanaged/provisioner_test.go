@@ -2,10 +2,11 @@ package eksmanaged
 
 import (
 	"context"
-	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -54,7 +55,7 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 		t.Fatalf("observation while creating %+v", obs)
 	}
 	ng := e.eks.groups[ngName]
-	if !reflect.DeepEqual(ng.Subnets, []string{"subnet-a", "subnet-b"}) || ng.Tags[eksprov.TagInstanceGroup] != "team-a/web" {
+	if !reflect.DeepEqual(ng.Subnets, []string{"subnet-a", "subnet-b"}) || ng.Tags[ownership.TagInstanceGroup] != "team-a/web" {
 		t.Fatalf("node group subnets %v tags %v", ng.Subnets, ng.Tags)
 	}
 	// The created role: EC2 trust, owner tag, worker/ECR policies; no CNI
@@ -189,7 +190,7 @@ func TestApplyRefusesForeignGroups(t *testing.T) {
 	e.apply(t, ig) // ACTIVE alone: kept in Reads
 	e.eks.takeCalls()
 
-	e.eks.groups[ngName].Tags[eksprov.TagInstanceGroup] = "team-b/web"
+	e.eks.groups[ngName].Tags[ownership.TagInstanceGroup] = "team-b/web"
 	_, err := e.p.Apply(context.Background(), ig)
 	if !ownership.IsForeign(err) || !strings.Contains(err.Error(), "belongs to InstanceGroup team-b/web") {
 		t.Fatalf("error %v, want a ForeignError naming the owner found", err)
@@ -264,7 +265,7 @@ func TestDeleteLeavesRolesItDidNotCreate(t *testing.T) {
 	e := newEnv()
 	e.iam.roles["byo"] = &fakeRole{policies: map[string]bool{}}
 	e.iam.roles[ngName] = &fakeRole{policies: map[string]bool{}, // same name, someone else's
-		tags: []iamtypes.Tag{{Key: awssdk.String(eksprov.TagInstanceGroup), Value: awssdk.String("other/web")}}}
+		tags: []iamtypes.Tag{{Key: awssdk.String(ownership.TagInstanceGroup), Value: awssdk.String("other/web")}}}
 	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, NodeRole: "arn:aws:iam::123456789012:role/byo"})
 	e.apply(t, ig)
 	e.eks.settle()
