@@ -13,7 +13,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/tagrecord"
 )
 
 // nodegroup is the desired state of a managed node group, computed from
@@ -53,7 +53,7 @@ type refs struct {
 // nodeLabels overlaid with labels plus the instancemgr group labels;
 // taints take the EKS effect names; tags are the spec's {key, value}
 // list plus the ownership tags and the record of the tags the controller
-// manages (eks.WithTagRecord); capacity type defaults to ON_DEMAND. An
+// manages (tagrecord.With); capacity type defaults to ON_DEMAND. An
 // unknown taint effect is a *providers.SpecError.
 func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	m := ig.Spec.EKSManaged
@@ -107,7 +107,7 @@ func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 		ng.tags[t["key"]] = t["value"]
 	}
 	maps.Copy(ng.tags, ownership.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
-	ng.tags = eksprov.WithTagRecord(ng.tags)                        // which tags are the controller's to remove
+	ng.tags = tagrecord.With(ng.tags)                               // which tags are the controller's to remove
 	return ng, nil
 }
 
