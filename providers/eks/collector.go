@@ -16,14 +16,14 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // Resource kinds of the GC's metrics.
 const (
-	KindScalingGroup   = "auto-scaling-group"
-	KindLaunchTemplate = "launch-template"
-	KindRole           = "iam-role"
+	KindScalingGroup = "auto-scaling-group"
+	KindRole         = "iam-role"
 )
 
 var _ providers.Collector = (*Provisioner)(nil)
@@ -72,7 +72,7 @@ func (p *Provisioner) Owned(ctx context.Context, _ []string) ([]providers.Owned,
 			tags := ownership.EC2TagMap(lt.Tags)
 			name := awssdk.ToString(lt.LaunchTemplateName)
 			if o, ok := ownership.Recorded(tags); ok && templateOf(o, name) {
-				out = append(out, providers.Owned{Kind: KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o, Tags: tags,
+				out = append(out, providers.Owned{Kind: launchtemplate.Kind, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o, Tags: tags,
 					Created: awssdk.ToTime(lt.CreateTime), Dependent: true})
 			}
 		}
@@ -137,8 +137,8 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 	switch r.Kind {
 	case KindScalingGroup:
 		return p.deleteOrphanGroup(ctx, r)
-	case KindLaunchTemplate:
-		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: awssdk.String(r.ID)}); err != nil && !IsLaunchTemplateNotFound(err) {
+	case launchtemplate.Kind:
+		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: awssdk.String(r.ID)}); err != nil && !launchtemplate.IsNotFound(err) {
 			return providers.Deletion{}, fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", r.Name, err)
 		}
 		return providers.Deletion{Deleting: true, Gone: true}, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
@@ -136,7 +137,7 @@ func TestCollectorListsFreezesDrainsAndDeletes(t *testing.T) {
 			template = r
 		}
 	}
-	if group.Dependent || !template.Dependent || template.Kind != KindLaunchTemplate {
+	if group.Dependent || !template.Dependent || template.Kind != launchtemplate.Kind {
 		t.Fatalf("group %+v template %+v", group, template)
 	}
 

@@ -2,7 +2,6 @@ package eks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -12,11 +11,11 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
@@ -60,7 +59,7 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
 		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Default", "$Latest"}})
 	if err != nil {
-		if IsLaunchTemplateNotFound(err) {
+		if launchtemplate.IsNotFound(err) {
 			return templateState{}, nil
 		}
 		return templateState{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
@@ -209,7 +208,7 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string) error {
 	out, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	if err != nil {
-		if IsLaunchTemplateNotFound(err) {
+		if launchtemplate.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
@@ -218,7 +217,7 @@ func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 		if ownerOf(ig).Check("launch template", name, ownership.EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
-		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !IsLaunchTemplateNotFound(err) {
+		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !launchtemplate.IsNotFound(err) {
 			return fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", name, err)
 		}
 	}
@@ -271,20 +270,6 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownershi
 		o.m.Store(key, awssdk.ToString(lt.LaunchTemplateId))
 	}
 	return nil
-}
-
-// IsLaunchTemplateNotFound reports whether err is EC2's answer for a
-// launch template that does not exist (by name or id; a malformed id
-// names none either).
-func IsLaunchTemplateNotFound(err error) bool {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound", "InvalidLaunchTemplateId.Malformed":
-			return true
-		}
-	}
-	return false
 }
 
 // templateTags are the tags a launch template is created with: the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
@@ -85,7 +86,7 @@ func (p *Provisioner) ownedTemplates(ctx context.Context) ([]providers.Owned, er
 			tags := ownership.EC2TagMap(lt.Tags)
 			name := awssdk.ToString(lt.LaunchTemplateName)
 			if o, ok := ownership.Recorded(tags); ok && name == templateName(orphanGroup(o)) {
-				out = append(out, providers.Owned{Kind: eksprov.KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o,
+				out = append(out, providers.Owned{Kind: launchtemplate.Kind, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o,
 					Tags: tags, Created: awssdk.ToTime(lt.CreateTime), Dependent: true})
 			}
 		}
@@ -98,7 +99,7 @@ func (p *Provisioner) ownedTemplates(ctx context.Context) ([]providers.Owned, er
 // (drainBeforeDelete), then deletes it (EKS DeleteNodegroup), once its
 // tags, described again, still name r.Owner.
 func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (providers.Deletion, error) {
-	if r.Kind == eksprov.KindLaunchTemplate {
+	if r.Kind == launchtemplate.Kind {
 		if err := p.deleteTemplate(ctx, orphanGroup(r.Owner), r.Owner.Cluster); err != nil {
 			return providers.Deletion{}, err
 		}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // An orphaned node group is listed by its tags, drained through the
@@ -44,7 +44,7 @@ func TestCollectorDeletesAnOrphanedNodegroupDrainedFirst(t *testing.T) {
 		}
 		if r.Kind == KindNodegroup {
 			ng = r
-		} else if r.Kind != eksprov.KindLaunchTemplate || !r.Dependent || r.Name != templateName(ig) {
+		} else if r.Kind != launchtemplate.Kind || !r.Dependent || r.Name != templateName(ig) {
 			t.Fatalf("listed %+v", r)
 		}
 	}
