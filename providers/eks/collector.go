@@ -16,6 +16,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
@@ -185,7 +186,7 @@ func (p *Provisioner) deleteOrphanGroup(ctx context.Context, r providers.Owned) 
 }
 
 // FinishOrphan deletes the node role and instance profile created for o
-// (CandidateRoleNames), when their tags name o (DeleteOwnedRole checks),
+// (CandidateRoleNames), when their tags name o (iamrole.DeleteOwnedRole checks),
 // after forgetting the aws-auth entry recorded for the role (ForgetRole)
 // and deleting the EKS access entry instance-manager created for it
 // (ForgetAccessEntry). A role that fails is reported and the next is
@@ -195,7 +196,7 @@ func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]st
 	var errs []error
 	for _, name := range CandidateRoleNames(o.Cluster, o.Namespace, o.Name) {
 		got, err := p.aws.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(name)})
-		if err != nil || got.Role == nil || o.Check("IAM role", name, iamTagMap(got.Role.Tags)) != nil {
+		if err != nil || got.Role == nil || o.Check("IAM role", name, iamrole.TagMap(got.Role.Tags)) != nil {
 			continue
 		}
 		arn := awssdk.ToString(got.Role.Arn)
@@ -209,7 +210,7 @@ func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]st
 				continue
 			}
 		}
-		if err := DeleteOwnedRole(ctx, p.aws.IAM, OwnedRole{Name: name, Owner: o, InstanceProfile: true, Legacy: true}); err != nil {
+		if err := iamrole.DeleteOwnedRole(ctx, p.aws.IAM, iamrole.OwnedRole{Name: name, Owner: o, InstanceProfile: true, Legacy: true}); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -77,7 +77,7 @@ func bounded(s string, n int) string {
 
 // CandidateRoleNames are the names a node role created for (cluster,
 // namespace, name) may carry: the current scheme's and the earlier one's.
-// Whoever deletes by these names must check ownership (DeleteOwnedRole
+// Whoever deletes by these names must check ownership (iamrole.DeleteOwnedRole
 // does).
 func CandidateRoleNames(cluster, namespace, name string) []string {
 	return []string{

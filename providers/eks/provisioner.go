@@ -65,7 +65,7 @@ type Options struct {
 	// 30 s to 7200 s.
 	DrainHookHeartbeat time.Duration
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
-	// provisioner creates (see CNIPolicy). Default off.
+	// provisioner creates (see iamrole.CNIPolicy). Default off.
 	NodeRoleCNIPolicy bool
 	// Reader reads InstanceGroups from the API server itself (the
 	// manager's APIReader): resources an earlier InstanceGroup of the same

@@ -35,6 +35,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
@@ -145,7 +146,7 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // (DeleteFargateProfile). While the group has other profiles nothing is
 // done without an upgrade slot (admit). It resolves subnets (EC2
 // DescribeSubnets) and the pod execution role (IAM GetRole, or the owned
-// role's calls, see eks.EnsureOwnedRole), both kept in Reads, and reads
+// role's calls, see iamrole.EnsureOwnedRole), both kept in Reads, and reads
 // only the group's own profiles: the cluster's profile names
 // (ListFargateProfiles), then DescribeFargateProfile for the names that can
 // be the group's. A group whose profile was ACTIVE alone is only looked
@@ -344,7 +345,7 @@ func names(profiles []ekstypes.FargateProfile) []string {
 }
 
 // role returns the pod execution role's ARN: the spec's (checked to exist,
-// IAM GetRole) or the owned role's (eks.EnsureOwnedRole), kept in Reads.
+// IAM GetRole) or the owned role's (iamrole.EnsureOwnedRole), kept in Reads.
 func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID) (string, error) {
 	f := ig.Spec.EKSFargate
 	key := "byo\x00" + f.PodExecutionRoleArn
@@ -361,11 +362,11 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 	roleARN := f.PodExecutionRoleArn
 	var err error
 	if roleARN != "" {
-		err = eksprov.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
+		err = iamrole.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
 	} else {
 		role := podRole(ig)
 		role.Adopter = p.adopt
-		roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, role)
+		roleARN, err = iamrole.EnsureOwnedRole(ctx, p.aws.IAM, role)
 	}
 	if err != nil {
 		return "", err
@@ -379,7 +380,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 // group's, DeleteFargateProfile) and
 // returns false until none is left (an error names a profile that failed
 // to delete, which is tried again); then it deletes the pod execution role
-// the group created, if any (see eks.DeleteOwnedRole), and returns true.
+// the group created, if any (see iamrole.DeleteOwnedRole), and returns true.
 // A missing cluster has no profiles left.
 func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (bool, error) {
 	if configured(ig) != nil {
@@ -406,7 +407,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	}
 	// The created role is deleted whatever podExecutionRoleArn says now:
 	// the owner tag tells whether it is ours.
-	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, podRole(ig)); err != nil {
+	if err := iamrole.DeleteOwnedRole(ctx, p.aws.IAM, podRole(ig)); err != nil {
 		return false, err
 	}
 	p.opts.Reads.Forget(readsID(ig))

@@ -14,9 +14,9 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // KindNodegroup is the GC's resource label of managed node groups.
@@ -131,14 +131,14 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 
 // FinishOrphan deletes, once o has no node group or launch template
 // left, the node role (of either naming scheme) created for o, only when
-// its tags name o (eks.DeleteOwnedRoleReport).
+// its tags name o (iamrole.DeleteOwnedRoleReport).
 func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]string, error) {
 	ig := orphanGroup(o)
 	var deleted []string
 	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), ownership.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
 		role := nodeRole(ig, false)
 		role.Name = name
-		gone, err := eksprov.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)
+		gone, err := iamrole.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)
 		if err != nil {
 			return deleted, err
 		}

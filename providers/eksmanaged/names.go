@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // Spec paths named in errors.
@@ -113,11 +113,11 @@ func legacyNames(ig *v1alpha1.InstanceGroup) bool {
 
 // nodeRole is the role the group creates and owns when the spec names
 // none: EC2 trust, the worker node and ECR read-only policies, and the
-// CNI policy only as eks.CNIPolicy says (cni: --node-role-cni-policy).
-func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) eks.OwnedRole {
-	policies := append([]string{eks.PolicyWorkerNode, eks.PolicyECR}, eks.CNIPolicy(ig, cni)...)
-	return eks.OwnedRole{
-		Name: roleName(ig), Owner: ownership.OwnerOf(ig, ig.Spec.EKSManaged.Configuration.ClusterName), TrustPolicy: eks.NodeTrustPolicy,
+// CNI policy only as iamrole.CNIPolicy says (cni: --node-role-cni-policy).
+func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) iamrole.OwnedRole {
+	policies := append([]string{iamrole.PolicyWorkerNode, iamrole.PolicyECR}, iamrole.CNIPolicy(ig, cni)...)
+	return iamrole.OwnedRole{
+		Name: roleName(ig), Owner: ownership.OwnerOf(ig, ig.Spec.EKSManaged.Configuration.ClusterName), TrustPolicy: iamrole.NodeTrustPolicy,
 		Description: "Nodes of the managed node group of InstanceGroup " + ownership.GroupTag(ig) + " (instance-manager)",
 		Policies:    policies,
 		Field:       configPath + ".nodeRole", Hint: "set nodeRole to its ARN to use it",

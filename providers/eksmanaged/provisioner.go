@@ -44,6 +44,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
@@ -73,7 +74,7 @@ type Provisioner struct {
 // Options are the eks-managed provisioner's settings.
 type Options struct {
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
-	// provisioner creates (see eks.CNIPolicy). Default off.
+	// provisioner creates (see iamrole.CNIPolicy). Default off.
 	NodeRoleCNIPolicy bool
 	// Reader reads InstanceGroups from the API server itself (the
 	// manager's APIReader): the node groups, node role and launch template
@@ -113,7 +114,7 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // Apply converges the group's managed node groups to the spec, one step
 // per call. References are resolved first (EC2 DescribeSubnets,
 // DescribeSecurityGroups; IAM GetRole or the owned role's calls, see
-// eks.EnsureOwnedRole), then the launch template (ensureTemplate) unless
+// iamrole.EnsureOwnedRole), then the launch template (ensureTemplate) unless
 // the spec asks for SSH remote access. The group's node groups are found (EKS
 // ListNodegroups, then DescribeNodegroup of the names that can be the
 // group's; only those tagged for the group count). The one whose shape is
@@ -535,14 +536,14 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 		return r, nil
 	}
 	if c.NodeRole != "" {
-		if err := eksprov.CheckRoleARN(ctx, p.aws.IAM, c.NodeRole, configPath+".nodeRole"); err != nil {
+		if err := iamrole.CheckRoleARN(ctx, p.aws.IAM, c.NodeRole, configPath+".nodeRole"); err != nil {
 			return refs{}, err
 		}
 		r.roleARN = c.NodeRole
 	} else {
 		role := nodeRole(ig, p.opts.NodeRoleCNIPolicy)
 		role.Adopter = p.adopt
-		if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, role); err != nil {
+		if r.roleARN, err = iamrole.EnsureOwnedRole(ctx, p.aws.IAM, role); err != nil {
 			return refs{}, err
 		}
 	}
@@ -612,7 +613,7 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 // and returns false until none is left, a replacement and the node group
 // it replaces alike (an error names a node group that failed to delete,
 // which is tried again); then it deletes the node role the group created,
-// if any (see eks.DeleteOwnedRole), and its launch template (deleteTemplate),
+// if any (see iamrole.DeleteOwnedRole), and its launch template (deleteTemplate),
 // and returns true. A node group of the
 // group's name that another owner tagged is never deleted; a missing
 // cluster has no node groups left.
@@ -641,7 +642,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	}
 	// The created role is deleted whatever nodeRole says now: the owner
 	// tag tells whether it is ours.
-	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
+	if err := iamrole.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
 		return false, err
 	}
 	// The launch template last: no node group uses it any more.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -17,7 +18,6 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 type env struct {
@@ -64,7 +64,7 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	if role == nil || *ng.NodeRole != "arn:aws:iam::123456789012:role/"+ngName || obs.RoleARN != *ng.NodeRole {
 		t.Fatalf("node role %v, node group role %s", role, *ng.NodeRole)
 	}
-	if want := map[string]bool{eksprov.PolicyWorkerNode: true, eksprov.PolicyECR: true}; !reflect.DeepEqual(role.policies, want) {
+	if want := map[string]bool{iamrole.PolicyWorkerNode: true, iamrole.PolicyECR: true}; !reflect.DeepEqual(role.policies, want) {
 		t.Errorf("policies %v, want %v", role.policies, want)
 	}
 
@@ -81,12 +81,12 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	// --node-role-cni-policy attaches it; irsa-enabled then drops it.
 	e.p.opts.NodeRoleCNIPolicy = true
 	e.apply(t, ig)
-	if !role.policies[eksprov.PolicyCNI] {
+	if !role.policies[iamrole.PolicyCNI] {
 		t.Errorf("CNI policy not attached with --node-role-cni-policy: %v", role.policies)
 	}
 	ig.Annotations = map[string]string{v1alpha1.AnnotationIRSAEnabled: "true"}
 	e.apply(t, ig)
-	if role.policies[eksprov.PolicyCNI] {
+	if role.policies[iamrole.PolicyCNI] {
 		t.Errorf("CNI policy still attached with irsa-enabled: %v", role.policies)
 	}
 }

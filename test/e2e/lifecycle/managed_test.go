@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -151,7 +152,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.CapacityType).To(Equal(ekstypes.CapacityTypesOnDemand))
 	sc := ng.ScalingConfig
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{1, 3, 1}))
-	g.Expect(attachedPolicies(t, role)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR)) // no CNI policy without --node-role-cni-policy (issue 25)
+	g.Expect(attachedPolicies(t, role)).To(ConsistOf(iamrole.PolicyWorkerNode, iamrole.PolicyECR)) // no CNI policy without --node-role-cni-policy (issue 25)
 	// The controller's launch template: IMDSv2 required, hop limit 1, owned
 	// by the group (issue 25, N4).
 	tmplName := eksmanaged.TemplateName(ready)
@@ -511,8 +512,8 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 		})
 	}
 	for _, arn := range []string{managed.Spec.EKSManaged.Configuration.NodeRole, fargate.Spec.EKSFargate.PodExecutionRoleArn} {
-		name := eksprov.RoleNameFromARN(arn)
-		_, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(eksprov.NodeTrustPolicy)})
+		name := iamrole.RoleNameFromARN(arn)
+		_, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(iamrole.NodeTrustPolicy)})
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _, _ = iamc.DeleteRole(context.Background(), &iam.DeleteRoleInput{RoleName: aws.String(name)}) })
 	}

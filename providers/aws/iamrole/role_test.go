@@ -1,4 +1,4 @@
-package eks
+package iamrole
 
 import (
 	"testing"
