@@ -18,6 +18,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 	"github.com/instancemgr/instance-manager/test/env"
 )
 
@@ -68,7 +69,7 @@ func testAccessEntryLifecycle(t *testing.T, cfg awssdk.Config, e *env.Environmen
 	g.Expect(e.AccessEntryAuthenticates(ctx, "prod", arn)).To(BeFalse(), "the entry is bound to the earlier role's id")
 
 	// The next reads (after the cloud resync period) see it and replace it.
-	p.reads.Now = func() time.Time { return time.Now().Add(2 * DefaultCloudResync) }
+	p.reads.Now = func() time.Time { return time.Now().Add(2 * reads.DefaultCloudResync) }
 	_, err = p.Apply(ctx, ig)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e.AccessEntryAuthenticates(ctx, "prod", arn)).To(BeTrue(), "the stale entry was replaced")

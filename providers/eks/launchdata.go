@@ -30,7 +30,7 @@ type launchData struct {
 	ImageID      string
 	InstanceType string
 	KeyName      string
-	// SecurityGroupIDs as resolved (sorted, see ResolveSecurityGroups).
+	// SecurityGroupIDs as resolved (sorted, see reads.ResolveSecurityGroups).
 	SecurityGroupIDs []string
 	// InstanceProfile is the instance profile's name.
 	InstanceProfile string

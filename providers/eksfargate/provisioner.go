@@ -37,7 +37,7 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 )
 
 // Provisioner implements providers.Provisioner for provisioner
@@ -59,8 +59,8 @@ var _ providers.Provisioner = (*Provisioner)(nil)
 // Options tune the provisioner.
 type Options struct {
 	// Reads keeps what groups read (subnets, the pod execution role, a
-	// profile found ACTIVE); default eks.NewReads(0).
-	Reads *eksprov.Reads
+	// profile found ACTIVE); default reads.New(0).
+	Reads *reads.Reads
 	// PollPeriod is how old the shared listing of a cluster's profile
 	// names may be for a group whose profile was ACTIVE (a profile deleted
 	// by hand is noticed within it). Default 2m.
@@ -77,7 +77,7 @@ type Options struct {
 // references) and IAM (pod execution role) clients.
 func New(clients *awsp.Clients, opts Options) *Provisioner {
 	if opts.Reads == nil {
-		opts.Reads = eksprov.NewReads(0)
+		opts.Reads = reads.New(0)
 	}
 	if opts.PollPeriod <= 0 {
 		opts.PollPeriod = 2 * time.Minute
@@ -85,7 +85,7 @@ func New(clients *awsp.Clients, opts Options) *Provisioner {
 	return &Provisioner{aws: clients, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
 }
 
-// Stages of a group's reads (see eks.Reads).
+// Stages of a group's reads (see reads.Reads).
 const (
 	stageRole   = "fargate-role"
 	stageSteady = "fargate-active" // the profile ACTIVE, no other of the group's

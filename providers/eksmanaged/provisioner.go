@@ -46,7 +46,7 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 )
 
 // Provisioner implements providers.Provisioner for provisioner
@@ -55,7 +55,7 @@ import (
 // node groups from EKS (ListNodegroups, DescribeNodegroup).
 type Provisioner struct {
 	aws   *awsp.Clients
-	reads *eksprov.Reads
+	reads *reads.Reads
 	nodes client.Reader
 	opts  Options
 	// templates remembers launch templates whose ownership was checked:
@@ -87,16 +87,16 @@ type Options struct {
 var _ providers.Provisioner = (*Provisioner)(nil)
 
 // New returns the eks-managed provisioner using the EKS, EC2 (subnet and
-// security group references) and IAM (node role) clients; reads keeps what
-// groups read (nil: eks.NewReads(0)); nodes, when not nil, reads the
+// security group references) and IAM (node role) clients; cache keeps what
+// groups read (nil: reads.New(0)); nodes, when not nil, reads the
 // Nodes of a replacement node group (label eks.amazonaws.com/nodegroup),
 // which must be Ready before the node group it replaces is deleted (nil:
 // the node group's ACTIVE state alone decides).
-func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader, opts Options) *Provisioner {
-	if reads == nil {
-		reads = eksprov.NewReads(0)
+func New(clients *awsp.Clients, cache *reads.Reads, nodes client.Reader, opts Options) *Provisioner {
+	if cache == nil {
+		cache = reads.New(0)
 	}
-	return &Provisioner{aws: clients, reads: reads, nodes: nodes, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
+	return &Provisioner{aws: clients, reads: cache, nodes: nodes, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
 }
 
 // readsID identifies the group in Reads.
@@ -569,7 +569,7 @@ func (p *Provisioner) template(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	return &ref, nil
 }
 
-// Stages of a group's reads (see eks.Reads).
+// Stages of a group's reads (see reads.Reads).
 const (
 	stageTemplate = "managed-template"
 	stageRole     = "managed-role"
