@@ -10,9 +10,6 @@ import (
 )
 
 const (
-	// TagInstanceGroup ("<namespace>/<name>") is on every resource an
-	// InstanceGroup created; see package ownership for the full set.
-	TagInstanceGroup = ownership.TagInstanceGroup
 	// versionDescriptionPrefix starts the launch template data hash kept
 	// in the version description, so drift is one string compare.
 	versionDescriptionPrefix = "instance-manager:"

@@ -49,7 +49,7 @@ func TestLaunchTemplateOwnership(t *testing.T) {
 		wantAdded int // ownership tags added to a template of an earlier version
 	}{
 		{"ours", ownerOf(ig).Tags(), false, 0},
-		{"ours, from an earlier version", map[string]string{TagInstanceGroup: "team-a/web"}, false, len(ownerOf(ig).Tags()) - 1},
+		{"ours, from an earlier version", map[string]string{ownership.TagInstanceGroup: "team-a/web"}, false, len(ownerOf(ig).Tags()) - 1},
 		{"hand-made", map[string]string{"Name": "x"}, true, 0},
 		{"another group's", ownership.Owner{Cluster: "prod", Namespace: "team", Name: "a-web", UID: "u2"}.Tags(), true, 0},
 	}

@@ -167,7 +167,7 @@ func (p *Provisioner) changed(groups []astypes.AutoScalingGroup) {
 		return
 	}
 	for _, g := range groups {
-		owner := asgTagMap(g.Tags)[TagInstanceGroup]
+		owner := asgTagMap(g.Tags)[ownership.TagInstanceGroup]
 		if ns, name, ok := strings.Cut(owner, "/"); ok && ns != "" && name != "" {
 			(*notify)(types.NamespacedName{Namespace: ns, Name: name})
 		}
