@@ -32,7 +32,7 @@ type LeastPrivilege struct {
 	// boundary on every role the controller creates.
 	IAMPermissionsBoundary string
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
-	// controller creates (see eks.CNIPolicy), for clusters whose VPC CNI
+	// controller creates (see iamrole.CNIPolicy), for clusters whose VPC CNI
 	// still takes its ENI rights from the node role. Off: the VPC CNI
 	// needs its own role (IRSA or EKS Pod Identity for aws-node).
 	NodeRoleCNIPolicy bool

@@ -17,6 +17,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 	"github.com/instancemgr/instance-manager/test/env"
 )
 
@@ -51,16 +53,23 @@ func testAccessEntryLifecycle(t *testing.T, cfg awssdk.Config, e *env.Environmen
 	// (same ARN, same tags): a new role id.
 	_, err = clients.IAM.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: awssdk.String(role), RoleName: awssdk.String(role)})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(deleteRoleOnly(ctx, clients.IAM, role)).To(Succeed())
+	attached, err := clients.IAM.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(role)})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, pol := range attached.AttachedPolicies {
+		_, err = clients.IAM.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: awssdk.String(role), PolicyArn: pol.PolicyArn})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err = clients.IAM.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: awssdk.String(role)})
+	g.Expect(err).NotTo(HaveOccurred())
 	again, err := clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: awssdk.String(role), Path: got.Role.Path,
-		AssumeRolePolicyDocument: awssdk.String(NodeTrustPolicy), Tags: got.Role.Tags})
+		AssumeRolePolicyDocument: awssdk.String(iamrole.NodeTrustPolicy), Tags: got.Role.Tags})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(awssdk.ToString(again.Role.Arn)).To(Equal(arn))
 	g.Expect(awssdk.ToString(again.Role.RoleId)).NotTo(Equal(awssdk.ToString(got.Role.RoleId)))
 	g.Expect(e.AccessEntryAuthenticates(ctx, "prod", arn)).To(BeFalse(), "the entry is bound to the earlier role's id")
 
 	// The next reads (after the cloud resync period) see it and replace it.
-	p.reads.Now = func() time.Time { return time.Now().Add(2 * DefaultCloudResync) }
+	p.reads.Now = func() time.Time { return time.Now().Add(2 * reads.DefaultCloudResync) }
 	_, err = p.Apply(ctx, ig)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(e.AccessEntryAuthenticates(ctx, "prod", arn)).To(BeTrue(), "the stale entry was replaced")

@@ -16,14 +16,15 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // Resource kinds of the GC's metrics.
 const (
-	KindScalingGroup   = "auto-scaling-group"
-	KindLaunchTemplate = "launch-template"
-	KindRole           = "iam-role"
+	KindScalingGroup = "auto-scaling-group"
+	KindRole         = "iam-role"
 )
 
 var _ providers.Collector = (*Provisioner)(nil)
@@ -69,10 +70,10 @@ func (p *Provisioner) Owned(ctx context.Context, _ []string) ([]providers.Owned,
 			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
 		}
 		for _, lt := range page.LaunchTemplates {
-			tags := EC2TagMap(lt.Tags)
+			tags := ownership.EC2TagMap(lt.Tags)
 			name := awssdk.ToString(lt.LaunchTemplateName)
 			if o, ok := ownership.Recorded(tags); ok && templateOf(o, name) {
-				out = append(out, providers.Owned{Kind: KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o, Tags: tags,
+				out = append(out, providers.Owned{Kind: launchtemplate.Kind, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o, Tags: tags,
 					Created: awssdk.ToTime(lt.CreateTime), Dependent: true})
 			}
 		}
@@ -137,8 +138,8 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 	switch r.Kind {
 	case KindScalingGroup:
 		return p.deleteOrphanGroup(ctx, r)
-	case KindLaunchTemplate:
-		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: awssdk.String(r.ID)}); err != nil && !IsLaunchTemplateNotFound(err) {
+	case launchtemplate.Kind:
+		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: awssdk.String(r.ID)}); err != nil && !launchtemplate.IsNotFound(err) {
 			return providers.Deletion{}, fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", r.Name, err)
 		}
 		return providers.Deletion{Deleting: true, Gone: true}, nil
@@ -185,7 +186,7 @@ func (p *Provisioner) deleteOrphanGroup(ctx context.Context, r providers.Owned) 
 }
 
 // FinishOrphan deletes the node role and instance profile created for o
-// (CandidateRoleNames), when their tags name o (DeleteOwnedRole checks),
+// (CandidateRoleNames), when their tags name o (iamrole.DeleteOwnedRole checks),
 // after forgetting the aws-auth entry recorded for the role (ForgetRole)
 // and deleting the EKS access entry instance-manager created for it
 // (ForgetAccessEntry). A role that fails is reported and the next is
@@ -195,7 +196,7 @@ func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]st
 	var errs []error
 	for _, name := range CandidateRoleNames(o.Cluster, o.Namespace, o.Name) {
 		got, err := p.aws.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(name)})
-		if err != nil || got.Role == nil || o.Check("IAM role", name, iamTagMap(got.Role.Tags)) != nil {
+		if err != nil || got.Role == nil || o.Check("IAM role", name, iamrole.TagMap(got.Role.Tags)) != nil {
 			continue
 		}
 		arn := awssdk.ToString(got.Role.Arn)
@@ -209,7 +210,7 @@ func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]st
 				continue
 			}
 		}
-		if err := DeleteOwnedRole(ctx, p.aws.IAM, OwnedRole{Name: name, Owner: o, InstanceProfile: true, Legacy: true}); err != nil {
+		if err := iamrole.DeleteOwnedRole(ctx, p.aws.IAM, iamrole.OwnedRole{Name: name, Owner: o, InstanceProfile: true, Legacy: true}); err != nil {
 			errs = append(errs, err)
 			continue
 		}

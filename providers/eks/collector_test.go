@@ -17,6 +17,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
@@ -74,7 +75,7 @@ func (f *orphanAWS) DescribeLaunchTemplates(_ context.Context, in *ec2.DescribeL
 		if tags[ownership.TagInstallation] != in.Filters[0].Values[0] {
 			continue
 		}
-		lt := ec2types.LaunchTemplate{LaunchTemplateName: awssdk.String(name), LaunchTemplateId: awssdk.String("id-" + name), Tags: EC2Tags(tags)}
+		lt := ec2types.LaunchTemplate{LaunchTemplateName: awssdk.String(name), LaunchTemplateId: awssdk.String("id-" + name), Tags: ownership.EC2Tags(tags)}
 		out.LaunchTemplates = append(out.LaunchTemplates, lt)
 	}
 	return out, nil
@@ -136,7 +137,7 @@ func TestCollectorListsFreezesDrainsAndDeletes(t *testing.T) {
 			template = r
 		}
 	}
-	if group.Dependent || !template.Dependent || template.Kind != KindLaunchTemplate {
+	if group.Dependent || !template.Dependent || template.Kind != launchtemplate.Kind {
 		t.Fatalf("group %+v template %+v", group, template)
 	}
 

@@ -11,15 +11,16 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // nodePolicies are the policy ARNs a created role carries: the worker
-// policies (AmazonEKS_CNI_Policy only as CNIPolicy says, with cni the
+// policies (AmazonEKS_CNI_Policy only as iamrole.CNIPolicy says, with cni the
 // --node-role-cni-policy flag) plus spec.eks.configuration.managedPolicies
 // (names or ARNs).
 func nodePolicies(ig *v1alpha1.InstanceGroup, cni bool) []string {
-	out := append([]string{PolicyWorkerNode, PolicyECR, PolicySSM}, CNIPolicy(ig, cni)...)
+	out := append([]string{iamrole.PolicyWorkerNode, iamrole.PolicyECR, iamrole.PolicySSM}, iamrole.CNIPolicy(ig, cni)...)
 	for _, p := range ig.Spec.EKS.Configuration.ManagedPolicies {
 		if !strings.HasPrefix(p, "arn:") {
 			p = "arn:aws:iam::aws:policy/" + p
@@ -36,10 +37,10 @@ func byoRole(ig *v1alpha1.InstanceGroup) bool {
 
 // nodeRole is the role and instance profile the group creates when the
 // spec brings none; cni as for nodePolicies.
-func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) OwnedRole {
-	return OwnedRole{
-		Name: roleName(ig), Owner: ownerOf(ig), Legacy: legacyNames(ig), TrustPolicy: NodeTrustPolicy,
-		Description: "Nodes of InstanceGroup " + Owner(ig) + " (instance-manager)",
+func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) iamrole.OwnedRole {
+	return iamrole.OwnedRole{
+		Name: roleName(ig), Owner: ownerOf(ig), Legacy: legacyNames(ig), TrustPolicy: iamrole.NodeTrustPolicy,
+		Description: "Nodes of InstanceGroup " + ownership.GroupTag(ig) + " (instance-manager)",
 		Policies:    nodePolicies(ig, cni), InstanceProfile: true,
 		Field: "spec.eks.configuration.roleName", Hint: "name it in roleName and instanceProfileName to use it",
 		PoliciesField: "spec.eks.configuration.managedPolicies",
@@ -49,7 +50,7 @@ func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) OwnedRole {
 // ensureRole returns the ARN of the nodes' role and the name of their
 // instance profile: the ones named in the spec (which must exist; IAM
 // GetRole, GetInstanceProfile), or a role and profile the group creates and
-// owns (EnsureOwnedRole; cni as for nodePolicies; what an earlier group of
+// owns (iamrole.EnsureOwnedRole; cni as for nodePolicies; what an earlier group of
 // the same name left is adopted through a).
 func ensureRole(ctx context.Context, api awsp.IAMAPI, a *ownership.Adopter, ig *v1alpha1.InstanceGroup, cni bool) (string, string, error) {
 	c := ig.Spec.EKS.Configuration
@@ -57,18 +58,18 @@ func ensureRole(ctx context.Context, api awsp.IAMAPI, a *ownership.Adopter, ig *
 		r := nodeRole(ig, cni)
 		r.Adopter = a
 		r.Known = ig.Status.NodesInstanceRoleArn != "" && strings.HasSuffix(ig.Status.NodesInstanceRoleArn, "/"+r.Name)
-		arn, err := EnsureOwnedRole(ctx, api, r)
+		arn, err := iamrole.EnsureOwnedRole(ctx, api, r)
 		return arn, r.Name, err
 	}
 	role, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(c.RoleName)})
-	if isNoSuchEntity(err) {
+	if iamrole.IsNoSuchEntity(err) {
 		return "", "", &providers.SpecError{Field: "spec.eks.configuration.roleName", Detail: fmt.Sprintf("IAM role %q does not exist", c.RoleName)}
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("iam GetRole %s: %w", c.RoleName, err)
 	}
 	_, err = api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(c.InstanceProfileName)})
-	if isNoSuchEntity(err) {
+	if iamrole.IsNoSuchEntity(err) {
 		return "", "", &providers.SpecError{Field: "spec.eks.configuration.instanceProfileName", Detail: fmt.Sprintf("IAM instance profile %q does not exist", c.InstanceProfileName)}
 	}
 	if err != nil {
@@ -80,8 +81,8 @@ func ensureRole(ctx context.Context, api awsp.IAMAPI, a *ownership.Adopter, ig *
 // deleteRole removes the role and instance profile the group created,
 // also when the spec has since switched to its own role (the created one
 // would otherwise be left behind). A role brought by the spec is never
-// touched: DeleteOwnedRole only deletes a role whose ownership tags name
+// touched: iamrole.DeleteOwnedRole only deletes a role whose ownership tags name
 // this group.
 func deleteRole(ctx context.Context, api awsp.IAMAPI, ig *v1alpha1.InstanceGroup) error {
-	return DeleteOwnedRole(ctx, api, nodeRole(ig, false)) // by name: the policies do not matter
+	return iamrole.DeleteOwnedRole(ctx, api, nodeRole(ig, false)) // by name: the policies do not matter
 }

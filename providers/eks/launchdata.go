@@ -12,6 +12,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 )
 
 // launchData is this project's own description of a launch template
@@ -29,7 +30,7 @@ type launchData struct {
 	ImageID      string
 	InstanceType string
 	KeyName      string
-	// SecurityGroupIDs as resolved (sorted, see ResolveSecurityGroups).
+	// SecurityGroupIDs as resolved (sorted, see reads.ResolveSecurityGroups).
 	SecurityGroupIDs []string
 	// InstanceProfile is the instance profile's name.
 	InstanceProfile string
@@ -37,7 +38,7 @@ type launchData struct {
 	UserData string
 	// Volumes are the block device mappings in spec order.
 	Volumes []launchVolume
-	// Instance metadata service settings (always set, see metadataSettings).
+	// Instance metadata service settings (always set, see launchtemplate.MetadataSettings).
 	HTTPEndpoint, HTTPTokens string
 	HTTPHopLimit             int32
 	// SpotMaxPrice requests spot instances at this maximum price; "" is
@@ -199,7 +200,7 @@ func launchDataOf(ig *v1alpha1.InstanceGroup, in launchInput) launchData {
 	if len(c.Volumes) == 0 && c.VolSize > 0 {
 		d.Volumes = []launchVolume{{Device: "/dev/xvda", Type: string(ec2types.VolumeTypeGp3), Size: int32(c.VolSize), DeleteOnTermination: true}}
 	}
-	d.HTTPEndpoint, d.HTTPTokens, d.HTTPHopLimit = metadataSettings(c.MetadataOptions)
+	d.HTTPEndpoint, d.HTTPTokens, d.HTTPHopLimit = launchtemplate.MetadataSettings(c.MetadataOptions)
 	if price := spotPrice(ig); price != "" && c.MixedInstancesPolicy == nil {
 		d.SpotMaxPrice = price
 	}

@@ -2,10 +2,8 @@ package eks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -13,11 +11,11 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
@@ -61,7 +59,7 @@ func describeTemplate(ctx context.Context, api awsp.EC2API, name string) (templa
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
 		LaunchTemplateName: awssdk.String(name), Versions: []string{"$Default", "$Latest"}})
 	if err != nil {
-		if IsLaunchTemplateNotFound(err) {
+		if launchtemplate.IsNotFound(err) {
 			return templateState{}, nil
 		}
 		return templateState{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
@@ -124,7 +122,7 @@ func ensureLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.Ins
 	if !st.exists {
 		out, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: data, VersionDescription: awssdk.String(desc),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: EC2Tags(templateTags(ig))}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ownership.EC2Tags(templateTags(ig))}},
 		})
 		if err != nil {
 			return templateState{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -210,16 +208,16 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 func deleteLaunchTemplate(ctx context.Context, api awsp.EC2API, ig *v1alpha1.InstanceGroup, name string) error {
 	out, err := api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 	if err != nil {
-		if IsLaunchTemplateNotFound(err) {
+		if launchtemplate.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if ownerOf(ig).Check("launch template", name, EC2TagMap(lt.Tags)) != nil {
+		if ownerOf(ig).Check("launch template", name, ownership.EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
-		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !IsLaunchTemplateNotFound(err) {
+		if _, err := api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !launchtemplate.IsNotFound(err) {
 			return fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", name, err)
 		}
 	}
@@ -250,10 +248,10 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownershi
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		tags := EC2TagMap(lt.Tags)
+		tags := ownership.EC2TagMap(lt.Tags)
 		owner := ownerOf(ig)
 		retag := func(ctx context.Context, t map[string]string) error {
-			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(t)})
+			_, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: ownership.EC2Tags(t)})
 			return err
 		}
 		adopted, err := providers.Adopt(ctx, a, owner, "launch template", name, tags, retag)
@@ -265,41 +263,13 @@ func (o *ownedTemplates) check(ctx context.Context, api awsp.EC2API, a *ownershi
 			maps.Copy(tags, owner.Tags())
 		}
 		if missing := owner.Missing(tags); len(missing) > 0 {
-			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: EC2Tags(missing)}); err != nil {
+			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(lt.LaunchTemplateId)}, Tags: ownership.EC2Tags(missing)}); err != nil {
 				return fmt.Errorf("ec2 CreateTags on launch template %s: %w", name, err)
 			}
 		}
 		o.m.Store(key, awssdk.ToString(lt.LaunchTemplateId))
 	}
 	return nil
-}
-
-// EC2TagMap returns EC2 tags as a map of key to value.
-func EC2TagMap(tags []ec2types.Tag) map[string]string {
-	return ownership.TagMap(tags, func(t ec2types.Tag) *string { return t.Key }, func(t ec2types.Tag) *string { return t.Value })
-}
-
-// EC2Tags returns m as EC2 tags, sorted by key.
-func EC2Tags(m map[string]string) []ec2types.Tag {
-	out := make([]ec2types.Tag, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
-	}
-	return out
-}
-
-// IsLaunchTemplateNotFound reports whether err is EC2's answer for a
-// launch template that does not exist (by name or id; a malformed id
-// names none either).
-func IsLaunchTemplateNotFound(err error) bool {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound", "InvalidLaunchTemplateId.Malformed":
-			return true
-		}
-	}
-	return false
 }
 
 // templateTags are the tags a launch template is created with: the

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 func eksGroup(c v1alpha1.EKSConfiguration) *v1alpha1.InstanceGroup {
@@ -63,7 +64,7 @@ func TestGroupTags(t *testing.T) {
 	})
 	tags := groupTags(ig, "prod-team-a-web")
 	for k, v := range map[string]string{
-		"Name": "prod-team-a-web", TagInstanceGroup: "team-a/web", "kubernetes.io/cluster/prod": "owned",
+		"Name": "prod-team-a-web", ownership.TagInstanceGroup: "team-a/web", "kubernetes.io/cluster/prod": "owned",
 		"instancemgr.keikoproj.io/cluster/prod": "owned", "cost-center": "42",
 	} {
 		if tags[k] != v {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/aws/tagrecord"
 )
 
 // Limits of AWS that a spec can break. The admission webhook checks them
@@ -67,7 +68,7 @@ func ScalingGroupTags(ig *v1alpha1.InstanceGroup) (total, added int) {
 	if owned.UID == "" {
 		owned.UID = "00000000-0000-0000-0000-000000000000"
 	}
-	tags := withRecord(groupTags(owned, GroupName(owned)))
+	tags := tagrecord.With(groupTags(owned, GroupName(owned)))
 	total = len(tags)
 	if _, ok := tags[ownership.TagInstallation]; !ok {
 		total++

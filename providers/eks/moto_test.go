@@ -20,6 +20,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 	"github.com/instancemgr/instance-manager/test/env"
 )
 
@@ -198,7 +199,7 @@ func testIdleGroupMakesNoCalls(t *testing.T, cfg awssdk.Config) {
 	g.Expect(awsp.CallCounts().Since(before)).NotTo(HaveKey("Auto Scaling SuspendProcesses"), "suspended once, not on every reconcile")
 
 	// After the cloud resync period, the group's reads are made again.
-	p.reads.Now = func() time.Time { return time.Now().Add(2 * DefaultCloudResync) }
+	p.reads.Now = func() time.Time { return time.Now().Add(2 * reads.DefaultCloudResync) }
 	settle(ig, obs)
 	before = awsp.CallCounts()
 	mustApply(t, p, ig)

@@ -4,31 +4,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 const (
-	// TagInstanceGroup ("<namespace>/<name>") is on every resource an
-	// InstanceGroup created; see package ownership for the full set.
-	TagInstanceGroup = ownership.TagInstanceGroup
 	// versionDescriptionPrefix starts the launch template data hash kept
 	// in the version description, so drift is one string compare.
 	versionDescriptionPrefix = "instance-manager:"
 )
 
-// Owner is the TagInstanceGroup value of ig: "<namespace>/<name>".
-func Owner(ig *v1alpha1.InstanceGroup) string { return ig.Namespace + "/" + ig.Name }
-
-// OwnerOf is ig's ownership on cluster (the tags its resources carry).
-func OwnerOf(ig *v1alpha1.InstanceGroup, cluster string) ownership.Owner {
-	return ownership.Owner{Cluster: cluster, Namespace: ig.Namespace, Name: ig.Name, UID: ig.UID}
-}
-
 func ownerOf(ig *v1alpha1.InstanceGroup) ownership.Owner {
-	return OwnerOf(ig, ig.Spec.EKS.Configuration.ClusterName)
+	return ownership.OwnerOf(ig, ig.Spec.EKS.Configuration.ClusterName)
 }
 
 // legacyNames reports whether ig was built by a controller version that
@@ -84,34 +72,9 @@ func bounded(s string, n int) string {
 	return s[:n-len(suffix)-1] + "-" + suffix
 }
 
-// EKSName is the name earlier versions gave node groups, Fargate profiles
-// and their roles: parts joined with "-", made valid for EKS and IAM (at
-// most n characters, letters, digits, '-' and '_'), ending in a hash only
-// when it had to change. It is not collision-free across namespaces and
-// names; it is kept so groups created with it keep their names.
-func EKSName(n int, parts ...string) string {
-	joined := strings.Join(parts, "-")
-	safe := []byte(joined)
-	for i, c := range safe {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			safe[i] = '-'
-		}
-	}
-	if len(safe) > 0 && (safe[0] == '-' || safe[0] == '_') {
-		safe[0] = 'x'
-	}
-	if string(safe) == joined && len(joined) <= n {
-		return joined
-	}
-	sum := sha256.Sum256([]byte(joined))
-	suffix := hex.EncodeToString(sum[:])[:8]
-	keep := min(len(safe), n-len(suffix)-1)
-	return string(safe[:keep]) + "-" + suffix
-}
-
 // CandidateRoleNames are the names a node role created for (cluster,
 // namespace, name) may carry: the current scheme's and the earlier one's.
-// Whoever deletes by these names must check ownership (DeleteOwnedRole
+// Whoever deletes by these names must check ownership (iamrole.DeleteOwnedRole
 // does).
 func CandidateRoleNames(cluster, namespace, name string) []string {
 	return []string{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // AuthConfigMap is the aws-auth ConfigMap through which EKS clusters in
@@ -61,7 +62,7 @@ func (n nodeAccess) grant(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 	if entry {
 		return n.ensureAccessEntry(ctx, ig, cluster, roleARN)
 	}
-	user := Owner(ig)
+	user := ownership.GroupTag(ig)
 	roleARN = authMapARN(roleARN) // aws-auth maps role ARNs without their path
 	return n.updateMapRoles(ctx, func(roles []map[string]any, rec record) []map[string]any {
 		users, ours := rec[roleARN]
@@ -101,7 +102,7 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 	live := map[string]bool{}
 	for _, other := range igs.Items {
 		if other.UID != ig.UID {
-			live[Owner(&other)] = true
+			live[ownership.GroupTag(&other)] = true
 		}
 	}
 	roleARN = authMapARN(roleARN)
@@ -113,7 +114,7 @@ func (n nodeAccess) revoke(ctx context.Context, ig *v1alpha1.InstanceGroup, clus
 		}
 		var keep []string
 		for _, u := range users {
-			if u != Owner(ig) && live[u] {
+			if u != ownership.GroupTag(ig) && live[u] {
 				keep = append(keep, u)
 			}
 		}
@@ -219,7 +220,7 @@ func ForgetRole(ctx context.Context, kube client.Client, roleARN string) error {
 	}
 	live := map[string]bool{}
 	for i := range igs.Items {
-		live[Owner(&igs.Items[i])] = true
+		live[ownership.GroupTag(&igs.Items[i])] = true
 	}
 	n := nodeAccess{kube: kube}
 	roleARN = authMapARN(roleARN)

@@ -14,12 +14,12 @@ import (
 )
 
 // listedOwner is the InstanceGroup that a listed Auto Scaling group's tags
-// name (TagInstanceGroup "<namespace>/<name>"), unless the group carries
+// name (ownership.TagInstanceGroup "<namespace>/<name>"), unless the group carries
 // no such tag or another installation's tag (ownership.TagInstallation).
 // The listing is per cluster (its cluster tag), so the cluster matches.
 func listedOwner(g astypes.AutoScalingGroup) (types.NamespacedName, bool) {
 	tags := asgTagMap(g.Tags)
-	ns, name, ok := strings.Cut(tags[TagInstanceGroup], "/")
+	ns, name, ok := strings.Cut(tags[ownership.TagInstanceGroup], "/")
 	if !ok || ns == "" || name == "" {
 		return types.NamespacedName{}, false
 	}

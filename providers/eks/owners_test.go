@@ -43,12 +43,12 @@ func TestOwnersFromTheListing(t *testing.T) {
 	t.Cleanup(func() { ownership.SetInstallation("") })
 	web := types.NamespacedName{Namespace: "team", Name: "web"}
 	api := listing{groups: []astypes.AutoScalingGroup{
-		listedGroup("prod-team-web", map[string]string{TagInstanceGroup: "team/web", ownership.TagInstallation: "this-one"},
+		listedGroup("prod-team-web", map[string]string{ownership.TagInstanceGroup: "team/web", ownership.TagInstallation: "this-one"},
 			listedInstance("i-1", astypes.LifecycleStateInService), listedInstance("i-2", astypes.LifecycleStateTerminatingWait)),
 		listedGroup("someone-elses", map[string]string{"team": "x"}, listedInstance("i-3", astypes.LifecycleStateTerminatingWait)),
-		listedGroup("other-installation", map[string]string{TagInstanceGroup: "team/web", ownership.TagInstallation: "that-one"},
+		listedGroup("other-installation", map[string]string{ownership.TagInstanceGroup: "team/web", ownership.TagInstallation: "that-one"},
 			listedInstance("i-4", astypes.LifecycleStateTerminatingWait)),
-		listedGroup("bad-tag", map[string]string{TagInstanceGroup: "web"}, listedInstance("i-5", astypes.LifecycleStateInService)),
+		listedGroup("bad-tag", map[string]string{ownership.TagInstanceGroup: "web"}, listedInstance("i-5", astypes.LifecycleStateInService)),
 	}}
 	p := &Provisioner{aws: &awsp.Clients{AutoScaling: api}, groups: map[string]*awsp.ScalingGroupCache{}}
 	if _, err := p.groupCache("prod").List(context.Background()); err != nil {

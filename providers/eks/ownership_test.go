@@ -25,11 +25,11 @@ type fakeTemplates struct {
 
 func (f *fakeTemplates) DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error) {
 	f.describes++
-	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{{LaunchTemplateId: awssdk.String("lt-1"), Tags: EC2Tags(f.tags)}}}, nil
+	return &ec2.DescribeLaunchTemplatesOutput{LaunchTemplates: []ec2types.LaunchTemplate{{LaunchTemplateId: awssdk.String("lt-1"), Tags: ownership.EC2Tags(f.tags)}}}, nil
 }
 
 func (f *fakeTemplates) CreateTags(_ context.Context, in *ec2.CreateTagsInput, _ ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
-	f.added = EC2TagMap(in.Tags)
+	f.added = ownership.EC2TagMap(in.Tags)
 	return &ec2.CreateTagsOutput{}, nil
 }
 
@@ -49,7 +49,7 @@ func TestLaunchTemplateOwnership(t *testing.T) {
 		wantAdded int // ownership tags added to a template of an earlier version
 	}{
 		{"ours", ownerOf(ig).Tags(), false, 0},
-		{"ours, from an earlier version", map[string]string{TagInstanceGroup: "team-a/web"}, false, len(ownerOf(ig).Tags()) - 1},
+		{"ours, from an earlier version", map[string]string{ownership.TagInstanceGroup: "team-a/web"}, false, len(ownerOf(ig).Tags()) - 1},
 		{"hand-made", map[string]string{"Name": "x"}, true, 0},
 		{"another group's", ownership.Owner{Cluster: "prod", Namespace: "team", Name: "a-web", UID: "u2"}.Tags(), true, 0},
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 )
 
 // Options tune the provisioner.
@@ -65,7 +66,7 @@ type Options struct {
 	// 30 s to 7200 s.
 	DrainHookHeartbeat time.Duration
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
-	// provisioner creates (see CNIPolicy). Default off.
+	// provisioner creates (see iamrole.CNIPolicy). Default off.
 	NodeRoleCNIPolicy bool
 	// Reader reads InstanceGroups from the API server itself (the
 	// manager's APIReader): resources an earlier InstanceGroup of the same
@@ -91,7 +92,7 @@ type Provisioner struct {
 	capacity  *podCapacity
 	warm      warmPools
 
-	reads  *Reads
+	reads  *reads.Reads
 	notify atomic.Pointer[func(types.NamespacedName)] // set by Watch
 
 	mu     sync.Mutex
@@ -119,7 +120,7 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		opts.PollPeriod = 2 * time.Minute
 	}
 	if opts.CloudResync <= 0 {
-		opts.CloudResync = DefaultCloudResync
+		opts.CloudResync = reads.DefaultCloudResync
 	}
 	if opts.WaitPollPeriod <= 0 {
 		opts.WaitPollPeriod = 10 * time.Second
@@ -137,14 +138,14 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		launched: &launchedVersions{api: clients.EC2},
 		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		capacity: &podCapacity{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
-		reads:    NewReads(opts.CloudResync),
+		reads:    reads.New(opts.CloudResync),
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
 }
 
 // Reads is what the provisioner remembers of its reads (tests, the
 // benchmarks).
-func (p *Provisioner) Reads() *Reads { return p.reads }
+func (p *Provisioner) Reads() *reads.Reads { return p.reads }
 
 func (p *Provisioner) groupCache(cluster string) *awsp.ScalingGroupCache {
 	p.mu.Lock()
@@ -166,7 +167,7 @@ func (p *Provisioner) changed(groups []astypes.AutoScalingGroup) {
 		return
 	}
 	for _, g := range groups {
-		owner := asgTagMap(g.Tags)[TagInstanceGroup]
+		owner := asgTagMap(g.Tags)[ownership.TagInstanceGroup]
 		if ns, name, ok := strings.Cut(owner, "/"); ok && ns != "" && name != "" {
 			(*notify)(types.NamespacedName{Namespace: ns, Name: name})
 		}
@@ -233,7 +234,7 @@ const (
 // readsID identifies the group in Reads: its name and UID, so a group
 // deleted and created again starts afresh.
 func readsID(ig *v1alpha1.InstanceGroup) types.UID {
-	return types.UID(Owner(ig) + "/" + string(ig.UID))
+	return types.UID(ownership.GroupTag(ig) + "/" + string(ig.UID))
 }
 
 // settled reports whether the group was Ready for its current spec when

@@ -24,11 +24,12 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/aws/tagrecord"
 )
 
 // tagHooksHash on the group records the lifecycle hooks last applied, so
 // hooks are only described and changed when the spec changes.
-const tagHooksHash = "instancemgr.keikoproj.io/lifecycle-hooks"
+const tagHooksHash = tagrecord.KeyHooksHash
 
 // tagMixedHash records the mixed instances policy last applied.
 const tagMixedHash = "instancemgr.keikoproj.io/mixed-instances-policy"
@@ -192,7 +193,7 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		} else {
 			in.LaunchTemplate = g.launchTemplate()
 		}
-		in.Tags = asgTags(g.name, withRecord(tags))
+		in.Tags = asgTags(g.name, tagrecord.With(tags))
 		if g.drainHeartbeat > 0 {
 			h := drainHook(g.drainHeartbeat)
 			in.LifecycleHookSpecificationList = []astypes.LifecycleHookSpecification{{
@@ -249,7 +250,7 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 	}
 
 	have := asgTagMap(current.Tags)
-	want := withRecord(tags)
+	want := tagrecord.With(tags)
 	var put []astypes.Tag
 	for k, v := range want {
 		if hv, ok := have[k]; !ok || hv != v {
@@ -257,7 +258,7 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 		}
 	}
 	var del []astypes.Tag
-	for _, k := range removableTags(have, want) {
+	for _, k := range tagrecord.Removable(have, want) {
 		del = append(del, astypes.Tag{ResourceId: awssdk.String(g.name), ResourceType: awssdk.String("auto-scaling-group"), Key: awssdk.String(k)})
 	}
 	if len(put) > 0 {
@@ -347,7 +348,7 @@ func asgTags(group string, tags map[string]string) []astypes.Tag {
 
 func asgTag(group, k, v string) astypes.Tag {
 	return astypes.Tag{ResourceId: awssdk.String(group), ResourceType: awssdk.String("auto-scaling-group"),
-		Key: awssdk.String(k), Value: awssdk.String(v), PropagateAtLaunch: awssdk.Bool(!bookkeeping(k))}
+		Key: awssdk.String(k), Value: awssdk.String(v), PropagateAtLaunch: awssdk.Bool(!tagrecord.Bookkeeping(k))}
 }
 
 func asgTagMap(tags []astypes.TagDescription) map[string]string {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // KindProfile is the GC's resource label of Fargate profiles.
@@ -85,17 +85,17 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 
 // FinishOrphan deletes, once o has no profile left, the pod execution
 // role (of either naming scheme) created for o, only when its tags name
-// o (eks.DeleteOwnedRoleReport).
+// o (iamrole.DeleteOwnedRoleReport).
 func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]string, error) {
 	ig := &v1alpha1.InstanceGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID},
 		Spec:       v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSFargate, EKSFargate: &v1alpha1.EKSFargateSpec{ClusterName: o.Cluster}},
 	}
 	var deleted []string
-	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), eksprov.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
+	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), ownership.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
 		role := podRole(ig)
 		role.Name = name
-		gone, err := eksprov.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)
+		gone, err := iamrole.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)
 		if err != nil {
 			return deleted, err
 		}

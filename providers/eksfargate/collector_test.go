@@ -11,7 +11,6 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // An orphaned Fargate profile is listed by its tags and deleted only once
@@ -35,7 +34,7 @@ func TestCollectorDeletesAnOrphanedProfileEvictedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(owned) != 1 || owned[0].Kind != KindProfile || owned[0].Owner != eksprov.OwnerOf(ig, "prod") || owned[0].Deleting {
+	if len(owned) != 1 || owned[0].Kind != KindProfile || owned[0].Owner != ownership.OwnerOf(ig, "prod") || owned[0].Deleting {
 		t.Fatalf("listed %+v", owned)
 	}
 	r := owned[0]

@@ -11,7 +11,6 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
 const specPath = "spec.eks-fargate"
@@ -34,7 +33,7 @@ func profileName(ig *v1alpha1.InstanceGroup, s shape) string {
 func profilePrefix(ig *v1alpha1.InstanceGroup) string {
 	f := ig.Spec.EKSFargate
 	limit := ownership.LimitFargateProfile - hashLen - 1
-	legacy := eks.EKSName(limit, f.ClusterName, ig.Namespace, ig.Name)
+	legacy := ownership.EKSName(limit, f.ClusterName, ig.Namespace, ig.Name)
 	if st := ig.Status; st.Provisioner == v1alpha1.ProvisionerEKSFargate && len(st.ActiveScalingGroupName) == len(legacy)+1+hashLen &&
 		strings.HasPrefix(st.ActiveScalingGroupName, legacy+"-") {
 		return legacy
@@ -46,7 +45,7 @@ func profilePrefix(ig *v1alpha1.InstanceGroup) string {
 func roleName(ig *v1alpha1.InstanceGroup) string {
 	f := ig.Spec.EKSFargate
 	if profilePrefix(ig) != ownership.Name(ownership.LimitFargateProfile-hashLen-1, f.ClusterName, ig.Namespace, ig.Name) {
-		return eks.EKSName(ownership.LimitIAMRole, f.ClusterName, ig.Namespace, ig.Name)
+		return ownership.EKSName(ownership.LimitIAMRole, f.ClusterName, ig.Namespace, ig.Name)
 	}
 	return ownership.Name(ownership.LimitIAMRole, f.ClusterName, ig.Namespace, ig.Name)
 }
@@ -105,7 +104,7 @@ func (s shape) selectors() []ekstypes.FargateProfileSelector {
 func ownName(ig *v1alpha1.InstanceGroup) func(string) bool {
 	f := ig.Spec.EKSFargate
 	limit := ownership.LimitFargateProfile - hashLen - 1
-	prefixes := []string{ownership.Name(limit, f.ClusterName, ig.Namespace, ig.Name), eks.EKSName(limit, f.ClusterName, ig.Namespace, ig.Name)}
+	prefixes := []string{ownership.Name(limit, f.ClusterName, ig.Namespace, ig.Name), ownership.EKSName(limit, f.ClusterName, ig.Namespace, ig.Name)}
 	return func(name string) bool {
 		for _, p := range prefixes {
 			if len(name) == len(p)+1+hashLen && strings.HasPrefix(name, p+"-") {

@@ -1,9 +1,10 @@
 package eksfargate
 
 import (
-	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"strings"
 	"testing"
+
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

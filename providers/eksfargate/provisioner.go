@@ -35,8 +35,9 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 )
 
 // Provisioner implements providers.Provisioner for provisioner
@@ -58,8 +59,8 @@ var _ providers.Provisioner = (*Provisioner)(nil)
 // Options tune the provisioner.
 type Options struct {
 	// Reads keeps what groups read (subnets, the pod execution role, a
-	// profile found ACTIVE); default eks.NewReads(0).
-	Reads *eksprov.Reads
+	// profile found ACTIVE); default reads.New(0).
+	Reads *reads.Reads
 	// PollPeriod is how old the shared listing of a cluster's profile
 	// names may be for a group whose profile was ACTIVE (a profile deleted
 	// by hand is noticed within it). Default 2m.
@@ -76,7 +77,7 @@ type Options struct {
 // references) and IAM (pod execution role) clients.
 func New(clients *awsp.Clients, opts Options) *Provisioner {
 	if opts.Reads == nil {
-		opts.Reads = eksprov.NewReads(0)
+		opts.Reads = reads.New(0)
 	}
 	if opts.PollPeriod <= 0 {
 		opts.PollPeriod = 2 * time.Minute
@@ -84,7 +85,7 @@ func New(clients *awsp.Clients, opts Options) *Provisioner {
 	return &Provisioner{aws: clients, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
 }
 
-// Stages of a group's reads (see eks.Reads).
+// Stages of a group's reads (see reads.Reads).
 const (
 	stageRole   = "fargate-role"
 	stageSteady = "fargate-active" // the profile ACTIVE, no other of the group's
@@ -92,7 +93,7 @@ const (
 
 // readsID identifies the group in Reads.
 func readsID(ig *v1alpha1.InstanceGroup) types.UID {
-	return types.UID(eksprov.Owner(ig) + "/" + string(ig.UID))
+	return types.UID(ownership.GroupTag(ig) + "/" + string(ig.UID))
 }
 
 // profileNames is the shared listing of each cluster's profile names.
@@ -145,7 +146,7 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // (DeleteFargateProfile). While the group has other profiles nothing is
 // done without an upgrade slot (admit). It resolves subnets (EC2
 // DescribeSubnets) and the pod execution role (IAM GetRole, or the owned
-// role's calls, see eks.EnsureOwnedRole), both kept in Reads, and reads
+// role's calls, see iamrole.EnsureOwnedRole), both kept in Reads, and reads
 // only the group's own profiles: the cluster's profile names
 // (ListFargateProfiles), then DescribeFargateProfile for the names that can
 // be the group's. A group whose profile was ACTIVE alone is only looked
@@ -208,7 +209,7 @@ func (p *Provisioner) apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		return nil, err
 	}
 	p.names.put(f.ClusterName, listed)
-	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, f.ClusterName, listed, own, eksprov.OwnerOf(ig, f.ClusterName), name)
+	owned, takenBy, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, f.ClusterName, listed, own, ownership.OwnerOf(ig, f.ClusterName), name)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +296,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 	for k, v := range f.Tags {
 		tags[k] = v
 	}
-	maps.Copy(tags, eksprov.OwnerOf(ig, f.ClusterName).Tags()) // last: a spec tag cannot replace them
+	maps.Copy(tags, ownership.OwnerOf(ig, f.ClusterName).Tags()) // last: a spec tag cannot replace them
 	out, err := p.aws.EKS.CreateFargateProfile(ctx, &eks.CreateFargateProfileInput{
 		ClusterName: awssdk.String(f.ClusterName), FargateProfileName: awssdk.String(name),
 		PodExecutionRoleArn: awssdk.String(s.RoleARN), Subnets: s.Subnets, Selectors: s.selectors(), Tags: tags,
@@ -310,7 +311,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 		if derr != nil || got == nil {
 			return nil, derr
 		}
-		if _, err := providers.Adopt(ctx, p.adopt, eksprov.OwnerOf(ig, f.ClusterName), "Fargate profile", name, got.Tags, retagProfile(p.aws.EKS, got)); err != nil {
+		if _, err := providers.Adopt(ctx, p.adopt, ownership.OwnerOf(ig, f.ClusterName), "Fargate profile", name, got.Tags, retagProfile(p.aws.EKS, got)); err != nil {
 			return nil, err
 		}
 		return got, nil
@@ -320,7 +321,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, na
 
 // taken is the error for a profile of the group's name owned by another.
 func taken(name, cluster, owner string, ig *v1alpha1.InstanceGroup) error {
-	return &ownership.ForeignError{Kind: "Fargate profile", Name: name, Want: eksprov.OwnerOf(ig, cluster), Found: owner}
+	return &ownership.ForeignError{Kind: "Fargate profile", Name: name, Want: ownership.OwnerOf(ig, cluster), Found: owner}
 }
 
 // split separates the profile named name from the others.
@@ -344,7 +345,7 @@ func names(profiles []ekstypes.FargateProfile) []string {
 }
 
 // role returns the pod execution role's ARN: the spec's (checked to exist,
-// IAM GetRole) or the owned role's (eks.EnsureOwnedRole), kept in Reads.
+// IAM GetRole) or the owned role's (iamrole.EnsureOwnedRole), kept in Reads.
 func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID) (string, error) {
 	f := ig.Spec.EKSFargate
 	key := "byo\x00" + f.PodExecutionRoleArn
@@ -361,11 +362,11 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 	roleARN := f.PodExecutionRoleArn
 	var err error
 	if roleARN != "" {
-		err = eksprov.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
+		err = iamrole.CheckRoleARN(ctx, p.aws.IAM, roleARN, specPath+".podExecutionRoleArn")
 	} else {
 		role := podRole(ig)
 		role.Adopter = p.adopt
-		roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, role)
+		roleARN, err = iamrole.EnsureOwnedRole(ctx, p.aws.IAM, role)
 	}
 	if err != nil {
 		return "", err
@@ -379,7 +380,7 @@ func (p *Provisioner) role(ctx context.Context, ig *v1alpha1.InstanceGroup, gid 
 // group's, DeleteFargateProfile) and
 // returns false until none is left (an error names a profile that failed
 // to delete, which is tried again); then it deletes the pod execution role
-// the group created, if any (see eks.DeleteOwnedRole), and returns true.
+// the group created, if any (see iamrole.DeleteOwnedRole), and returns true.
 // A missing cluster has no profiles left.
 func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (bool, error) {
 	if configured(ig) != nil {
@@ -390,7 +391,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}
-	owned, _, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, cluster, listed, ownName(ig), eksprov.OwnerOf(ig, cluster), "")
+	owned, _, err := ownedProfiles(ctx, p.aws.EKS, p.adopt, cluster, listed, ownName(ig), ownership.OwnerOf(ig, cluster), "")
 	if err != nil {
 		return false, err
 	}
@@ -406,7 +407,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	}
 	// The created role is deleted whatever podExecutionRoleArn says now:
 	// the owner tag tells whether it is ours.
-	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, podRole(ig)); err != nil {
+	if err := iamrole.DeleteOwnedRole(ctx, p.aws.IAM, podRole(ig)); err != nil {
 		return false, err
 	}
 	p.opts.Reads.Forget(readsID(ig))

@@ -3,11 +3,12 @@ package eksfargate
 import (
 	"context"
 	"fmt"
-	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"

@@ -14,8 +14,9 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // KindNodegroup is the GC's resource label of managed node groups.
@@ -82,10 +83,10 @@ func (p *Provisioner) ownedTemplates(ctx context.Context) ([]providers.Owned, er
 			return nil, fmt.Errorf("ec2 DescribeLaunchTemplates (installation %s): %w", id, err)
 		}
 		for _, lt := range page.LaunchTemplates {
-			tags := eksprov.EC2TagMap(lt.Tags)
+			tags := ownership.EC2TagMap(lt.Tags)
 			name := awssdk.ToString(lt.LaunchTemplateName)
 			if o, ok := ownership.Recorded(tags); ok && name == templateName(orphanGroup(o)) {
-				out = append(out, providers.Owned{Kind: eksprov.KindLaunchTemplate, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o,
+				out = append(out, providers.Owned{Kind: launchtemplate.Kind, Name: name, ID: awssdk.ToString(lt.LaunchTemplateId), Owner: o,
 					Tags: tags, Created: awssdk.ToTime(lt.CreateTime), Dependent: true})
 			}
 		}
@@ -98,7 +99,7 @@ func (p *Provisioner) ownedTemplates(ctx context.Context) ([]providers.Owned, er
 // (drainBeforeDelete), then deletes it (EKS DeleteNodegroup), once its
 // tags, described again, still name r.Owner.
 func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (providers.Deletion, error) {
-	if r.Kind == eksprov.KindLaunchTemplate {
+	if r.Kind == launchtemplate.Kind {
 		if err := p.deleteTemplate(ctx, orphanGroup(r.Owner), r.Owner.Cluster); err != nil {
 			return providers.Deletion{}, err
 		}
@@ -130,14 +131,14 @@ func (p *Provisioner) DeleteOrphan(ctx context.Context, r providers.Owned) (prov
 
 // FinishOrphan deletes, once o has no node group or launch template
 // left, the node role (of either naming scheme) created for o, only when
-// its tags name o (eks.DeleteOwnedRoleReport).
+// its tags name o (iamrole.DeleteOwnedRoleReport).
 func (p *Provisioner) FinishOrphan(ctx context.Context, o ownership.Owner) ([]string, error) {
 	ig := orphanGroup(o)
 	var deleted []string
-	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), eksprov.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
+	for _, name := range []string{ownership.Name(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name), ownership.EKSName(ownership.LimitIAMRole, o.Cluster, o.Namespace, o.Name)} {
 		role := nodeRole(ig, false)
 		role.Name = name
-		gone, err := eksprov.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)
+		gone, err := iamrole.DeleteOwnedRoleReport(ctx, p.aws.IAM, role)
 		if err != nil {
 			return deleted, err
 		}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // An orphaned node group is listed by its tags, drained through the
@@ -39,12 +39,12 @@ func TestCollectorDeletesAnOrphanedNodegroupDrainedFirst(t *testing.T) {
 	}
 	var ng providers.Owned
 	for _, r := range owned {
-		if r.Owner != eksprov.OwnerOf(ig, "prod") {
+		if r.Owner != ownership.OwnerOf(ig, "prod") {
 			t.Fatalf("listed %+v: not this installation's group", r)
 		}
 		if r.Kind == KindNodegroup {
 			ng = r
-		} else if r.Kind != eksprov.KindLaunchTemplate || !r.Dependent || r.Name != templateName(ig) {
+		} else if r.Kind != launchtemplate.Kind || !r.Dependent || r.Name != templateName(ig) {
 			t.Fatalf("listed %+v", r)
 		}
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
+	"github.com/instancemgr/instance-manager/providers/aws/tagrecord"
 )
 
 // nodegroup is the desired state of a managed node group, computed from
@@ -52,7 +53,7 @@ type refs struct {
 // nodeLabels overlaid with labels plus the instancemgr group labels;
 // taints take the EKS effect names; tags are the spec's {key, value}
 // list plus the ownership tags and the record of the tags the controller
-// manages (eks.WithTagRecord); capacity type defaults to ON_DEMAND. An
+// manages (tagrecord.With); capacity type defaults to ON_DEMAND. An
 // unknown taint effect is a *providers.SpecError.
 func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	m := ig.Spec.EKSManaged
@@ -105,8 +106,8 @@ func desiredNodegroup(ig *v1alpha1.InstanceGroup, r refs) (nodegroup, error) {
 	for _, t := range c.Tags {
 		ng.tags[t["key"]] = t["value"]
 	}
-	maps.Copy(ng.tags, eksprov.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
-	ng.tags = eksprov.WithTagRecord(ng.tags)                      // which tags are the controller's to remove
+	maps.Copy(ng.tags, ownership.OwnerOf(ig, c.ClusterName).Tags()) // last: a spec tag cannot replace them
+	ng.tags = tagrecord.With(ng.tags)                               // which tags are the controller's to remove
 	return ng, nil
 }
 

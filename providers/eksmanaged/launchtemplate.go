@@ -15,8 +15,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // A managed node group's launch template (issue 25, N4). Without one, EKS
@@ -24,8 +24,8 @@ import (
 // response hop limit of 2 is reported for AL2 AMI types): pods could read
 // the node role's credentials. The controller gives every node group it
 // creates without SSH remote access a launch template of its own, with
-// IMDSv2 required and a hop limit of 1 (eks.DefaultHTTPTokens,
-// eks.DefaultHTTPHopLimit, as the eks provisioner's templates have) and
+// IMDSv2 required and a hop limit of 1 (launchtemplate.DefaultHTTPTokens,
+// launchtemplate.DefaultHTTPHopLimit, as the eks provisioner's templates have) and
 // the disk size as the root volume. It follows EKS's rules for launch
 // templates of managed node groups ("Customize managed nodes with launch
 // templates", EKS User Guide): no IAM instance profile (EKS uses the node
@@ -60,7 +60,7 @@ type launchSettings struct {
 // defaults and, when the spec sets volSize, the volume of ng's AMI type
 // that EKS's diskSize would size.
 func settingsOf(ng nodegroup) launchSettings {
-	s := launchSettings{HTTPEndpoint: "enabled", HTTPTokens: eksprov.DefaultHTTPTokens, HopLimit: eksprov.DefaultHTTPHopLimit}
+	s := launchSettings{HTTPEndpoint: "enabled", HTTPTokens: launchtemplate.DefaultHTTPTokens, HopLimit: launchtemplate.DefaultHTTPHopLimit}
 	if ng.diskSize > 0 {
 		s.Device, s.DiskSize = diskDevice(ng.amiType), ng.diskSize
 	}
@@ -122,15 +122,15 @@ func TemplateName(ig *v1alpha1.InstanceGroup) string { return templateName(ig) }
 func (p *Provisioner) ensureTemplate(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster string, want launchSettings) (templateRef, error) {
 	api, name := p.aws.EC2, templateName(ig)
 	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: []string{"$Latest"}})
-	if err != nil && !eksprov.IsLaunchTemplateNotFound(err) {
+	if err != nil && !launchtemplate.IsNotFound(err) {
 		return templateRef{}, fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
 	}
-	owner := eksprov.OwnerOf(ig, cluster)
+	owner := ownership.OwnerOf(ig, cluster)
 	if err != nil || len(out.LaunchTemplateVersions) == 0 {
 		tags := owner.Tags()
 		created, err := api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: awssdk.String(name), LaunchTemplateData: want.request(), VersionDescription: awssdk.String(want.description()),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: eksprov.EC2Tags(tags)}},
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ownership.EC2Tags(tags)}},
 		})
 		if err != nil {
 			return templateRef{}, fmt.Errorf("ec2 CreateLaunchTemplate %s: %w", name, err)
@@ -171,12 +171,12 @@ func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.Insta
 	}
 	for _, lt := range out.LaunchTemplates {
 		retag := func(ctx context.Context, tags map[string]string) error {
-			if _, err := p.aws.EC2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{ref.id}, Tags: eksprov.EC2Tags(tags)}); err != nil {
+			if _, err := p.aws.EC2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{ref.id}, Tags: ownership.EC2Tags(tags)}); err != nil {
 				return fmt.Errorf("ec2 CreateTags %s: %w", ref.name, err)
 			}
 			return nil
 		}
-		if _, err := providers.Adopt(ctx, p.adopt, owner, "launch template", ref.name, eksprov.EC2TagMap(lt.Tags), retag); err != nil {
+		if _, err := providers.Adopt(ctx, p.adopt, owner, "launch template", ref.name, ownership.EC2TagMap(lt.Tags), retag); err != nil {
 			return err
 		}
 	}
@@ -190,17 +190,17 @@ func (p *Provisioner) checkTemplateOwner(ctx context.Context, ig *v1alpha1.Insta
 func (p *Provisioner) deleteTemplate(ctx context.Context, ig *v1alpha1.InstanceGroup, cluster string) error {
 	name := templateName(ig)
 	out, err := p.aws.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
-	if eksprov.IsLaunchTemplateNotFound(err) {
+	if launchtemplate.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("ec2 DescribeLaunchTemplates %s: %w", name, err)
 	}
 	for _, lt := range out.LaunchTemplates {
-		if eksprov.OwnerOf(ig, cluster).Check("launch template", name, eksprov.EC2TagMap(lt.Tags)) != nil {
+		if ownership.OwnerOf(ig, cluster).Check("launch template", name, ownership.EC2TagMap(lt.Tags)) != nil {
 			continue
 		}
-		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !eksprov.IsLaunchTemplateNotFound(err) {
+		if _, err := p.aws.EC2.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil && !launchtemplate.IsNotFound(err) {
 			return fmt.Errorf("ec2 DeleteLaunchTemplate %s: %w", name, err)
 		}
 	}

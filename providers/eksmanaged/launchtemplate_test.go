@@ -11,7 +11,6 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 func (e *env) ec2() *fakeEC2 { return e.p.aws.EC2.(*fakeEC2) }
@@ -35,7 +34,7 @@ func TestManagedNodeGroupGetsAHardenedLaunchTemplate(t *testing.T) {
 	if b := d.BlockDeviceMappings; len(b) != 1 || *b[0].DeviceName != "/dev/xvdb" || *b[0].Ebs.VolumeSize != 40 {
 		t.Errorf("block devices %+v, want Bottlerocket's data volume of 40 GiB", b)
 	}
-	if err := eksprov.OwnerOf(ig, "prod").Check("launch template", tmpl.name, eksprov.EC2TagMap(tmpl.tags)); err != nil {
+	if err := ownership.OwnerOf(ig, "prod").Check("launch template", tmpl.name, ownership.EC2TagMap(tmpl.tags)); err != nil {
 		t.Errorf("template tags: %v", err)
 	}
 	if !strings.HasPrefix(tmpl.name, "mng-") || len(tmpl.name) > ownership.LimitLaunchTemplate {
@@ -122,7 +121,7 @@ func TestManagedTemplateDeletedWithTheGroupAndNeverForeign(t *testing.T) {
 	other := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}})
 	other.Namespace = "team-b"
 	e.ec2().templates = map[string]*fakeTemplate{"lt-9": {id: "lt-9", name: templateName(ig),
-		tags: eksprov.EC2Tags(eksprov.OwnerOf(other, "prod").Tags()), versions: []ec2types.ResponseLaunchTemplateData{{}}, descs: []string{"x"}}}
+		tags: ownership.EC2Tags(ownership.OwnerOf(other, "prod").Tags()), versions: []ec2types.ResponseLaunchTemplateData{{}}, descs: []string{"x"}}}
 	_, err := e.p.Apply(ctx, ig)
 	var foreign *ownership.ForeignError
 	if !errors.As(err, &foreign) || len(e.eks.groups) != 0 {

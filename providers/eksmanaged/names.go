@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/providers/eks"
 )
 
 // Spec paths named in errors.
@@ -26,7 +26,7 @@ const shapeHashLen = 8
 func nodegroupName(ig *v1alpha1.InstanceGroup) string {
 	c := ig.Spec.EKSManaged.Configuration
 	if legacyNames(ig) {
-		return eks.EKSName(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name)
+		return ownership.EKSName(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name)
 	}
 	return ownership.Name(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name)
 }
@@ -46,7 +46,7 @@ func replacementName(ig *v1alpha1.InstanceGroup, s shape) string {
 func replacementPrefixes(ig *v1alpha1.InstanceGroup) []string {
 	c := ig.Spec.EKSManaged.Configuration
 	limit := ownership.LimitNodegroup - shapeHashLen - 1
-	current, legacy := ownership.Name(limit, c.ClusterName, ig.Namespace, ig.Name), eks.EKSName(limit, c.ClusterName, ig.Namespace, ig.Name)
+	current, legacy := ownership.Name(limit, c.ClusterName, ig.Namespace, ig.Name), ownership.EKSName(limit, c.ClusterName, ig.Namespace, ig.Name)
 	if legacyNames(ig) {
 		return []string{legacy, current}
 	}
@@ -60,7 +60,7 @@ func replacementPrefixes(ig *v1alpha1.InstanceGroup) []string {
 func ownName(ig *v1alpha1.InstanceGroup) func(string) bool {
 	c := ig.Spec.EKSManaged.Configuration
 	bases := []string{ownership.Name(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name),
-		eks.EKSName(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name)}
+		ownership.EKSName(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name)}
 	prefixes := replacementPrefixes(ig)
 	return func(name string) bool {
 		for _, b := range bases {
@@ -94,7 +94,7 @@ func isReplacement(name, prefix string) bool {
 // .nodeRole is empty (64 characters at most).
 func roleName(ig *v1alpha1.InstanceGroup) string {
 	if legacyNames(ig) {
-		return eks.EKSName(ownership.LimitIAMRole, ig.Spec.EKSManaged.Configuration.ClusterName, ig.Namespace, ig.Name)
+		return ownership.EKSName(ownership.LimitIAMRole, ig.Spec.EKSManaged.Configuration.ClusterName, ig.Namespace, ig.Name)
 	}
 	return ownership.Name(ownership.LimitIAMRole, ig.Spec.EKSManaged.Configuration.ClusterName, ig.Namespace, ig.Name)
 }
@@ -107,18 +107,18 @@ func legacyNames(ig *v1alpha1.InstanceGroup) bool {
 		return false
 	}
 	c := ig.Spec.EKSManaged.Configuration
-	return st.ActiveScalingGroupName == eks.EKSName(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name) ||
-		isReplacement(st.ActiveScalingGroupName, eks.EKSName(ownership.LimitNodegroup-shapeHashLen-1, c.ClusterName, ig.Namespace, ig.Name))
+	return st.ActiveScalingGroupName == ownership.EKSName(ownership.LimitNodegroup, c.ClusterName, ig.Namespace, ig.Name) ||
+		isReplacement(st.ActiveScalingGroupName, ownership.EKSName(ownership.LimitNodegroup-shapeHashLen-1, c.ClusterName, ig.Namespace, ig.Name))
 }
 
 // nodeRole is the role the group creates and owns when the spec names
 // none: EC2 trust, the worker node and ECR read-only policies, and the
-// CNI policy only as eks.CNIPolicy says (cni: --node-role-cni-policy).
-func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) eks.OwnedRole {
-	policies := append([]string{eks.PolicyWorkerNode, eks.PolicyECR}, eks.CNIPolicy(ig, cni)...)
-	return eks.OwnedRole{
-		Name: roleName(ig), Owner: eks.OwnerOf(ig, ig.Spec.EKSManaged.Configuration.ClusterName), TrustPolicy: eks.NodeTrustPolicy,
-		Description: "Nodes of the managed node group of InstanceGroup " + eks.Owner(ig) + " (instance-manager)",
+// CNI policy only as iamrole.CNIPolicy says (cni: --node-role-cni-policy).
+func nodeRole(ig *v1alpha1.InstanceGroup, cni bool) iamrole.OwnedRole {
+	policies := append([]string{iamrole.PolicyWorkerNode, iamrole.PolicyECR}, iamrole.CNIPolicy(ig, cni)...)
+	return iamrole.OwnedRole{
+		Name: roleName(ig), Owner: ownership.OwnerOf(ig, ig.Spec.EKSManaged.Configuration.ClusterName), TrustPolicy: iamrole.NodeTrustPolicy,
+		Description: "Nodes of the managed node group of InstanceGroup " + ownership.GroupTag(ig) + " (instance-manager)",
 		Policies:    policies,
 		Field:       configPath + ".nodeRole", Hint: "set nodeRole to its ARN to use it",
 	}

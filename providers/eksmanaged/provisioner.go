@@ -44,8 +44,9 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/reads"
 )
 
 // Provisioner implements providers.Provisioner for provisioner
@@ -54,7 +55,7 @@ import (
 // node groups from EKS (ListNodegroups, DescribeNodegroup).
 type Provisioner struct {
 	aws   *awsp.Clients
-	reads *eksprov.Reads
+	reads *reads.Reads
 	nodes client.Reader
 	opts  Options
 	// templates remembers launch templates whose ownership was checked:
@@ -73,7 +74,7 @@ type Provisioner struct {
 // Options are the eks-managed provisioner's settings.
 type Options struct {
 	// NodeRoleCNIPolicy keeps AmazonEKS_CNI_Policy on the node roles the
-	// provisioner creates (see eks.CNIPolicy). Default off.
+	// provisioner creates (see iamrole.CNIPolicy). Default off.
 	NodeRoleCNIPolicy bool
 	// Reader reads InstanceGroups from the API server itself (the
 	// manager's APIReader): the node groups, node role and launch template
@@ -86,21 +87,21 @@ type Options struct {
 var _ providers.Provisioner = (*Provisioner)(nil)
 
 // New returns the eks-managed provisioner using the EKS, EC2 (subnet and
-// security group references) and IAM (node role) clients; reads keeps what
-// groups read (nil: eks.NewReads(0)); nodes, when not nil, reads the
+// security group references) and IAM (node role) clients; cache keeps what
+// groups read (nil: reads.New(0)); nodes, when not nil, reads the
 // Nodes of a replacement node group (label eks.amazonaws.com/nodegroup),
 // which must be Ready before the node group it replaces is deleted (nil:
 // the node group's ACTIVE state alone decides).
-func New(clients *awsp.Clients, reads *eksprov.Reads, nodes client.Reader, opts Options) *Provisioner {
-	if reads == nil {
-		reads = eksprov.NewReads(0)
+func New(clients *awsp.Clients, cache *reads.Reads, nodes client.Reader, opts Options) *Provisioner {
+	if cache == nil {
+		cache = reads.New(0)
 	}
-	return &Provisioner{aws: clients, reads: reads, nodes: nodes, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
+	return &Provisioner{aws: clients, reads: cache, nodes: nodes, opts: opts, adopt: &ownership.Adopter{Reader: opts.Reader}}
 }
 
 // readsID identifies the group in Reads.
 func readsID(ig *v1alpha1.InstanceGroup) types.UID {
-	return types.UID(eksprov.Owner(ig) + "/" + string(ig.UID))
+	return types.UID(ownership.GroupTag(ig) + "/" + string(ig.UID))
 }
 
 func configured(ig *v1alpha1.InstanceGroup) error {
@@ -113,7 +114,7 @@ func configured(ig *v1alpha1.InstanceGroup) error {
 // Apply converges the group's managed node groups to the spec, one step
 // per call. References are resolved first (EC2 DescribeSubnets,
 // DescribeSecurityGroups; IAM GetRole or the owned role's calls, see
-// eks.EnsureOwnedRole), then the launch template (ensureTemplate) unless
+// iamrole.EnsureOwnedRole), then the launch template (ensureTemplate) unless
 // the spec asks for SSH remote access. The group's node groups are found (EKS
 // ListNodegroups, then DescribeNodegroup of the names that can be the
 // group's; only those tagged for the group count). The one whose shape is
@@ -184,7 +185,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 // ACTIVE alone for this shape (described again: EKS DescribeNodegroup),
 // else those a listing finds (see ownedNodegroups).
 func (p *Provisioner) find(ctx context.Context, ig *v1alpha1.InstanceGroup, want nodegroup) (owned, error) {
-	gid, owner := readsID(ig), eksprov.OwnerOf(ig, want.cluster)
+	gid, owner := readsID(ig), ownership.OwnerOf(ig, want.cluster)
 	if v, ok := p.reads.Load(gid, gid, stageSteady, want.shape().hash()); ok && len(ig.Status.RetiringScalingGroupNames) == 0 {
 		ng, err := describe(ctx, p.aws.EKS, want.cluster, v.(string))
 		if err != nil {
@@ -246,7 +247,7 @@ func (p *Provisioner) create(ctx context.Context, ig *v1alpha1.InstanceGroup, wa
 		want.name = replacementName(ig, want.shape())
 	}
 	if tags, ok := found.foreign[want.name]; ok {
-		return nil, eksprov.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, tags)
+		return nil, ownership.OwnerOf(ig, want.cluster).Check("EKS node group", want.name, tags)
 	}
 	for _, ng := range found.groups {
 		if awssdk.ToString(ng.NodegroupName) == want.name { // DELETING: pick skips it
@@ -535,14 +536,14 @@ func (p *Provisioner) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup) (
 		return r, nil
 	}
 	if c.NodeRole != "" {
-		if err := eksprov.CheckRoleARN(ctx, p.aws.IAM, c.NodeRole, configPath+".nodeRole"); err != nil {
+		if err := iamrole.CheckRoleARN(ctx, p.aws.IAM, c.NodeRole, configPath+".nodeRole"); err != nil {
 			return refs{}, err
 		}
 		r.roleARN = c.NodeRole
 	} else {
 		role := nodeRole(ig, p.opts.NodeRoleCNIPolicy)
 		role.Adopter = p.adopt
-		if r.roleARN, err = eksprov.EnsureOwnedRole(ctx, p.aws.IAM, role); err != nil {
+		if r.roleARN, err = iamrole.EnsureOwnedRole(ctx, p.aws.IAM, role); err != nil {
 			return refs{}, err
 		}
 	}
@@ -568,7 +569,7 @@ func (p *Provisioner) template(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 	return &ref, nil
 }
 
-// Stages of a group's reads (see eks.Reads).
+// Stages of a group's reads (see reads.Reads).
 const (
 	stageTemplate = "managed-template"
 	stageRole     = "managed-role"
@@ -612,7 +613,7 @@ func observe(ng *ekstypes.Nodegroup, sent string) *providers.Observation {
 // and returns false until none is left, a replacement and the node group
 // it replaces alike (an error names a node group that failed to delete,
 // which is tried again); then it deletes the node role the group created,
-// if any (see eks.DeleteOwnedRole), and its launch template (deleteTemplate),
+// if any (see iamrole.DeleteOwnedRole), and its launch template (deleteTemplate),
 // and returns true. A node group of the
 // group's name that another owner tagged is never deleted; a missing
 // cluster has no node groups left.
@@ -625,7 +626,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	if err != nil && !errors.Is(err, errNoCluster) {
 		return false, err
 	}
-	found, err := ownedNodegroups(ctx, p.aws.EKS, p.adopt, cluster, names, ownName(ig), eksprov.OwnerOf(ig, cluster))
+	found, err := ownedNodegroups(ctx, p.aws.EKS, p.adopt, cluster, names, ownName(ig), ownership.OwnerOf(ig, cluster))
 	if err != nil {
 		return false, err
 	}
@@ -641,7 +642,7 @@ func (p *Provisioner) Delete(ctx context.Context, ig *v1alpha1.InstanceGroup) (b
 	}
 	// The created role is deleted whatever nodeRole says now: the owner
 	// tag tells whether it is ours.
-	if err := eksprov.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
+	if err := iamrole.DeleteOwnedRole(ctx, p.aws.IAM, nodeRole(ig, false)); err != nil { // by name: its policies do not matter
 		return false, err
 	}
 	// The launch template last: no node group uses it any more.

@@ -2,10 +2,12 @@ package eksmanaged
 
 import (
 	"context"
-	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
@@ -16,7 +18,6 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 )
 
 type env struct {
@@ -54,7 +55,7 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 		t.Fatalf("observation while creating %+v", obs)
 	}
 	ng := e.eks.groups[ngName]
-	if !reflect.DeepEqual(ng.Subnets, []string{"subnet-a", "subnet-b"}) || ng.Tags[eksprov.TagInstanceGroup] != "team-a/web" {
+	if !reflect.DeepEqual(ng.Subnets, []string{"subnet-a", "subnet-b"}) || ng.Tags[ownership.TagInstanceGroup] != "team-a/web" {
 		t.Fatalf("node group subnets %v tags %v", ng.Subnets, ng.Tags)
 	}
 	// The created role: EC2 trust, owner tag, worker/ECR policies; no CNI
@@ -63,7 +64,7 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	if role == nil || *ng.NodeRole != "arn:aws:iam::123456789012:role/"+ngName || obs.RoleARN != *ng.NodeRole {
 		t.Fatalf("node role %v, node group role %s", role, *ng.NodeRole)
 	}
-	if want := map[string]bool{eksprov.PolicyWorkerNode: true, eksprov.PolicyECR: true}; !reflect.DeepEqual(role.policies, want) {
+	if want := map[string]bool{iamrole.PolicyWorkerNode: true, iamrole.PolicyECR: true}; !reflect.DeepEqual(role.policies, want) {
 		t.Errorf("policies %v, want %v", role.policies, want)
 	}
 
@@ -80,12 +81,12 @@ func TestApplyCreatesThenWaitsForActive(t *testing.T) {
 	// --node-role-cni-policy attaches it; irsa-enabled then drops it.
 	e.p.opts.NodeRoleCNIPolicy = true
 	e.apply(t, ig)
-	if !role.policies[eksprov.PolicyCNI] {
+	if !role.policies[iamrole.PolicyCNI] {
 		t.Errorf("CNI policy not attached with --node-role-cni-policy: %v", role.policies)
 	}
 	ig.Annotations = map[string]string{v1alpha1.AnnotationIRSAEnabled: "true"}
 	e.apply(t, ig)
-	if role.policies[eksprov.PolicyCNI] {
+	if role.policies[iamrole.PolicyCNI] {
 		t.Errorf("CNI policy still attached with irsa-enabled: %v", role.policies)
 	}
 }
@@ -189,7 +190,7 @@ func TestApplyRefusesForeignGroups(t *testing.T) {
 	e.apply(t, ig) // ACTIVE alone: kept in Reads
 	e.eks.takeCalls()
 
-	e.eks.groups[ngName].Tags[eksprov.TagInstanceGroup] = "team-b/web"
+	e.eks.groups[ngName].Tags[ownership.TagInstanceGroup] = "team-b/web"
 	_, err := e.p.Apply(context.Background(), ig)
 	if !ownership.IsForeign(err) || !strings.Contains(err.Error(), "belongs to InstanceGroup team-b/web") {
 		t.Fatalf("error %v, want a ForeignError naming the owner found", err)
@@ -264,7 +265,7 @@ func TestDeleteLeavesRolesItDidNotCreate(t *testing.T) {
 	e := newEnv()
 	e.iam.roles["byo"] = &fakeRole{policies: map[string]bool{}}
 	e.iam.roles[ngName] = &fakeRole{policies: map[string]bool{}, // same name, someone else's
-		tags: []iamtypes.Tag{{Key: awssdk.String(eksprov.TagInstanceGroup), Value: awssdk.String("other/web")}}}
+		tags: []iamtypes.Tag{{Key: awssdk.String(ownership.TagInstanceGroup), Value: awssdk.String("other/web")}}}
 	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, NodeRole: "arn:aws:iam::123456789012:role/byo"})
 	e.apply(t, ig)
 	e.eks.settle()

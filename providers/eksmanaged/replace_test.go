@@ -14,7 +14,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 )
 
 // record stores what the reconciler would: the observed node group names.
@@ -86,7 +86,7 @@ func TestApplyReplacesAShapeChangeBlueGreen(t *testing.T) {
 	}
 	ng := e.eks.groups[next]
 	if !reflect.DeepEqual(ng.InstanceTypes, []string{"m5.xlarge"}) || awssdk.ToInt32(ng.ScalingConfig.DesiredSize) != 4 ||
-		ng.Tags[eksprov.TagInstanceGroup] != "team-a/web" || *ng.NodeRole != *e.eks.groups[ngName].NodeRole {
+		ng.Tags[ownership.TagInstanceGroup] != "team-a/web" || *ng.NodeRole != *e.eks.groups[ngName].NodeRole {
 		t.Fatalf("replacement: types %v desired %d tags %v role %s", ng.InstanceTypes, *ng.ScalingConfig.DesiredSize, ng.Tags, *ng.NodeRole)
 	}
 	if obs.GroupName != next || !slices.Equal(obs.Retiring, []string{ngName}) || !obs.Updating || obs.Active ||
@@ -215,7 +215,7 @@ func TestApplyUpdatesTagsInPlace(t *testing.T) {
 		t.Fatalf("calls %v, want %v", calls, want)
 	}
 	tags := e.eks.groups[ngName].Tags
-	if tags["added-by-hand"] != "yes" || tags["cost-center"] != "42" || tags["team"] != "" || tags[eksprov.TagInstanceGroup] != "team-a/web" {
+	if tags["added-by-hand"] != "yes" || tags["cost-center"] != "42" || tags["team"] != "" || tags[ownership.TagInstanceGroup] != "team-a/web" {
 		t.Fatalf("tags %v: a tag added by hand or an ownership tag removed, or the spec's not applied", tags)
 	}
 	if _, calls = e.step(t, ig); calls != nil {
@@ -246,7 +246,7 @@ func TestApplyNeverTakesAForeignReplacementName(t *testing.T) {
 	ig := activeGroup(t, e)
 	next := withInstanceType(ig, "m5.xlarge")
 	foreign := *e.eks.groups[ngName]
-	foreign.NodegroupName, foreign.Tags = awssdk.String(next), map[string]string{eksprov.TagInstanceGroup: "team-b/web"}
+	foreign.NodegroupName, foreign.Tags = awssdk.String(next), map[string]string{ownership.TagInstanceGroup: "team-b/web"}
 	e.eks.groups[next] = &foreign
 	_, err := e.p.Apply(context.Background(), ig)
 	if err == nil || !strings.Contains(err.Error(), "team-b/web") {
@@ -282,9 +282,9 @@ func TestReplacementNamesAndShapeHash(t *testing.T) {
 func TestLegacyGroupKeepsItsRoleAcrossAReplacement(t *testing.T) {
 	ig := managedGroup(v1alpha1.EKSManagedConfiguration{})
 	ig.Status.Provisioner = v1alpha1.ProvisionerEKSManaged
-	ig.Status.ActiveScalingGroupName = eksprov.EKSName(63, "prod", "team-a", "web")
+	ig.Status.ActiveScalingGroupName = ownership.EKSName(63, "prod", "team-a", "web")
 	role := roleName(ig)
-	if role != eksprov.EKSName(64, "prod", "team-a", "web") {
+	if role != ownership.EKSName(64, "prod", "team-a", "web") {
 		t.Fatalf("legacy role %q", role)
 	}
 	ig.Status.ActiveScalingGroupName = replacementName(ig, shape{CapacityType: "SPOT"})

@@ -12,12 +12,12 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
+	"github.com/instancemgr/instance-manager/providers/aws/tagrecord"
 )
 
 // syncTags brings the node group's tags to want in place (EKS TagResource
 // for tags missing or with another value, UntagResource for the tags the
-// controller set and want no longer holds, see eks.RemovableTags: a tag
+// controller set and want no longer holds, see tagrecord.Removable: a tag
 // someone else added stays, the ownership tags are never removed). It
 // returns what it changed ("" for nothing). Failures are wrapped with the
 // operation and node group name.
@@ -28,7 +28,7 @@ func syncTags(ctx context.Context, api awsp.EKSAPI, have *ekstypes.Nodegroup, wa
 			add[k] = v
 		}
 	}
-	remove := eksprov.RemovableTags(have.Tags, want)
+	remove := tagrecord.Removable(have.Tags, want)
 	if len(add) == 0 && len(remove) == 0 {
 		return "", nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/providers/aws/launchtemplate"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
@@ -33,8 +34,8 @@ func TestOrphaned(t *testing.T) {
 	renamed.Name = "prod-acme-web"
 	managed := &v1alpha1.InstanceGroup{ObjectMeta: live.ObjectMeta, Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged,
 		EKSManaged: &v1alpha1.EKSManagedSpec{Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "prod"}}}}
-	managedTemplate := providers.Owned{Kind: eks.KindLaunchTemplate, Name: eksmanaged.TemplateName(managed), Owner: owner, Tags: owner.Tags(), Dependent: true}
-	eksTemplate := providers.Owned{Kind: eks.KindLaunchTemplate, Name: eks.GroupName(live), Owner: owner, Tags: owner.Tags(), Dependent: true}
+	managedTemplate := providers.Owned{Kind: launchtemplate.Kind, Name: eksmanaged.TemplateName(managed), Owner: owner, Tags: owner.Tags(), Dependent: true}
+	eksTemplate := providers.Owned{Kind: launchtemplate.Kind, Name: eks.GroupName(live), Owner: owner, Tags: owner.Tags(), Dependent: true}
 	untagged := providers.Owned{Kind: eks.KindScalingGroup, Name: "x", Owner: owner, Tags: map[string]string{"instancemgr.keikoproj.io/cluster/prod": "owned", ownership.TagInstallation: "inst-1"}}
 	// The provisioner that lists each resource judges it.
 	byEKS, byManaged := &eks.Provisioner{}, &eksmanaged.Provisioner{}

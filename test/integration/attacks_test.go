@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
@@ -96,7 +97,7 @@ func TestAttack06ManagedNodeGroupIsHardened(t *testing.T) {
 	for _, p := range out.AttachedPolicies {
 		arns = append(arns, awssdk.ToString(p.PolicyArn))
 	}
-	g.Expect(arns).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR), "no AmazonEKS_CNI_Policy on a created node role without --node-role-cni-policy")
+	g.Expect(arns).To(ConsistOf(iamrole.PolicyWorkerNode, iamrole.PolicyECR), "no AmazonEKS_CNI_Policy on a created node role without --node-role-cni-policy")
 }
 
 // Attack 07 (N5) and Attack 08 (N5): TestDefaultQuotasApply (quota_test.go)

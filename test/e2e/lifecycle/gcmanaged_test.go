@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksfargate"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
@@ -69,7 +69,7 @@ func TestSweepDeletesOrphanedNodegroupAndFargateProfile(t *testing.T) {
 		roleTags = append(roleTags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
 	}
 	role, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(roleName), Path: aws.String("/instance-manager/"),
-		AssumeRolePolicyDocument: aws.String(eksprov.NodeTrustPolicy), Tags: roleTags})
+		AssumeRolePolicyDocument: aws.String(iamrole.NodeTrustPolicy), Tags: roleTags})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = api.CreateNodegroup(ctx, &eks.CreateNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(ngName),
 		NodeRole: role.Role.Arn, Subnets: suite.Cloud.Subnets, Tags: mngOwner.Tags(),

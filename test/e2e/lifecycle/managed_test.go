@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,7 +27,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
 	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
 	"github.com/instancemgr/instance-manager/test/harness"
@@ -147,11 +147,11 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(ng.Taints).To(HaveLen(1))
 	g.Expect(ng.Taints[0].Effect).To(Equal(ekstypes.TaintEffectNoSchedule))
 	g.Expect(ng.Tags).To(HaveKeyWithValue("team", "managed"))
-	g.Expect(ng.Tags).To(HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers"))
+	g.Expect(ng.Tags).To(HaveKeyWithValue(ownership.TagInstanceGroup, "e2e-managed/workers"))
 	g.Expect(ng.CapacityType).To(Equal(ekstypes.CapacityTypesOnDemand))
 	sc := ng.ScalingConfig
 	g.Expect([]int32{*sc.MinSize, *sc.MaxSize, *sc.DesiredSize}).To(Equal([]int32{1, 3, 1}))
-	g.Expect(attachedPolicies(t, role)).To(ConsistOf(eksprov.PolicyWorkerNode, eksprov.PolicyECR)) // no CNI policy without --node-role-cni-policy (issue 25)
+	g.Expect(attachedPolicies(t, role)).To(ConsistOf(iamrole.PolicyWorkerNode, iamrole.PolicyECR)) // no CNI policy without --node-role-cni-policy (issue 25)
 	// The controller's launch template: IMDSv2 required, hop limit 1, owned
 	// by the group (issue 25, N4).
 	tmplName := eksmanaged.TemplateName(ready)
@@ -216,7 +216,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 		}
 		return ng.Tags
 	}, harness.ConvergeTimeout, 250*time.Millisecond).Should(And(HaveKeyWithValue("team", "platform"), HaveKeyWithValue("cost-center", "42"),
-		HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers")))
+		HaveKeyWithValue(ownership.TagInstanceGroup, "e2e-managed/workers")))
 	g.Expect(suite.WaitReady(t, ig, 2*time.Minute).Status.ActiveScalingGroupName).To(Equal(name), "a tag change replaces nothing")
 
 	// An instance type change EKS cannot make in place: a new node group,
@@ -253,7 +253,7 @@ func TestManagedNodeGroupCreateUpdateAndDelete(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ng.Status).To(Equal(ekstypes.NodegroupStatusActive))
 	g.Expect(ng.InstanceTypes).To(Equal([]string{"m5.xlarge"}))
-	g.Expect(ng.Tags).To(And(HaveKeyWithValue("team", "platform"), HaveKeyWithValue(eksprov.TagInstanceGroup, "e2e-managed/workers")))
+	g.Expect(ng.Tags).To(And(HaveKeyWithValue("team", "platform"), HaveKeyWithValue(ownership.TagInstanceGroup, "e2e-managed/workers")))
 	g.Expect(aws.ToString(ng.NodeRole)).To(Equal(ready.Status.NodesInstanceRoleArn), "the node role is kept")
 	g.Expect(ng.Labels).To(HaveKeyWithValue("tier", "gold"))
 	sc = ng.ScalingConfig
@@ -382,7 +382,7 @@ func ownedProfiles(t *testing.T, cluster, owner string) map[string]*ekstypes.Far
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.FargateProfile.Tags[eksprov.TagInstanceGroup] == owner {
+		if p.FargateProfile.Tags[ownership.TagInstanceGroup] == owner {
 			out[n] = p.FargateProfile
 		}
 	}
@@ -511,8 +511,8 @@ func TestSeedExamplesManagedAndFargateReachReady(t *testing.T) {
 		})
 	}
 	for _, arn := range []string{managed.Spec.EKSManaged.Configuration.NodeRole, fargate.Spec.EKSFargate.PodExecutionRoleArn} {
-		name := eksprov.RoleNameFromARN(arn)
-		_, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(eksprov.NodeTrustPolicy)})
+		name := iamrole.RoleNameFromARN(arn)
+		_, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(name), AssumeRolePolicyDocument: aws.String(iamrole.NodeTrustPolicy)})
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() { _, _ = iamc.DeleteRole(context.Background(), &iam.DeleteRoleInput{RoleName: aws.String(name)}) })
 	}

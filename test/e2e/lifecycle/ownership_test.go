@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers/aws/iamrole"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	eksprov "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
@@ -323,7 +324,7 @@ func TestAWSAuthEntryPresentBeforeSurvives(t *testing.T) {
 	suite.SetBoundaries(t, suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5))
 	suite.Namespace(t, "e2e-byo")
 	iamc := iam.NewFromConfig(suite.Env.AWS)
-	role, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("e2e-admin-nodes"), AssumeRolePolicyDocument: aws.String(eksprov.NodeTrustPolicy)})
+	role, err := iamc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("e2e-admin-nodes"), AssumeRolePolicyDocument: aws.String(iamrole.NodeTrustPolicy)})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = iamc.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String("e2e-admin-nodes")})
 	g.Expect(err).NotTo(HaveOccurred())

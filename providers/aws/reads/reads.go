@@ -1,4 +1,7 @@
-package eks
+// Package reads is the cache of what reconciles read from AWS and wrote
+// there, shared by the provisioners (one *Reads per manager), and the
+// resolution of subnet and security group references it caches.
+package reads
 
 import (
 	"context"
@@ -62,9 +65,9 @@ type readEntry struct {
 	val any
 }
 
-// NewReads returns a Reads trusting entries for ttl (DefaultCloudResync when
+// New returns a Reads trusting entries for ttl (DefaultCloudResync when
 // 0) and DefaultFailingReread while a group fails.
-func NewReads(ttl time.Duration) *Reads {
+func New(ttl time.Duration) *Reads {
 	if ttl <= 0 {
 		ttl = DefaultCloudResync
 	}

@@ -1,4 +1,8 @@
-package eks
+// Package iamrole is the IAM role an InstanceGroup creates and owns when
+// its spec names none (the eks and eks-managed node role with its instance
+// profile, the Fargate pod execution role): creation, policies, adoption,
+// ownership-checked deletion, and the check of a role a spec names by ARN.
+package iamrole
 
 import (
 	"context"
@@ -103,7 +107,7 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 	created := false
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
 	switch {
-	case isNoSuchEntity(err):
+	case IsNoSuchEntity(err):
 		created = true
 		created, err := api.CreateRole(ctx, &iam.CreateRoleInput{
 			RoleName: awssdk.String(r.Name), AssumeRolePolicyDocument: awssdk.String(r.TrustPolicy),
@@ -121,7 +125,7 @@ func EnsureOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (string,
 	case err != nil:
 		return "", fmt.Errorf("iam GetRole %s: %w", r.Name, err)
 	default:
-		tags := iamTagMap(got.Role.Tags)
+		tags := TagMap(got.Role.Tags)
 		retag := func(ctx context.Context, t map[string]string) error {
 			_, err := api.TagRole(ctx, &iam.TagRoleInput{RoleName: awssdk.String(r.Name), Tags: iamTags(t)})
 			return err
@@ -180,7 +184,7 @@ func syncPolicies(ctx context.Context, api awsp.IAMAPI, r OwnedRole, created boo
 			continue
 		}
 		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: awssdk.String(r.Name), PolicyArn: awssdk.String(p)}); err != nil {
-			if isNoSuchEntity(err) && r.PoliciesField != "" {
+			if IsNoSuchEntity(err) && r.PoliciesField != "" {
 				return &providers.SpecError{Field: r.PoliciesField, Detail: fmt.Sprintf("IAM policy %s does not exist", p)}
 			}
 			return fmt.Errorf("iam AttachRolePolicy %s to %s: %w", p, r.Name, err)
@@ -199,7 +203,7 @@ func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole, ro
 	if !roleCreated {
 		profile, lookupErr = api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(name)})
 	}
-	if isNoSuchEntity(lookupErr) {
+	if IsNoSuchEntity(lookupErr) {
 		created, cerr := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: awssdk.String(name), Tags: iamTags(r.Owner.Tags())})
 		var exists *iamtypes.EntityAlreadyExistsException
 		switch {
@@ -236,13 +240,13 @@ func ensureInstanceProfile(ctx context.Context, api awsp.IAMAPI, r OwnedRole, ro
 // TagInstanceProfile); with r.Legacy, an untagged profile holding no
 // other role passes too.
 func profileOwned(ctx context.Context, api awsp.IAMAPI, r OwnedRole, p *iamtypes.InstanceProfile) error {
-	tags := iamTagMap(p.Tags)
+	tags := TagMap(p.Tags)
 	retag := func(ctx context.Context, t map[string]string) error {
 		_, err := api.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name), Tags: iamTags(t)})
 		return err
 	}
 	_, err := providers.Adopt(ctx, r.Adopter, r.Owner, "IAM instance profile", r.Name, tags, retag)
-	if err == nil || !r.Legacy || tags[TagInstanceGroup] != "" {
+	if err == nil || !r.Legacy || tags[ownership.TagInstanceGroup] != "" {
 		return err
 	}
 	for _, role := range p.Roles {
@@ -273,19 +277,19 @@ func DeleteOwnedRole(ctx context.Context, api awsp.IAMAPI, r OwnedRole) error {
 // r.Owner's, and left alone).
 func DeleteOwnedRoleReport(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (bool, error) {
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(r.Name)})
-	if isNoSuchEntity(err) {
+	if IsNoSuchEntity(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("iam GetRole %s: %w", r.Name, err)
 	}
-	if r.Owner.Check("IAM role", r.Name, iamTagMap(got.Role.Tags)) != nil {
+	if r.Owner.Check("IAM role", r.Name, TagMap(got.Role.Tags)) != nil {
 		return false, nil
 	}
 	if r.InstanceProfile {
 		profile, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(r.Name)})
 		switch {
-		case isNoSuchEntity(err):
+		case IsNoSuchEntity(err):
 		case err != nil:
 			return false, fmt.Errorf("iam GetInstanceProfile %s: %w", r.Name, err)
 		case profileOwned(ctx, api, r, profile.InstanceProfile) != nil:
@@ -305,10 +309,10 @@ func DeleteOwnedRoleReport(ctx context.Context, api awsp.IAMAPI, r OwnedRole) (b
 
 func deleteProfile(ctx context.Context, api awsp.IAMAPI, name string) error {
 	if _, err := api.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{
-		InstanceProfileName: awssdk.String(name), RoleName: awssdk.String(name)}); err != nil && !isNoSuchEntity(err) {
+		InstanceProfileName: awssdk.String(name), RoleName: awssdk.String(name)}); err != nil && !IsNoSuchEntity(err) {
 		return fmt.Errorf("iam RemoveRoleFromInstanceProfile %s: %w", name, err)
 	}
-	if _, err := api.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: awssdk.String(name)}); err != nil && !isNoSuchEntity(err) {
+	if _, err := api.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: awssdk.String(name)}); err != nil && !IsNoSuchEntity(err) {
 		return fmt.Errorf("iam DeleteInstanceProfile %s: %w", name, err)
 	}
 	return nil
@@ -318,17 +322,17 @@ func deleteProfile(ctx context.Context, api awsp.IAMAPI, name string) error {
 func deleteRoleOnly(ctx context.Context, api awsp.IAMAPI, name string) error {
 	r := OwnedRole{Name: name}
 	attached, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: awssdk.String(r.Name)})
-	if err != nil && !isNoSuchEntity(err) {
+	if err != nil && !IsNoSuchEntity(err) {
 		return fmt.Errorf("iam ListAttachedRolePolicies %s: %w", r.Name, err)
 	}
 	if attached != nil {
 		for _, p := range attached.AttachedPolicies {
-			if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: awssdk.String(r.Name), PolicyArn: p.PolicyArn}); err != nil && !isNoSuchEntity(err) {
+			if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: awssdk.String(r.Name), PolicyArn: p.PolicyArn}); err != nil && !IsNoSuchEntity(err) {
 				return fmt.Errorf("iam DetachRolePolicy %s from %s: %w", awssdk.ToString(p.PolicyArn), r.Name, err)
 			}
 		}
 	}
-	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: awssdk.String(r.Name)}); err != nil && !isNoSuchEntity(err) {
+	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: awssdk.String(r.Name)}); err != nil && !IsNoSuchEntity(err) {
 		return fmt.Errorf("iam DeleteRole %s: %w", r.Name, err)
 	}
 	return nil
@@ -345,7 +349,7 @@ func CheckRoleARN(ctx context.Context, api awsp.IAMAPI, arn, field string) error
 		return &providers.SpecError{Field: field, Detail: fmt.Sprintf("%q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", arn)}
 	}
 	_, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(name)})
-	if isNoSuchEntity(err) {
+	if IsNoSuchEntity(err) {
 		return &providers.SpecError{Field: field, Detail: fmt.Sprintf("IAM role %q (from %s) does not exist", name, arn)}
 	}
 	if err != nil {
@@ -365,7 +369,8 @@ func RoleNameFromARN(arn string) string {
 	return res[strings.LastIndex(res, "/")+1:]
 }
 
-func iamTagMap(tags []iamtypes.Tag) map[string]string {
+// TagMap returns IAM tags as a map of key to value.
+func TagMap(tags []iamtypes.Tag) map[string]string {
 	return ownership.TagMap(tags, func(t iamtypes.Tag) *string { return t.Key }, func(t iamtypes.Tag) *string { return t.Value })
 }
 
@@ -377,7 +382,9 @@ func iamTags(m map[string]string) []iamtypes.Tag {
 	return out
 }
 
-func isNoSuchEntity(err error) bool {
+// IsNoSuchEntity reports whether err is IAM's NoSuchEntity (the role,
+// profile or policy does not exist).
+func IsNoSuchEntity(err error) bool {
 	var nse *iamtypes.NoSuchEntityException
 	return err != nil && errors.As(err, &nse)
 }

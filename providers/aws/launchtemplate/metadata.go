@@ -1,4 +1,7 @@
-package eks
+// Package launchtemplate holds what every provisioner that writes EC2
+// launch templates (eks, eks-managed) shares: the instance metadata
+// defaults, the GC's resource kind and EC2's not-found answer.
+package launchtemplate
 
 import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
@@ -15,11 +18,11 @@ const (
 	defaultHTTPEndpoint = "enabled"
 )
 
-// metadataSettings is the launch template's IMDS settings (endpoint,
+// MetadataSettings is the launch template's IMDS settings (endpoint,
 // tokens, hop limit): m's fields where set, the secure defaults otherwise.
 // They are always sent: a template without MetadataOptions would get the
 // account's defaults, which may allow IMDSv1.
-func metadataSettings(m *v1alpha1.MetadataOptions) (endpoint, tokens string, hops int32) {
+func MetadataSettings(m *v1alpha1.MetadataOptions) (endpoint, tokens string, hops int32) {
 	endpoint, tokens, hops = defaultHTTPEndpoint, DefaultHTTPTokens, DefaultHTTPHopLimit
 	if m == nil {
 		return

@@ -1,4 +1,4 @@
-package eks
+package ownership
 
 import (
 	"regexp"
@@ -33,20 +33,5 @@ func TestEKSName(t *testing.T) {
 	}
 	if EKSName(63, "prod", "team-a", "web.v2") == EKSName(63, "prod", "team-a", "web-v2") {
 		t.Error("names differing by '.' and '-' collide")
-	}
-}
-
-func TestRoleNameFromARN(t *testing.T) {
-	for arn, want := range map[string]string{
-		"arn:aws:iam::123456789012:role/nodes":             "nodes",
-		"arn:aws:iam::123456789012:role/team/a/nodes":      "nodes",
-		"arn:aws-us-gov:iam::123456789012:role/MyPodRole":  "MyPodRole",
-		"arn:aws:iam::123456789012:instance-profile/nodes": "",
-		"arn:aws:s3:::bucket":                              "",
-		"nodes":                                            "",
-	} {
-		if got := RoleNameFromARN(arn); got != want {
-			t.Errorf("RoleNameFromARN(%q) = %q, want %q", arn, got, want)
-		}
 	}
 }

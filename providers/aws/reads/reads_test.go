@@ -1,4 +1,4 @@
-package eks
+package reads
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func (c *countingSubnets) DescribeSubnets(_ context.Context, in *ec2.DescribeSub
 func TestReadsTrustEntriesForTheirKeyAndPeriod(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := NewReads(time.Hour)
+	r := New(time.Hour)
 	r.Now = func() time.Time { return now }
 
 	r.Store("g1", "role", "k1", "arn-1")
@@ -63,7 +63,7 @@ func TestReadsTrustEntriesForTheirKeyAndPeriod(t *testing.T) {
 	g.Expect(ok).To(BeFalse(), "an update does not make a read younger")
 
 	r.Store("g1", "role", "k1", "arn-1")
-	r.Store("g1", "template", "lt", templateState{})
+	r.Store("g1", "template", "lt", struct{}{})
 	r.Forget("g1")
 	g.Expect(r.Len()).To(BeZero())
 }
@@ -71,7 +71,7 @@ func TestReadsTrustEntriesForTheirKeyAndPeriod(t *testing.T) {
 func TestReadsShareResolvedReferencesAcrossGroups(t *testing.T) {
 	g := NewWithT(t)
 	api := &countingSubnets{}
-	r := NewReads(time.Hour)
+	r := New(time.Hour)
 	ctx := context.Background()
 	for _, group := range []string{"g1", "g2", "g3"} {
 		ids, err := r.Subnets(ctx, api, types.UID(group), []string{"subnet-b", "subnet-a"}, "spec.eks.configuration.subnets")
