@@ -1,7 +1,6 @@
 package boundaries
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -96,9 +95,5 @@ func leaf(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(raw)
+	return CompactJSON(v)
 }

@@ -64,9 +64,9 @@ func (o Override) Removed() bool { return o.Enforced == nil }
 // or `spec.eks.configuration.userData: [...] removed (restricted, no default)`.
 func (o Override) String() string {
 	if o.Removed() {
-		return fmt.Sprintf("%s: %s removed (restricted, no default)", o.Path, compactJSON(o.Submitted))
+		return fmt.Sprintf("%s: %s removed (restricted, no default)", o.Path, CompactJSON(o.Submitted))
 	}
-	return fmt.Sprintf("%s: %s replaced by %s (restricted)", o.Path, compactJSON(o.Submitted), compactJSON(o.Enforced))
+	return fmt.Sprintf("%s: %s replaced by %s (restricted)", o.Path, CompactJSON(o.Submitted), CompactJSON(o.Enforced))
 }
 
 // rule is one boundary path with its kind, ready to apply.

@@ -68,7 +68,7 @@ func mergeTagList(parent map[string]any, key string, at *field.Path) field.Error
 			v := m[k]
 			if prev, seen := from[k]; seen && !SameJSON(merged[k], v) {
 				errs = append(errs, field.Invalid(at.Index(i).Key(k), v,
-					fmt.Sprintf("tag %q is already set to %s by %s; a tag key may be given once", k, compactJSON(merged[k]), at.Index(prev).Key(k))))
+					fmt.Sprintf("tag %q is already set to %s by %s; a tag key may be given once", k, CompactJSON(merged[k]), at.Index(prev).Key(k))))
 				continue
 			}
 			if _, seen := from[k]; !seen {
@@ -91,7 +91,7 @@ func renameField(parent map[string]any, alias, name string, at *field.Path) fiel
 	delete(parent, alias)
 	if cur, set := parent[name]; set && !SameJSON(cur, v) {
 		return field.ErrorList{field.Invalid(at.Child(alias), v,
-			fmt.Sprintf("is keikoproj instance-manager's name of %s, which is set to %s: give the value once, as %s", at.Child(name), compactJSON(cur), name))}
+			fmt.Sprintf("is keikoproj instance-manager's name of %s, which is set to %s: give the value once, as %s", at.Child(name), CompactJSON(cur), name))}
 	}
 	parent[name] = v
 	return nil

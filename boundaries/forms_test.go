@@ -62,7 +62,7 @@ func TestNormalizeForms(t *testing.T) {
 				}
 			}
 			if !reflect.DeepEqual(spec, want) {
-				t.Errorf("normalised to %s, want %s", compactJSON(spec), tt.want)
+				t.Errorf("normalised to %s, want %s", CompactJSON(spec), tt.want)
 			}
 		})
 	}

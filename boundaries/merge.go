@@ -149,11 +149,11 @@ func elementIdentity(e any, keys []string) string {
 			vals[i] = v
 		}
 		if all {
-			return "k" + compactJSON(vals)
+			return "k" + CompactJSON(vals)
 		}
 	}
 	if s, ok := e.(string); ok {
 		return "s" + s // the common list of strings, without a JSON round trip
 	}
-	return "v" + compactJSON(e)
+	return "v" + CompactJSON(e)
 }

@@ -222,9 +222,10 @@ func kindOf(v any) string {
 	}
 }
 
-// compactJSON renders a canonical value for messages and identity keys.
+// CompactJSON renders a value as one line of JSON, for messages and
+// identity keys (fmt %v when it does not marshal).
 // encoding/json sorts object keys, so equal values render equally.
-func compactJSON(v any) string {
+func CompactJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprintf("%v", v)

@@ -41,11 +41,11 @@ func (c *Config) Verify(in Input, final map[string]any) ([]string, error) {
 		}
 		switch {
 		case !wok:
-			out = append(out, fmt.Sprintf("%s is %s but the boundaries leave it unset", r.path, compactJSON(got)))
+			out = append(out, fmt.Sprintf("%s is %s but the boundaries leave it unset", r.path, CompactJSON(got)))
 		case !gok:
-			out = append(out, fmt.Sprintf("%s is unset but the boundaries give %s", r.path, compactJSON(want)))
+			out = append(out, fmt.Sprintf("%s is unset but the boundaries give %s", r.path, CompactJSON(want)))
 		default:
-			out = append(out, fmt.Sprintf("%s is %s but the boundaries give %s", r.path, compactJSON(got), compactJSON(want)))
+			out = append(out, fmt.Sprintf("%s is %s but the boundaries give %s", r.path, CompactJSON(got), CompactJSON(want)))
 		}
 	}
 	if c.NodeIsolation && !in.AdminNamespace {

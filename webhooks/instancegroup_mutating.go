@@ -170,10 +170,10 @@ func (m *InstanceGroupMutator) overrideWarnings(req admission.Request, obj objec
 	var warnings []string
 	for _, o := range overrides {
 		msg := fmt.Sprintf("%s is restricted by ConfigMap %s: the submitted value %s was replaced by %s",
-			o.Path, m.ConfigMap, compact(o.Submitted), compact(o.Enforced))
+			o.Path, m.ConfigMap, boundaries.CompactJSON(o.Submitted), boundaries.CompactJSON(o.Enforced))
 		if o.Removed() {
 			msg = fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default: the submitted value %s was removed",
-				o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), compact(o.Submitted))
+				o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), boundaries.CompactJSON(o.Submitted))
 		}
 		warnings = append(warnings, msg)
 		if m.Recorder != nil && !isDryRun(req) {
@@ -253,11 +253,11 @@ func (m *InstanceGroupMutator) denyMessage(ref string, cfg *boundaries.Config, o
 	for _, o := range overrides {
 		if o.Removed() {
 			parts = append(parts, fmt.Sprintf("%s is restricted by ConfigMap %s%s and has no default (allowed: leave it unset; submitted: %s)",
-				o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), compact(o.Submitted)))
+				o.Path, m.ConfigMap, sensitiveNote(cfg, o.Path), boundaries.CompactJSON(o.Submitted)))
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s is restricted by ConfigMap %s (allowed value: %s; submitted: %s)",
-			o.Path, m.ConfigMap, compact(o.Enforced), compact(o.Submitted)))
+			o.Path, m.ConfigMap, boundaries.CompactJSON(o.Enforced), boundaries.CompactJSON(o.Submitted)))
 	}
 	return ref + ": " + strings.Join(parts, "; ") + "; remove the field or ask the cluster admin"
 }
@@ -322,11 +322,3 @@ func (m *InstanceGroupMutator) deletingAnnotations(req admission.Request, ref st
 }
 
 func isDryRun(req admission.Request) bool { return req.DryRun != nil && *req.DryRun }
-
-func compact(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}

@@ -58,7 +58,7 @@ func TestMutatorNormalisesTheOriginalsForms(t *testing.T) {
 			t.Fatal(err)
 		}
 		if vres := v.Handle(ctx, request(t, op, "alice", out, old)); !vres.Allowed {
-			t.Fatalf("the validating webhook refused the mutated object %s: %s", compact(out["spec"]), vres.Result.Message)
+			t.Fatalf("the validating webhook refused the mutated object %s: %s", boundaries.CompactJSON(out["spec"]), vres.Result.Message)
 		}
 		return out
 	}
@@ -66,11 +66,11 @@ func TestMutatorNormalisesTheOriginalsForms(t *testing.T) {
 	theirs := admit(admissionv1.Create, igJSON(`{"provisioner":"eks-fargate","strategy":{"type":"managed"},"eks-fargate":{`+selectors+`,"tags":[{"key1":"v1","key2":"v2"}]}}`, false), nil)
 	ours := admit(admissionv1.Create, igJSON(`{"provisioner":"eks-fargate","strategy":{"type":"managed"},"eks-fargate":{`+selectors+`,"tags":{"key1":"v1","key2":"v2"}}}`, false), nil)
 	if !reflect.DeepEqual(theirs["spec"], ours["spec"]) {
-		t.Errorf("the list form stored %s, the map form %s", compact(theirs["spec"]), compact(ours["spec"]))
+		t.Errorf("the list form stored %s, the map form %s", boundaries.CompactJSON(theirs["spec"]), boundaries.CompactJSON(ours["spec"]))
 	}
 	tags := theirs["spec"].(map[string]any)["eks-fargate"].(map[string]any)["tags"]
 	if want := map[string]any{"key1": "v1", "key2": "v2"}; !reflect.DeepEqual(tags, want) {
-		t.Errorf("stored tags %s, want %s", compact(tags), compact(want))
+		t.Errorf("stored tags %s, want %s", boundaries.CompactJSON(tags), boundaries.CompactJSON(want))
 	}
 	annotation := func(o map[string]any) string {
 		return o["metadata"].(map[string]any)["annotations"].(map[string]any)[v1alpha1.AnnotationSubmittedSpec].(string)
