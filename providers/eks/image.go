@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,40 +33,17 @@ type imageEntry struct {
 	at time.Time
 }
 
-// LatestParameter is the public SSM parameter holding the EKS-optimized AMI
-// id for a Kubernetes version, OS family and architecture (x86_64 or arm64).
-func LatestParameter(version, osFamily, arch string) string {
-	if arch == "" {
-		arch = "x86_64"
-	}
-	switch osFamily {
-	case v1alpha1.OSFamilyAmazonLinux2023:
-		return fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id", version, arch)
-	case v1alpha1.OSFamilyBottlerocket:
-		return fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s/%s/latest/image_id", version, arch)
-	case v1alpha1.OSFamilyWindows:
-		return fmt.Sprintf("/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-%s/image_id", version)
-	default:
-		if arch == "arm64" {
-			return fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2-arm64/recommended/image_id", version)
-		}
-		return fmt.Sprintf("/aws/service/eks/optimized-ami/%s/amazon-linux-2/recommended/image_id", version)
-	}
-}
-
 // resolve returns the AMI id for image: an ami- id as is, "latest" through
-// LatestParameter for the cluster version, "ssm://<name>" through that
+// v1alpha1.LatestImageParameter for the cluster version, "ssm://<name>" through that
 // parameter. A parameter that does not exist is a *providers.SpecError.
 func (im *images) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup, clusterVersion string) (string, error) {
 	image := ig.Spec.EKS.Configuration.Image
-	var param string
-	switch {
-	case image == "latest":
-		param = LatestParameter(clusterVersion, osFamily(ig), ig.Annotations[v1alpha1.AnnotationArchitecture])
-	case strings.HasPrefix(image, "ssm://"):
-		param = strings.TrimPrefix(image, "ssm://")
-	default:
+	param, ok := v1alpha1.ImageParameter(image, clusterVersion, ig.Annotations)
+	if !ok {
 		return image, nil
+	}
+	if param == "" {
+		return "", fmt.Errorf("image %q: the cluster's Kubernetes version is not known", image)
 	}
 	im.mu.Lock()
 	e, ok := im.cache[param]
@@ -95,9 +71,4 @@ func (im *images) resolve(ctx context.Context, ig *v1alpha1.InstanceGroup, clust
 }
 
 // osFamily is the group's OS family annotation, amazonlinux2 by default.
-func osFamily(ig *v1alpha1.InstanceGroup) string {
-	if f := ig.Annotations[v1alpha1.AnnotationOSFamily]; f != "" {
-		return f
-	}
-	return v1alpha1.OSFamilyAmazonLinux2
-}
+func osFamily(ig *v1alpha1.InstanceGroup) string { return v1alpha1.OSFamilyOf(ig.Annotations) }

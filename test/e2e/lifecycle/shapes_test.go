@@ -24,7 +24,6 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	eksp "github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
@@ -75,7 +74,7 @@ func publishedImage(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("DescribeCluster %s: %v", suite.Cloud.Cluster, err)
 	}
-	param := eksp.LatestParameter(aws.ToString(cluster.Cluster.Version), "", "")
+	param := v1alpha1.LatestImageParameter(aws.ToString(cluster.Cluster.Version), "", "")
 	out, err := ssm.NewFromConfig(suite.Env.AWS).GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param)})
 	if err != nil {
 		t.Fatalf("GetParameter %s: %v", param, err)
