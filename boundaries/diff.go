@@ -36,8 +36,9 @@ func (c FieldChange) String() string {
 }
 
 // DefaultsDiff is the field-by-field difference between the defaults of
-// old and new (Config.Defaults, then each Conditional's defaults keyed by
-// its annotation selector), as flattened leaf paths sorted by path. Lists
+// old and new (Config.Defaults, the values the revisions pin (Pins:
+// "pins.images[<parameter>]", "pins.clusterVersions[<cluster>]"), then
+// each Conditional's defaults keyed by its annotation selector), as flattened leaf paths sorted by path. Lists
 // and scalars are leaves. A nil Config has no defaults. It says what the
 // admin's defaults change; a group's own value on a shared path
 // (merge-override, replace) may keep it from the new default.
@@ -65,6 +66,7 @@ func flattenDefaults(c *Config, into map[string]string) {
 		return
 	}
 	flattenInto("", c.Defaults, into)
+	flattenPins(c.Pins, into)
 	for _, cond := range c.Conditionals {
 		flattenInto("conditionals["+cond.AnnotationSelector+"]", cond.Defaults, into)
 	}

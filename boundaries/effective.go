@@ -275,6 +275,7 @@ func (c *Config) Effective(in Input) (Result, error) {
 		}
 		isolate(out, in.Namespace)
 	}
+	c.pin(out, in.Annotations)
 	sort.Slice(res.Overrides, func(i, j int) bool { return res.Overrides[i].Path < res.Overrides[j].Path })
 	res.Spec = out
 	return res, nil

@@ -33,6 +33,7 @@ type canonicalConfig struct {
 	Excluded      bool                   `json:"namespaceExcluded"`
 	Sensitive     []string               `json:"sensitive"`
 	NodeIsolation bool                   `json:"nodeIsolation,omitempty"`
+	Pins          *Pins                  `json:"pins,omitempty"`
 }
 
 type canonicalConditional struct {
@@ -46,7 +47,8 @@ type canonicalConditional struct {
 // sorted: order within a list means nothing), the defaults, the
 // conditionals (in order, since later ones win; selectors in a canonical
 // form where "a=b", "a==b" and "a in (b)" agree; their defaults), the enforcement (empty counts as warn) and namespaceExcluded.
-// It leaves out rollout, which changes no spec. The same semantic ConfigMap
+// It leaves out rollout, which changes no spec, and covers the revision's
+// Pins (not for excluded namespaces). The same semantic ConfigMap
 // gives the same hash whatever its YAML formatting or key order. A nil
 // Config (no ConfigMap) hashes to one fixed value whatever namespaceExcluded
 // is, since then nothing applies either way.
@@ -77,6 +79,11 @@ func (c *Config) computeHash(namespaceExcluded bool) string {
 		Excluded:      namespaceExcluded,
 		Sensitive:     sortedCopy(c.Sensitive),
 		NodeIsolation: c.NodeIsolation,
+	}
+	if !namespaceExcluded {
+		// Excluded groups are admitted as submitted: pins change nothing
+		// for them.
+		cc.Pins = c.Pins
 	}
 	if cc.Enforcement == "" {
 		cc.Enforcement = EnforcementWarn

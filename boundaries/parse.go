@@ -88,6 +88,10 @@ type Config struct {
 	// Allowlists is the parsed `allowlists` key (allowlist.go); nil when
 	// absent, which gives every list its default.
 	Allowlists *Allowlists
+	// Pins are the values resolved from AWS that this revision pins
+	// (pins.go; data key KeyPins of a revision, never of the ConfigMap);
+	// nil when none.
+	Pins *Pins
 	// NodeIsolation gives every tenant group the isolation taint of its
 	// namespace (data.nodeIsolation: perNamespace; see isolation.go).
 	NodeIsolation bool
@@ -133,15 +137,32 @@ func (e *ConfigError) Error() string {
 // a rule and allows the crd strategy no kind (DefaultCRDKinds) unless
 // crdStrategy names some.
 func Parse(data map[string]string) (*Config, error) {
+	return parse(data, false)
+}
+
+// parse is Parse, and ParseRevision when revision is true (KeyPins is
+// allowed and decoded into Config.Pins).
+func parse(data map[string]string, revision bool) (*Config, error) {
 	p := &parser{}
 	c := &Config{Enforcement: EnforcementWarn, Sensitive: SensitivePaths, CRDKinds: DefaultCRDKinds}
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
 		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout,
 			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas, KeyAllowlists, KeyNodeIsolation:
+		case KeyPins:
+			if !revision {
+				p.addf("data.%s: written by instance-manager (the AMI ids and cluster versions a boundaries revision pins, kept in the rollout record), never in the boundary ConfigMap; remove it", k)
+			}
 		default:
 			p.addf("data.%s: unknown key (valid: %s)", k, strings.Join(dataKeys, ", "))
 		}
+	}
+	if revision {
+		pins, err := DecodePins(data[KeyPins])
+		if err != nil {
+			p.addf("%v", err)
+		}
+		c.Pins = pins
 	}
 	if v, ok := p.yaml(data, KeyBoundaries); ok {
 		p.boundaries(c, v)
@@ -347,7 +368,12 @@ func (p *parser) defaults(v any, at string) map[string]any {
 	if !ok || len(m) == 0 {
 		return nil
 	}
-	return map[string]any{"spec": m}
+	out := map[string]any{"spec": m}
+	if _, set := getPath(out, splitPath(PathResolvedImage)); set {
+		p.addf("%s: %s is written by instance-manager (the AMI id a boundaries revision pins for image latest or ssm://); set spec.eks.configuration.image instead", at, PathResolvedImage)
+		return nil
+	}
+	return out
 }
 
 // conditionals parses a list of {annotationSelector, defaults}.

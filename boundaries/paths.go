@@ -151,6 +151,9 @@ func (n *schemaNode) describe() string {
 // `unknown path "spec.eks.configuration.imag": spec.eks.configuration has
 // no field "imag" (valid: image, ...)`.
 func ValidatePath(p string) error {
+	if p == PathResolvedImage {
+		return fmt.Errorf("path %q is written by instance-manager (the AMI id its boundaries revision pins for image latest or ssm://); name spec.eks.configuration.image", p)
+	}
 	segs := splitPath(p)
 	if segs[0] != "spec" {
 		return fmt.Errorf("unknown path %q: paths start at the object root with \"spec.\" (e.g. spec.eks.configuration.image)", p)

@@ -98,6 +98,16 @@ type EKSConfiguration struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// ResolvedImage is the AMI id that Image ("latest" or "ssm://...")
+	// resolves to in the boundaries revision the group was admitted
+	// against: admission writes it from the revision's pins, so that a
+	// newly published AMI or a control-plane upgrade reaches the group
+	// only when its rollout wave moves it. Tenants and the boundary
+	// ConfigMap cannot set it; empty when Image is an AMI id or the
+	// revision pins nothing for it (the controller then reads SSM).
+	// +optional
+	ResolvedImage string `json:"resolvedImage,omitempty"`
+
 	// InstanceType is the EC2 instance type, e.g. m5.large.
 	// +optional
 	InstanceType string `json:"instanceType,omitempty"`
