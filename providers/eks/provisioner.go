@@ -398,9 +398,14 @@ func (p *Provisioner) buildTemplate(ctx context.Context, ig *v1alpha1.InstanceGr
 	if err != nil {
 		return built{}, err
 	}
-	image, err := p.images.resolve(ctx, ig, cluster.Version)
-	if err != nil {
-		return built{}, err
+	// The AMI the group's boundaries revision pins (admission writes it),
+	// so that a newly published one reaches the group in its rollout
+	// wave; without a pin, the reference is resolved here.
+	image := c.ResolvedImage
+	if image == "" {
+		if image, err = p.images.resolve(ctx, ig, cluster.Version); err != nil {
+			return built{}, err
+		}
 	}
 	if ig.Annotations[v1alpha1.AnnotationLockUpgrades] == "true" && c.Image != image && tmpl.imageID != "" {
 		image = tmpl.imageID // a newly published AMI is not drift while locked

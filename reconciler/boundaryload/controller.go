@@ -59,6 +59,17 @@ type Reconciler struct {
 
 	recordMu      sync.Mutex // serializes loadRecord (the initial load and reconciles)
 	recordVersion string     // resourceVersion of the record last loaded
+	// pins is the record's data key boundaries.KeyPins as last loaded
+	// (under recordMu): the values resolved from AWS that the current
+	// revision pins (reconciler/imagepins writes them).
+	pins string
+}
+
+// currentPins is the pins of the record last loaded.
+func (r *Reconciler) currentPins() string {
+	r.recordMu.Lock()
+	defer r.recordMu.Unlock()
+	return r.pins
 }
 
 // Reconcile implements reconcile.Reconciler for the one ConfigMap.
@@ -86,7 +97,7 @@ func (r *Reconciler) loadRecord(ctx context.Context) error {
 	case apierrors.IsNotFound(err):
 		if r.recordVersion != "" {
 			r.Store.SetRecord(nil, nil)
-			r.recordVersion = ""
+			r.recordVersion, r.pins = "", ""
 		}
 		return nil
 	case err != nil:
@@ -94,6 +105,7 @@ func (r *Reconciler) loadRecord(ctx context.Context) error {
 	case cm.ResourceVersion == r.recordVersion:
 		return nil
 	}
+	r.pins = cm.Data[boundaries.KeyPins]
 	logger := log.FromContext(ctx).WithValues("configMap", r.RecordName)
 	rec, raw, err := record.Decode(cm.Data)
 	if err != nil {
@@ -101,7 +113,7 @@ func (r *Reconciler) loadRecord(ctx context.Context) error {
 	}
 	revisions := make(map[string]*boundaries.Config, len(raw))
 	for id, data := range raw {
-		cfg, err := boundaries.Parse(data)
+		cfg, err := boundaries.ParseRevision(data)
 		if err != nil {
 			logger.Error(err, "a boundaries revision kept in the rollout record no longer parses; it is ignored", "revision", id)
 			continue
@@ -127,7 +139,8 @@ func (r *Reconciler) load(ctx context.Context) error {
 		boundariesValid.Set(1)
 		return nil
 	}
-	if st := r.Store.Get(); st.Loaded && st.ResourceVersion == cm.ResourceVersion {
+	pins := r.currentPins()
+	if st := r.Store.Get(); st.Loaded && st.ResourceVersion == cm.ResourceVersion && st.Data[boundaries.KeyPins] == pins {
 		return nil
 	}
 	cfg, err := boundaries.Parse(cm.Data)
@@ -140,8 +153,20 @@ func (r *Reconciler) load(ctx context.Context) error {
 			"ConfigMap is invalid and was ignored; the last valid boundaries stay in force until it is fixed: %v", err)
 		return nil
 	}
-	rev := boundaries.Revision(cm.Data)
-	r.Store.SetData(cfg, cm.ResourceVersion, cm.Data, rev)
+	// The revision is the ConfigMap's data with the pins resolved from
+	// AWS: a newly published AMI or a control-plane upgrade is a new
+	// revision, rolled out like the admin's change.
+	data := cm.Data
+	if pins != "" {
+		pinned := boundaries.WithPins(cm.Data, pins)
+		if withPins, err := boundaries.ParseRevision(pinned); err != nil {
+			logger.Error(err, "the pins of the rollout record do not parse; the boundaries load without them", "record", r.RecordName)
+		} else {
+			cfg, data = withPins, pinned
+		}
+	}
+	rev := boundaries.Revision(data)
+	r.Store.SetData(cfg, cm.ResourceVersion, data, rev)
 	boundariesValid.Set(1)
 	logger.Info("boundaries loaded", "resourceVersion", cm.ResourceVersion, "revision", rev, "hash", cfg.Hash(false))
 	next := "stale InstanceGroups are re-admitted"

@@ -97,6 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 
 	revisions := keep(st, res.Record, groups, raw)
 	data, err := record.Encode(res.Record, revisions)
+	if pins, ok := recordPins(cm); ok && err == nil {
+		data[boundaries.KeyPins] = pins // the image pin controller's (reconciler/imagepins)
+	}
 	if err == nil {
 		err = r.write(ctx, cm, data, res.Acted)
 	}
@@ -340,4 +343,14 @@ func (l relay) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// recordPins is the record's data key boundaries.KeyPins, which the image
+// pin controller writes and a step keeps.
+func recordPins(cm *corev1.ConfigMap) (string, bool) {
+	if cm == nil {
+		return "", false
+	}
+	pins, ok := cm.Data[boundaries.KeyPins]
+	return pins, ok
 }
