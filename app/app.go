@@ -43,6 +43,7 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
 	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
 	"github.com/instancemgr/instance-manager/reconciler/fanout"
+	"github.com/instancemgr/instance-manager/reconciler/imagepins"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
@@ -130,6 +131,9 @@ type Options struct {
 	// (0: no cap other than the cluster-wide one). Drains run in the
 	// background, never in a reconcile.
 	MaxConcurrentDrains, MaxConcurrentDrainsPerGroup int
+	// ImagePinPeriod is how often the image pin controller resolves the
+	// groups' image references again (imagepins.DefaultPeriod when 0).
+	ImagePinPeriod time.Duration
 	// PollInterval and ResyncInterval: how often converging and Ready
 	// groups are re-checked.
 	PollInterval, ResyncInterval time.Duration
@@ -249,6 +253,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Minute, "How long a node may take to drain (PodDisruptionBudgets) before it is reported blocked and skipped for now.")
 	fs.IntVar(&o.MaxConcurrentDrains, "max-concurrent-drains", 20, "Node drain steps (evictions, at most 10s each) running at once, cluster-wide; drains still under way take turns. Drains run in the background: a reconcile never waits for one.")
 	fs.IntVar(&o.MaxConcurrentDrainsPerGroup, "max-concurrent-drains-per-group", 5, "Node drain steps of one InstanceGroup running at once (0: only --max-concurrent-drains caps them).")
+	fs.DurationVar(&o.ImagePinPeriod, "image-pin-period", imagepins.DefaultPeriod, "How often the AMI ids behind the groups' image references (image: latest, ssm://...) and the clusters' Kubernetes versions are resolved again (EKS DescribeCluster per cluster, SSM GetParameter per parameter in use). A changed value is pinned as a new boundaries revision and rolled out in the rollout policy's waves.")
 	fs.DurationVar(&o.PollInterval, "poll-interval", 5*time.Second, "How often a converging or upgrading InstanceGroup is re-checked.")
 	fs.DurationVar(&o.ResyncInterval, "resync-interval", 5*time.Minute, "How often a Ready InstanceGroup is re-checked (new AMIs, outside changes).")
 	fs.DurationVar(&o.CloudResyncPeriod, "cloud-resync-period", time.Hour, "How long what a group read from AWS (its IAM role, policies and instance profile, launch template, access entry, subnets and security groups) is trusted while its spec does not change; a change made to those by hand is undone within it. A failing group reads them again after 5 minutes.")
@@ -398,7 +403,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			ControllerUser: username, Authority: webhooks.SubjectAccessReviews{Client: mgr.GetClient(), ConfigMap: configMap}},
 		&webhooks.ConfigMapValidator{Client: mgr.GetClient(), ConfigMap: configMap, Cloud: cloud},
 	)
-	if err := setupBoundaryControllers(mgr, kube, opts, st, recorder, configMap); err != nil {
+	if err := setupBoundaryControllers(mgr, kube, opts, st, recorder, configMap, clients); err != nil {
 		return nil, err
 	}
 	if err := setupAutoscalerPriority(mgr, kube, opts); err != nil {
@@ -421,9 +426,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 
 // setupBoundaryControllers registers the controllers that carry a
 // boundary change to the groups: the ConfigMap loader (every replica), the
-// progressive rollout (only when the rollout record may be kept, see
-// recordCache) and the fan-out.
-func setupBoundaryControllers(mgr ctrl.Manager, kube client.Client, opts Options, st *store.Store, recorder events.EventRecorder, configMap types.NamespacedName) error {
+// progressive rollout and the image pin controller (only when the rollout
+// record may be kept, see recordCache) and the fan-out.
+func setupBoundaryControllers(mgr ctrl.Manager, kube client.Client, opts Options, st *store.Store, recorder events.EventRecorder, configMap types.NamespacedName,
+	clients *awsp.Clients) error {
 	recordName := types.NamespacedName{Namespace: opts.ConfigNamespace, Name: RolloutRecordName}
 	records, err := recordCache(mgr, recordName)
 	if err != nil {
@@ -446,6 +452,12 @@ func setupBoundaryControllers(mgr ctrl.Manager, kube client.Client, opts Options
 			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the rollout controller: %w", err)
+		}
+		if err := (&imagepins.Reconciler{
+			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
+			EKS: clients.EKS, SSM: clients.SSM, Period: opts.ImagePinPeriod,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the image pin controller: %w", err)
 		}
 	}
 	if err := (&fanout.Reconciler{Client: kube, Store: st, Recorder: recorder, AllowNoBoundaries: opts.AllowNoBoundaries}).SetupWithManager(mgr); err != nil {

@@ -21,6 +21,9 @@ import (
 const (
 	SuiteWorkers      = 4
 	SuiteDrainTimeout = 15 * time.Second
+	// SuiteImagePinPeriod is how often the suite's manager resolves image
+	// references again (--image-pin-period).
+	SuiteImagePinPeriod = 3 * time.Second
 )
 
 // AuditFileEnv names the file an end-to-end suite appends its drain audit
@@ -90,12 +93,13 @@ func (s *Suite) Run(m *testing.M) int {
 
 // ManagerOptions are the settings the suite runs the manager with: short
 // intervals so rotations progress in seconds; references cloud-checked at
-// admission; the sweep every few seconds with a short grace.
+// admission; the sweep every few seconds with a short grace; image
+// references (latest, ssm://) resolved again every few seconds.
 func (s *Suite) ManagerOptions() app.Options {
 	return app.Options{
 		AWS: &s.Env.AWS, MaxConcurrentUpgrades: 5, Workers: SuiteWorkers,
 		DrainTimeout: SuiteDrainTimeout, PollInterval: time.Second, ResyncInterval: 20 * time.Second,
-		CloudChecks: true, GCPeriod: 3 * time.Second, GCGrace: 5 * time.Second,
+		CloudChecks: true, GCPeriod: 3 * time.Second, GCGrace: 5 * time.Second, ImagePinPeriod: SuiteImagePinPeriod,
 		SpotRecommender: "minion-manager", // the --spot-recommendation-source default
 	}
 }
