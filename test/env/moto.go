@@ -22,8 +22,8 @@ import (
 )
 
 // moto_server with the fixes and the Auto Scaling behaviours test/env adds
-// (motoserver.py loads motoautoscaling.py, motossm.py and motoeksaccess.py
-// from its own directory).
+// (motoserver.py loads motoautoscaling.py, motossm.py, motoeksaccess.py
+// and motoeksversion.py from its own directory).
 var (
 	//go:embed motoserver.py
 	motoServerPy []byte
@@ -33,6 +33,8 @@ var (
 	motoSSMPy []byte
 	//go:embed motoeksaccess.py
 	motoEKSAccessPy []byte
+	//go:embed motoeksversion.py
+	motoEKSVersionPy []byte
 )
 
 // MotoAutoScalingEnv chooses which Auto Scaling behaviours motoautoscaling.py
@@ -78,7 +80,8 @@ func startMoto(ctx context.Context, bin, logDir, autoScaling string) (*process, 
 		// for where moto differs from AWS (motoserver.py).
 		python := filepath.Join(filepath.Dir(bin), "python")
 		script := filepath.Join(logDir, "motoserver.py")
-		for name, data := range map[string][]byte{"motoserver.py": motoServerPy, "motoautoscaling.py": motoAutoScalingPy, "motossm.py": motoSSMPy, "motoeksaccess.py": motoEKSAccessPy} {
+		for name, data := range map[string][]byte{"motoserver.py": motoServerPy, "motoautoscaling.py": motoAutoScalingPy, "motossm.py": motoSSMPy, "motoeksaccess.py": motoEKSAccessPy,
+			"motoeksversion.py": motoEKSVersionPy} {
 			if err := os.WriteFile(filepath.Join(logDir, name), data, 0o644); err != nil {
 				return result{}, err
 			}

@@ -41,7 +41,8 @@ Added behaviour (AWS does it, moto never does):
 
 AWS's public EKS-optimized AMI parameters (`image: latest`) are
 motossm.py's; clusters' authentication modes and EKS access entries
-(bound to the IAM principal's id, as on AWS) are motoeksaccess.py's.
+(bound to the IAM principal's id, as on AWS) are motoeksaccess.py's;
+control-plane version updates (UpdateClusterVersion) motoeksversion.py's.
 
 Auto Scaling's own behaviour (termination policy, lifecycle hooks,
 rebalancing, scaling activities, warm pools) is motoautoscaling.py's,
@@ -51,6 +52,7 @@ import sys
 
 import motoautoscaling
 import motoeksaccess
+import motoeksversion
 import motossm
 
 from moto.autoscaling.exceptions import AutoscalingClientError
@@ -213,6 +215,7 @@ EKSResponse.untag_resource = _untag_every_key
 motoautoscaling.install()
 motossm.install()
 motoeksaccess.install()
+motoeksversion.install()
 
 if __name__ == "__main__":
     sys.argv[0] = "moto_server"
