@@ -559,8 +559,14 @@ func (s *stepper) observe(m *record.Group, g Group, f boundaries.FailureCriteria
 	}
 	// Progress restarts the startup clock: more instances on the new
 	// spec, a new spec (a tenant's edit), or waiting for an upgrade slot.
-	if g.NodesUpdated > m.Updated || g.Generation != m.Generation || g.State == v1alpha1.StateInitUpgrade {
+	// Fewer is no progress but the new count to grow from: the first
+	// count may be the group's status for its old spec (every instance
+	// updated), read before its reconcile saw the move.
+	switch {
+	case g.NodesUpdated > m.Updated || g.Generation != m.Generation || g.State == v1alpha1.StateInitUpgrade:
 		m.Since, m.Updated, m.Generation = &s.now, g.NodesUpdated, g.Generation
+	case g.NodesUpdated < m.Updated:
+		m.Updated = g.NodesUpdated
 	}
 	if m.State == record.GroupUnjudged {
 		return

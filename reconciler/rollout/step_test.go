@@ -371,3 +371,24 @@ func TestCanaryWhoseInstancesNeverBecomeNodesFails(t *testing.T) {
 		t.Fatalf("halt %+v, want unhealthy nodes counting the instances without nodes", s.rec.Halt)
 	}
 }
+
+// The first look at a moved group may read its status for the old spec
+// (every instance updated: its reconcile has not seen the move yet). The
+// count falling to the new spec's is not progress, but the rotation's
+// progress from there restarts the startup clock: a rotation longer than
+// the startup timeout, making progress, does not fail.
+func TestAStaleFirstStatusDoesNotHideProgress(t *testing.T) {
+	s := newSim(t, policy(t, canaryPolicy))
+	s.step("") // the canary wave starts; the fan-out moves canary/a
+	c := s.group("canary/a")
+	c.NodesUpdated = c.NodesTotal // its status still says the old spec's
+	s.step("")
+	for updated := 0; updated <= c.NodesTotal; updated++ {
+		s.now = s.now.Add(4 * time.Minute) // under the 5m startup timeout each
+		s.group("canary/a").NodesUpdated = updated
+		s.step("")
+		if s.rec.Phase != record.PhaseProgressing {
+			t.Fatalf("after %d of %d updated: %s %+v", updated, c.NodesTotal, s.rec.Phase, s.rec.Halt)
+		}
+	}
+}
