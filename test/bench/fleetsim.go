@@ -10,8 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -212,7 +214,12 @@ func newFleetWorld(ctx context.Context, in fleetInputs) (*fleetWorld, error) {
 	oldRev, newRev := boundaries.Revision(oldData), boundaries.Revision(newData)
 	w := &fleetWorld{in: in, now: fleetStart, oldHash: oldCfg.Hash(false),
 		state: store.State{Config: newCfg, Revision: newRev, Loaded: true, Revisions: map[string]*boundaries.Config{oldRev: oldCfg, newRev: newCfg}}}
-	w.client = fake.NewClientBuilder().WithScheme(app.Scheme()).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
+	// A plain object tracker: the default one (server-side apply's field
+	// management) builds a REST mapper on every write, which is most of
+	// the simulation's time and nothing the product's decisions read.
+	scheme := app.Scheme()
+	w.client = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.InstanceGroup{}).
+		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).Build()
 	// The cap as app.upgradeSlots reads it: the ConfigMap's, over the flag's.
 	w.slots = &upgrade.LeaseSlots{Client: w.client, Reader: w.client, Namespace: fleetNamespace, Now: func() time.Time { return w.now },
 		Max: func() int { return w.state.Config.MaxConcurrentUpgrades }}
@@ -341,7 +348,7 @@ func (w *fleetWorld) move(ctx context.Context, g *fleetGroup) error {
 	g.asg.ver++
 	g.sum.AtTarget, g.sum.Running = true, w.state.Revision
 	g.sum.Generation++
-	g.kube = fakeeviction.New(func() time.Time { return w.now }, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Terminate })
+	g.kube = fakeeviction.NewSimple(func() time.Time { return w.now }, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Terminate })
 	g.ru.Drainer.Kube = g.kube.Kube
 	for _, in := range g.asg.insts {
 		if in.nodeUp {
