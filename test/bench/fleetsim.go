@@ -74,8 +74,7 @@ type fleetResult struct {
 	// Waves are the rollout record's waves at the end (the product's own
 	// pace: NodesPerHour, StartedAt, CompletedAt).
 	Waves []record.Wave
-	// Passes, Steps and Drains count group reconciles, rollout steps and
-	// drain steps that found pods still terminating.
+	// Passes and Steps count group reconciles and rollout steps.
 	Passes, Steps int
 }
 
@@ -220,7 +219,8 @@ func newFleetWorld(ctx context.Context, in fleetInputs) (*fleetWorld, error) {
 	scheme := app.Scheme()
 	w.client = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.InstanceGroup{}).
 		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).Build()
-	// The cap as app.upgradeSlots reads it: the ConfigMap's, over the flag's.
+	// The cap as app.upgradeSlots reads it: the ConfigMap's
+	// rollout.maxConcurrentUpgrades (always set here) over the flag's.
 	w.slots = &upgrade.LeaseSlots{Client: w.client, Reader: w.client, Namespace: fleetNamespace, Now: func() time.Time { return w.now },
 		Max: func() int { return w.state.Config.MaxConcurrentUpgrades }}
 	drainer := &upgrade.Drainer{Client: w.client, Timeout: 15 * time.Minute, Step: 2 * time.Millisecond, Now: func() time.Time { return w.now }}
