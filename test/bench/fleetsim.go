@@ -138,57 +138,6 @@ type fleetGroup struct {
 	wait   bool // in waiting
 }
 
-// wake kinds.
-const (
-	wakePass = iota
-	wakeMove
-	wakeStep
-)
-
-type wakeItem struct {
-	at   time.Time
-	seq  int
-	kind int
-	g    *fleetGroup
-}
-
-type wakeQueue []wakeItem
-
-func (q wakeQueue) Len() int { return len(q) }
-func (q wakeQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	if q[i].kind != q[j].kind {
-		// The rollout's step last: it reads what the reconciles of the
-		// same instant reported (see move).
-		return q[i].kind < q[j].kind
-	}
-	return q[i].seq < q[j].seq
-}
-func (q wakeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *wakeQueue) Push(x any)   { *q = append(*q, x.(wakeItem)) }
-func (q *wakeQueue) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return it
-}
-
-func (w *fleetWorld) push(at time.Time, kind int, g *fleetGroup) {
-	w.seq++
-	heap.Push(&w.queue, wakeItem{at: at, seq: w.seq, kind: kind, g: g})
-}
-
-// schedule sets g's next reconcile to at (replacing a later one).
-func (w *fleetWorld) schedule(g *fleetGroup, at time.Time) {
-	if at.IsZero() || (!g.wake.IsZero() && !at.Before(g.wake)) {
-		return
-	}
-	g.wake = at
-	w.push(at, wakePass, g)
-}
-
 // fleetBoundaries is the boundary ConfigMap data of a revision: the
 // default image (what the rollout changes) and the rollout policy.
 func fleetBoundaries(in fleetInputs, image string) map[string]string {
@@ -364,65 +313,6 @@ func (w *fleetWorld) move(ctx context.Context, g *fleetGroup) error {
 	w.schedule(g, w.now)
 	w.changed()
 	return nil
-}
-
-// schedulePod puts the workload's pod on in's Node, when the group's pods
-// are modelled (it rotates).
-func (w *fleetWorld) schedulePod(a *fleetASG, in *fleetInstance) error {
-	g := a.g
-	if g.kube == nil {
-		return nil
-	}
-	grace := int64(w.in.Drain / time.Second)
-	return g.kube.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: "app-" + in.node, UID: types.UID("pod-" + in.node)},
-		Spec: corev1.PodSpec{NodeName: in.node, TerminationGracePeriodSeconds: &grace}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-}
-
-// kubelet deletes the group's pods whose grace period ended by now, and
-// the pods of Nodes that are gone.
-func (w *fleetWorld) kubelet(ctx context.Context, a *fleetASG, now time.Time) error {
-	g := a.g
-	if g.kube == nil {
-		return nil
-	}
-	nodes := map[string]bool{}
-	for _, in := range a.insts {
-		if in.nodeUp {
-			nodes[in.node] = true
-		}
-	}
-	pods, err := g.kube.Kube.CoreV1().Pods(a.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for _, p := range pods.Items {
-		if !nodes[p.Spec.NodeName] || p.DeletionTimestamp != nil && !now.Before(p.DeletionTimestamp.Time) {
-			if err := g.kube.Kube.Tracker().Delete(podsResource, p.Namespace, p.Name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-var podsResource = corev1.SchemeGroupVersion.WithResource("pods")
-
-// podDeadlines are when the group's terminating pods end.
-func (w *fleetWorld) podDeadlines(ctx context.Context, g *fleetGroup) ([]time.Time, error) {
-	if g.kube == nil {
-		return nil, nil
-	}
-	pods, err := g.kube.Kube.CoreV1().Pods(g.key.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []time.Time
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			out = append(out, p.DeletionTimestamp.Time)
-		}
-	}
-	return out, nil
 }
 
 // pass is one reconcile of g's rotation, as reconciler/instancegroup's
