@@ -110,7 +110,7 @@ func TestPerformanceTable(t *testing.T) {
 		t.Errorf("docs/%s: %s", performancePage, p)
 	}
 	names := reportedNames(t)
-	groups := map[string]bool{"admission": true, "apiserver": true, "aws": true, "rss": true}
+	groups := map[string]bool{"admission": true, "apiserver": true, "aws": true, "rss": true, "fleet": true}
 	for _, f := range figures {
 		known := false
 		for _, n := range names {
@@ -120,7 +120,7 @@ func TestPerformanceTable(t *testing.T) {
 			t.Errorf("docs/%s: figure %s is not one test/bench reports (report(...) in %s)", performancePage, f.name, benchSources)
 		}
 		if !groups[f.group] {
-			t.Errorf("docs/%s: figure %s: group %q, want one of admission, apiserver, aws, rss (go run ./test/bench -only)", performancePage, f.name, f.group)
+			t.Errorf("docs/%s: figure %s: group %q, want one of admission, apiserver, aws, rss, fleet (go run ./test/bench -only)", performancePage, f.name, f.group)
 		}
 	}
 

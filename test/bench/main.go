@@ -37,7 +37,7 @@ func main() {
 	out := flag.String("out", "test/bench/results.json", "where to write the figures as JSON")
 	admissionFor := flag.Duration("admission-duration", 15*time.Second, "how long the admission load runs")
 	clients := flag.Int("clients", 50, "concurrent admission clients")
-	only := flag.String("only", "admission,apiserver,aws,rss", "which groups of figures to measure (comma-separated: admission, apiserver, aws, rss)")
+	only := flag.String("only", "admission,apiserver,aws,rss,fleet", "which groups of figures to measure (comma-separated: admission, apiserver, aws, rss, fleet)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	heapProfile := flag.String("manager-heapprofile", "", "write a heap profile of the manager at the end of the memory figure to this file (go tool pprof)")
 	apiserverProfile := flag.String("apiserver-cpuprofile", "", "write CPU profiles of the API server during InstanceGroup creates (50 clients) to this file, and during as many PlainGroup creates to this file.plain (go tool pprof -diff_base file.plain file)")
@@ -113,6 +113,13 @@ func main() {
 			} else {
 				fail("manager memory", err)
 			}
+		}
+	}
+
+	if want["fleet"] {
+		// No environment needed: a simulation on a virtual clock.
+		if err := benchFleetRollout(report); err != nil {
+			fail("fleet rollout", err)
 		}
 	}
 
