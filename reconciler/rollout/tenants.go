@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,9 @@ const (
 // ends deferrals, moves the groups approved early, and judges the groups
 // moved at their tenant's time.
 func (s *stepper) tenants() {
+	if len(s.rec.Early)+len(s.rec.Late)+len(s.rec.Deferred) == 0 && !slices.ContainsFunc(s.in.Groups, func(g Group) bool { return g.Tenant != "" }) {
+		return // nothing to do: a fleet's step costs no map
+	}
 	byKey := make(map[string]Group, len(s.in.Groups))
 	for _, g := range s.in.Groups {
 		byKey[g.Key] = g
