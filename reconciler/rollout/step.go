@@ -392,10 +392,7 @@ func (s *stepper) choose(i int) {
 	w.StartedAt = &s.now
 	w.Groups = nil
 	var keys []string
-	for _, g := range members {
-		if s.defers(g, w) {
-			continue
-		}
+	for _, g := range s.deferOut(members, w) {
 		w.Groups = append(w.Groups, s.member(g))
 		keys = append(keys, g.Key)
 	}

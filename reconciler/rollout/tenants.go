@@ -32,7 +32,9 @@ const (
 //     failure is reported on it and on the ConfigMap and halts nothing;
 //     it is in no wave, so it counts in no wave's unhealthy share nor
 //     pace, and no wave takes it;
-//   - a deferred group is in no wave either: the wave does not wait for it;
+//   - a deferred group is in no wave either: the wave does not wait for
+//     it; but a wave keeps at least one group (deferOut), so deferrals
+//     cannot empty the canary and let the fleet go unjudged;
 //   - choices move groups only while the rollout progresses (not while it
 //     is halted or rolled back) and inside a maintenance window;
 //   - only what the policy allows now counts: an annotation the admin's
@@ -131,20 +133,38 @@ func (s *stepper) early(byKey map[string]Group) {
 	}
 }
 
-// defers reports whether g, taken by wave w when it starts, stays out of
-// it: its tenant defers it and the policy allows deferrals. It records
-// the deferral with its bound.
-func (s *stepper) defers(g Group, w *record.Wave) bool {
+// deferOut returns the members of wave w that stay in it: all but those
+// whose tenant defers them (v1alpha1.RolloutDefer) where the policy allows
+// deferrals, whose deferral it records with its bound. A wave always
+// keeps one group: when every member is deferred, the first is not (an
+// Event on it says so), so that a wave, the canary above all, cannot be
+// emptied by deferrals and let the next one start without judging
+// anything.
+func (s *stepper) deferOut(members []Group, w *record.Wave) []Group {
 	upTo := s.in.Policy.Tenants.DeferUpTo
-	if g.Tenant != v1alpha1.RolloutDefer || upTo == 0 {
-		return false
+	defers := func(g Group) bool { return upTo > 0 && g.Tenant == v1alpha1.RolloutDefer }
+	if len(members) == 0 || !slices.ContainsFunc(members, defers) {
+		return members
+	}
+	var kept []Group
+	if !slices.ContainsFunc(members, func(g Group) bool { return !defers(g) }) {
+		kept = append(kept, members[0])
+		s.note(true, members[0].Key, ReasonGroupDeferred, "Its tenant defers it (%s=%s), but every group of wave %s is deferred and a wave judges at least one group: this one moves with the wave",
+			v1alpha1.AnnotationRollout, v1alpha1.RolloutDefer, w.Name)
+		members = members[1:]
 	}
 	until := metav1.NewTime(s.in.Now.Add(upTo))
-	s.rec.Deferred = append(s.rec.Deferred, record.Deferral{Group: g.Key, Wave: w.Name, Until: until})
-	s.note(false, g.Key, ReasonGroupDeferred, "Its tenant defers it (%s=%s): wave %s started without it; it keeps boundaries revision %s until the annotation is removed, and moves to %s at the latest at %s (inside a maintenance window)",
-		v1alpha1.AnnotationRollout, v1alpha1.RolloutDefer, w.Name, g.Running, s.rec.Target, until.UTC().Format(time.RFC3339))
-	s.wake(until.Time)
-	return true
+	for _, g := range members {
+		if !defers(g) {
+			kept = append(kept, g)
+			continue
+		}
+		s.rec.Deferred = append(s.rec.Deferred, record.Deferral{Group: g.Key, Wave: w.Name, Until: until})
+		s.note(false, g.Key, ReasonGroupDeferred, "Its tenant defers it (%s=%s): wave %s started without it; it keeps boundaries revision %s until the annotation is removed, and moves to %s at the latest at %s (inside a maintenance window)",
+			v1alpha1.AnnotationRollout, v1alpha1.RolloutDefer, w.Name, g.Running, s.rec.Target, until.UTC().Format(time.RFC3339))
+		s.wake(until.Time)
+	}
+	return kept
 }
 
 // judgeAlone judges the groups moved at their tenant's time by the
