@@ -255,7 +255,7 @@ func TestParseRejects(t *testing.T) {
 		{"rollout empty object", map[string]string{"rollout": "{}"},
 			[]string{"data.rollout: empty: set maxConcurrentUpgrades (an integer >= 1), waves, windows, freezes or namespaceMaintenance"}},
 		{"rollout unknown field", map[string]string{"rollout": "maxConcurrent: 2\nmaxConcurrentUpgrades: 2"},
-			[]string{`data.rollout: unknown field "maxConcurrent" (valid: maxConcurrentUpgrades, waves, soak, failure, windows, freezes, namespaceMaintenance)`}},
+			[]string{`data.rollout: unknown field "maxConcurrent" (valid: maxConcurrentUpgrades, waves, soak, failure, tenants, windows, freezes, namespaceMaintenance)`}},
 		{"rollout scalar", map[string]string{"rollout": "5"},
 			[]string{"data.rollout: expected an object with maxConcurrentUpgrades, waves, windows, freezes and/or namespaceMaintenance, got a number"}},
 	} {

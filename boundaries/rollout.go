@@ -26,6 +26,9 @@ type RolloutPolicy struct {
 	Waves []Wave
 	// Failure says when a wave has failed and the rollout halts.
 	Failure FailureCriteria
+	// Tenants is what tenants may decide about their own groups' place in
+	// a rollout (rollout_tenants.go); the zero value: nothing.
+	Tenants TenantChoices
 }
 
 // Wave is one step of a rollout. It takes, from the groups that no earlier
@@ -164,7 +167,7 @@ const (
 )
 
 // rolloutFields are the fields of data key rollout.
-var rolloutFields = []string{"maxConcurrentUpgrades", "waves", "soak", "failure", "windows", "freezes", "namespaceMaintenance"}
+var rolloutFields = []string{"maxConcurrentUpgrades", "waves", "soak", "failure", "tenants", "windows", "freezes", "namespaceMaintenance"}
 
 // rollout parses data key rollout: {maxConcurrentUpgrades: N, waves:
 // [...], soak: duration, failure: {...}}, every field optional but one.
@@ -184,7 +187,7 @@ func (p *parser) rollout(c *Config, v any) {
 	p.maintenance(c, m, at)
 	wv, hasWaves := m["waves"]
 	if !hasWaves {
-		for _, f := range []string{"soak", "failure"} {
+		for _, f := range []string{"soak", "failure", "tenants"} {
 			if _, present := m[f]; present {
 				p.addf("%s.%s: has no effect without waves (a boundary change reaches every group at once); add waves or remove it", at, f)
 			}
@@ -200,6 +203,9 @@ func (p *parser) rollout(c *Config, v any) {
 	}
 	if fv, present := m["failure"]; present {
 		p.failure(&pol.Failure, fv, at+".failure")
+	}
+	if tv, present := m["tenants"]; present {
+		p.tenants(&pol.Tenants, tv, at+".tenants")
 	}
 	pol.Waves = p.waves(wv, at+".waves", soak)
 	if len(pol.Waves) > 0 {

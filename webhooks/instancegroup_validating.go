@@ -28,8 +28,9 @@ import (
 // namespace or kinds, Fargate selectors naming other namespaces, a quota
 // exceeded, spec changes to a group being deleted, and, with Allowlists
 // set, AWS identities and data the admin has not allowed (allowlist.go),
-// and a tenant's change of a label a rollout wave selects on
-// (wavelabels.go).
+// a tenant's change of a label a rollout wave selects on
+// (wavelabels.go), and a tenant's rollout choice the admin does not allow
+// (tenantrollout.go).
 type InstanceGroupValidator struct {
 	// Boundaries is the last valid boundary ConfigMap; nil skips the
 	// boundary, crd, Fargate and quota checks (unit tests of the rest).
@@ -111,6 +112,15 @@ func (v *InstanceGroupValidator) Handle(ctx context.Context, req admission.Reque
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("InstanceGroup %s/%s: could not tell whether its rollout-wave labels may change; retry: %w", req.Namespace, ig.Name, err))
 		}
 		errs = append(errs, more...)
+		var oldAnnotations map[string]string
+		if old != nil {
+			oldAnnotations = old.Annotations
+		}
+		more, warned, err := v.rolloutChoice(ctx, v.Boundaries.Get().Config, req.UserInfo, req.Namespace, oldAnnotations, ig.Annotations)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("InstanceGroup %s/%s: could not tell whether its rollout choice may change; retry: %w", req.Namespace, ig.Name, err))
+		}
+		errs, warnings = append(errs, more...), append(warnings, warned...)
 	}
 	if v.Boundaries != nil && len(errs) == 0 {
 		more, err := v.tenancy(ctx, obj, ig, old)

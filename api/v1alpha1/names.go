@@ -76,6 +76,24 @@ const (
 	// are killed without eviction; PodDisruptionBudgets are not asked).
 	// It may be set before or during the deletion.
 	AnnotationForceDelete = "instancemgr.keikoproj.io/force-delete"
+	// AnnotationRollout is a tenant's choice of when its group takes part
+	// in a boundaries rollout: RolloutApprove or RolloutDefer, where the
+	// boundary ConfigMap's rollout.tenants allows it (the validating
+	// webhook refuses it otherwise; the rollout ignores what the policy
+	// does not allow). It stays until removed and applies to every rollout
+	// while it is there.
+	AnnotationRollout = "instancemgr.keikoproj.io/rollout"
+)
+
+// Values of AnnotationRollout.
+const (
+	// RolloutApprove moves the group to the rollout's target now, ahead
+	// of its wave; it is judged alone and cannot halt the rollout.
+	RolloutApprove = "approve"
+	// RolloutDefer keeps the group out of its wave until the annotation
+	// is removed, and at most rollout.tenants.deferUpTo after the wave
+	// started.
+	RolloutDefer = "defer"
 )
 
 // Node labels the eks provisioner registers through the kubelet, naming the

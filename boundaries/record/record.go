@@ -145,6 +145,12 @@ type Record struct {
 	Changes        []Change `json:"changes,omitempty"`
 	ChangesCount   int      `json:"changesCount,omitempty"`
 	ChangesUnknown string   `json:"changesUnknown,omitempty"`
+	// Early, Late and Deferred are the groups whose tenant chose their
+	// time (tenants.go): moved ahead of their wave, moved after it, and
+	// kept out of it for now. Early and late groups are judged alone.
+	Early    []Group    `json:"early,omitempty"`
+	Late     []Group    `json:"late,omitempty"`
+	Deferred []Deferral `json:"deferred,omitempty"`
 }
 
 // Change is one default that changes: boundaries.FieldChange.

@@ -69,6 +69,7 @@ func compact(r *Record, out map[string]string) error {
 	if len(r.RolledBack) > 0 {
 		sum.RolledBack = nil
 	}
+	sum.Early, sum.Late, sum.Deferred = firstGroups(r.Early), firstGroups(r.Late), r.Deferred[:min(len(r.Deferred), MaxPlanned)]
 	if r.Halt != nil {
 		h := *r.Halt
 		h.Reason, h.Groups = cut(h.Reason), nil
@@ -97,7 +98,7 @@ func (r *Record) groupCount() int {
 	for _, w := range r.Waves {
 		n += len(w.Groups)
 	}
-	return n
+	return n + len(r.Early) + len(r.Late) + len(r.Deferred)
 }
 
 // size is the bytes data takes: keys and values.

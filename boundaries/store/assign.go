@@ -20,6 +20,9 @@ const (
 	// RolledBack: the group failed and was moved back to the last good
 	// revision.
 	RolledBack = "RolledBack"
+	// DeferredByTenant: the group's tenant keeps it out of its wave
+	// (v1alpha1.RolloutDefer) for now.
+	DeferredByTenant = "DeferredByTenant"
 )
 
 // Assignment is the boundaries revision a group is to be admitted against.
@@ -35,9 +38,12 @@ type Assignment struct {
 	// one, else "".
 	Pending string
 	// Reason says why the group is held (WaitingForRollout,
-	// WaitingForWave, RolloutHalted, RolledBack); "" when it is not.
+	// WaitingForWave, RolloutHalted, RolledBack, DeferredByTenant); ""
+	// when it is not.
 	Reason string
-	// Wave names the group's wave of the rollout, once it started.
+	// Wave names the group's wave of the rollout, once it started
+	// (record.TenantEarly or TenantLate for a group moved at its tenant's
+	// time).
 	Wave string
 }
 
@@ -143,6 +149,9 @@ func (s State) ForAdmission(hash, namespace string) (Assignment, bool) {
 //     namespace, or once the rollout is Complete: the current revision;
 //   - in a Progressing rollout, a group of a started wave (any group once
 //     the last wave started): the current revision (the target);
+//   - in a Progressing rollout, a group its tenant deferred: the revision
+//     it runs; one its tenant moved ahead of (or after) its wave: the
+//     current revision;
 //   - a group rollback moved back: the stable revision;
 //   - otherwise the revision it runs (no move), or the stable one when
 //     that is unknown.
@@ -181,6 +190,14 @@ func (s State) Desired(namespace, name, hash string) Assignment {
 	case record.PhaseComplete:
 		return s.current(namespace)
 	case record.PhaseProgressing:
+		if rec.IsDeferred(key) {
+			return hold(DeferredByTenant)
+		}
+		if where := rec.TenantMoved(key); where != "" {
+			a := s.current(namespace)
+			a.Wave = where
+			return a
+		}
 		if rec.WaveOf(key) >= 0 || rec.LastWaveStarted() {
 			a := s.current(namespace)
 			if rec.LastWaveStarted() {

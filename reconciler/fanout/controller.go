@@ -190,6 +190,8 @@ func heldBecause(d store.Assignment) string {
 		return "the rollout halted (see the rollout record ConfigMap and its Events); the admin resumes or rolls back"
 	case store.RolledBack:
 		return "the group failed in the rollout and was rolled back to the last good revision"
+	case store.DeferredByTenant:
+		return "its tenant keeps it out of its wave (" + v1alpha1.AnnotationRollout + "=" + v1alpha1.RolloutDefer + "); it moves when the annotation is removed or the deferral's bound passes"
 	default:
 		return "the rollout of the changed ConfigMap has not started yet"
 	}

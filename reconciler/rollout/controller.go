@@ -162,6 +162,7 @@ func (r *Reconciler) groups(ctx context.Context, st store.State) ([]Group, error
 			State: ig.Status.CurrentState, NodesUpdated: ig.Status.NodesUpdated, NodesTotal: ig.Status.NodesTotal,
 			InService: ig.Status.NodesInService, ReadyNodes: ig.Status.NodesReady,
 			Nodes: perGroup[key].all, NotReadyNodes: perGroup[key].bad,
+			Tenant: ig.Annotations[v1alpha1.AnnotationRollout],
 		}
 		if c := meta.FindStatusCondition(ig.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 			g.Ready, g.Message = c.Status == metav1.ConditionTrue, c.Message

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -33,6 +35,11 @@ var (
 		Name: "instance_manager_boundaries_rollout_next_wave_planned",
 		Help: "The plan of the boundaries rollout's next wave not started: its planned InstanceGroups (unit groups) and their nodes (unit nodes); 0 when no wave is left.",
 	}, []string{"unit"})
+	// tenantGroups counts the groups whose tenant chose their time.
+	tenantGroups = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_tenant_groups",
+		Help: "InstanceGroups of the boundaries rollout whose tenant chose their time (annotation instancemgr.keikoproj.io/rollout): early (moved ahead of their wave), late (moved after a deferral), deferred (kept out of their wave for now), failed (early or late groups that failed, judged alone).",
+	}, []string{"choice"})
 	// recordFailing is 1 while the rollout record cannot be written.
 	recordFailing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "instance_manager_boundaries_rollout_record_write_failing",
@@ -41,7 +48,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, recordFailing)
+	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, tenantGroups, recordFailing)
 }
 
 // observe sets the gauges from the record and counts a halt among notes.
@@ -67,6 +74,16 @@ func observe(rec *record.Record, notes []Note) {
 	groups.WithLabelValues("done").Set(float64(rec.GroupsDone))
 	groups.WithLabelValues("failed").Set(float64(rec.GroupsFailed))
 	groups.WithLabelValues("waiting").Set(float64(rec.GroupsWaiting))
+	failed := 0
+	for _, m := range append(slices.Clone(rec.Early), rec.Late...) {
+		if m.State == record.GroupFailed {
+			failed++
+		}
+	}
+	tenantGroups.WithLabelValues("early").Set(float64(len(rec.Early)))
+	tenantGroups.WithLabelValues("late").Set(float64(len(rec.Late)))
+	tenantGroups.WithLabelValues("deferred").Set(float64(len(rec.Deferred)))
+	tenantGroups.WithLabelValues("failed").Set(float64(failed))
 	for _, n := range notes {
 		if n.Reason == ReasonHalted && rec.Halt != nil {
 			halts.WithLabelValues(rec.Halt.Criterion).Inc()

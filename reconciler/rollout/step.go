@@ -63,6 +63,9 @@ type Group struct {
 	// Nodes and NotReadyNodes count the group's Node objects (by the
 	// instancegroup labels) and those whose Ready condition is not True.
 	Nodes, NotReadyNodes int
+	// Tenant is its tenant's choice, the annotation
+	// v1alpha1.AnnotationRollout ("" when absent): tenants.go.
+	Tenant string
 }
 
 // healthy: Ready for its current spec with every instance updated and
@@ -216,6 +219,12 @@ func (s *stepper) run() {
 	if s.rec.Phase == record.PhaseProgressing {
 		s.advance()
 	}
+	if s.rec.Phase == record.PhaseProgressing {
+		s.tenants()
+		if last := len(s.rec.Waves) - 1; s.rec.Wave == last && s.rec.Waves[last].CompletedAt != nil {
+			s.advance() // the tenants' groups may have settled: the rollout may complete
+		}
+	}
 }
 
 // start begins rolling out the current revision from the stable one.
@@ -338,6 +347,9 @@ func (s *stepper) advance() {
 			}
 		}
 		if rec.Wave == len(rec.Waves)-1 {
+			if !s.tenantsSettled() {
+				return // a deferred group, or one moved at its tenant's time and not judged yet
+			}
 			rec.Phase, rec.Stable, rec.CompletedAt = record.PhaseComplete, rec.Target, &s.now
 			s.note(false, "", ReasonComplete, "Boundaries revision %s reached every group in %d wave(s); it is the last good revision now", rec.Target, len(rec.Waves))
 			return
@@ -380,7 +392,7 @@ func (s *stepper) choose(i int) {
 	w.StartedAt = &s.now
 	w.Groups = nil
 	var keys []string
-	for _, g := range members {
+	for _, g := range s.deferOut(members, w) {
 		w.Groups = append(w.Groups, s.member(g))
 		keys = append(keys, g.Key)
 	}
@@ -388,13 +400,23 @@ func (s *stepper) choose(i int) {
 		i+1, len(rec.Waves), w.Name, w.Selects, len(keys), rec.Target, listOrNone(keys))
 }
 
-// taken is the groups the started waves before wave i took.
+// taken is the groups the started waves before wave i took, and those
+// whose tenant chose their time (moved early or late, or deferred): no
+// wave takes them.
 func (s *stepper) taken(i int) map[string]bool {
 	taken := map[string]bool{}
 	for j := range i {
 		for _, g := range s.rec.Waves[j].Groups {
 			taken[g.Group] = true
 		}
+	}
+	for _, l := range [][]record.Group{s.rec.Early, s.rec.Late} {
+		for _, g := range l {
+			taken[g.Group] = true
+		}
+	}
+	for _, d := range s.rec.Deferred {
+		taken[d.Group] = true
 	}
 	return taken
 }
@@ -476,12 +498,7 @@ func (s *stepper) judge(w *record.Wave) bool {
 	}
 	if rec.Wave == len(rec.Waves)-1 {
 		// The last wave takes groups created since it started as well.
-		in := map[string]bool{}
-		for _, r := range rec.Waves {
-			for _, g := range r.Groups {
-				in[g.Group] = true
-			}
-		}
+		in := s.taken(len(rec.Waves))
 		for _, g := range s.in.Groups {
 			if !in[g.Key] && !g.Excluded && !g.Deleting {
 				w.Groups = append(w.Groups, s.member(g))
@@ -651,6 +668,11 @@ func (s *stepper) count() {
 			inWave[g.Group] = g.State
 		}
 	}
+	for _, l := range [][]record.Group{rec.Early, rec.Late} {
+		for _, g := range l {
+			inWave[g.Group] = g.State
+		}
+	}
 	total := 0
 	for _, g := range s.in.Groups {
 		if g.Excluded || g.Deleting {
@@ -684,6 +706,9 @@ func (s *stepper) count() {
 	if rec.WaitingFor != "" {
 		rec.Message += "; the next wave waits: " + rec.WaitingFor
 	}
+	if t := tenantsText(rec); t != "" {
+		rec.Message += "; " + t
+	}
 }
 
 func listOrNone(keys []string) string {
@@ -706,6 +731,7 @@ func clone(r *record.Record) *record.Record {
 		c.Waves[i] = w
 	}
 	c.RolledBack = slices.Clone(r.RolledBack)
+	c.Early, c.Late, c.Deferred = slices.Clone(r.Early), slices.Clone(r.Late), slices.Clone(r.Deferred)
 	c.Changes = slices.Clone(r.Changes)
 	if r.Halt != nil {
 		h := *r.Halt

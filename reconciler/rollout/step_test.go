@@ -59,7 +59,8 @@ func (s *sim) step(action string) Result {
 	for i := range s.groups {
 		g := &s.groups[i]
 		assigned := s.rec.Phase == record.PhaseComplete ||
-			s.rec.Phase == record.PhaseProgressing && (s.rec.WaveOf(g.Key) >= 0 || s.rec.LastWaveStarted())
+			s.rec.Phase == record.PhaseProgressing && !s.rec.IsDeferred(g.Key) &&
+				(s.rec.WaveOf(g.Key) >= 0 || s.rec.LastWaveStarted() || s.rec.TenantMoved(g.Key) != "")
 		if s.rec.IsRolledBack(g.Key) {
 			assigned = false
 		}
