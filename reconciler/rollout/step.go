@@ -63,6 +63,11 @@ type Group struct {
 	// Nodes and NotReadyNodes count the group's Node objects (by the
 	// instancegroup labels) and those whose Ready condition is not True.
 	Nodes, NotReadyNodes int
+	// Pods are the pods on its new nodes that the workload criteria may
+	// fail (not Ready, or restarted): read only for the groups of the
+	// wave being judged when the policy has such criteria
+	// (workload_read.go); nil otherwise.
+	Pods []Pod
 }
 
 // healthy: Ready for its current spec with every instance updated and
@@ -178,6 +183,9 @@ type stepper struct {
 	notes []Note
 	after time.Duration
 	acted bool
+	// podFailures are the failed pods of the groups that failed a
+	// workload criterion in this step, by group key, for the halt.
+	podFailures map[string][]PodFailure
 }
 
 func (s *stepper) note(warning bool, group, reason, format string, args ...any) {
@@ -565,9 +573,21 @@ func (s *stepper) observe(m *record.Group, g Group, f boundaries.FailureCriteria
 	if m.State == record.GroupUnjudged {
 		return
 	}
+	pods, podsWaiting, podsDue := judgePods(g.Pods, f, s.rec.Waves[s.rec.Wave].StartedAt.Time, m.MovedAt.Time)
 	switch {
 	case f.GroupError && g.State == v1alpha1.StateError && g.ObservedGeneration == g.Generation:
 		m.State, m.Criterion, m.Reason = record.GroupFailed, record.CriterionGroupError, "in state Error: "+g.Message
+	case len(pods) > 0:
+		m.State, m.Criterion, m.Reason = record.GroupFailed, pods[0].Criterion, podsReason(pods)
+		if s.podFailures == nil {
+			s.podFailures = map[string][]PodFailure{}
+		}
+		s.podFailures[m.Group] = pods
+	case g.healthy() && podsWaiting > 0:
+		// Its nodes are healthy; its verdict waits for pods not Ready
+		// yet (not for the startup timeout: podNotReadyAfter decides).
+		m.State = record.GroupRotating
+		s.wake(podsDue)
 	case g.healthy():
 		m.State, m.Reason, m.Criterion = record.GroupHealthy, "", ""
 	case !s.in.Now.Before(m.Since.Add(f.StartupTimeout)):
@@ -620,6 +640,7 @@ func (s *stepper) halt(w *record.Wave, criterion string, failed, reasons []strin
 	rec := s.rec
 	rec.Phase = record.PhaseHalted
 	rec.Halt = &record.Halt{At: s.now, Wave: w.Name, Reason: strings.Join(reasons, "; "), Criterion: criterion, Groups: failed}
+	haltPods(rec.Halt, s.podFailures)
 	w.HealthyAt = nil
 	s.note(true, "", ReasonHalted, "Rollout of boundaries revision %s halted in wave %d/%d %s: %d group(s) failed: %s. No other group moves; groups of later waves keep what they run (last good %s). "+
 		"Resume after fixing, or roll the failed groups back: kubectl annotate configmap <rollout record> %s=%s (or %s)",
@@ -704,6 +725,7 @@ func clone(r *record.Record) *record.Record {
 	if r.Halt != nil {
 		h := *r.Halt
 		h.Groups = slices.Clone(h.Groups)
+		h.Pods, h.Nodes = slices.Clone(h.Pods), slices.Clone(h.Nodes)
 		c.Halt = &h
 	}
 	return &c
