@@ -26,13 +26,24 @@ var (
 	// halts counts halted rollouts by the criterion the first failed group met.
 	halts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "instance_manager_boundaries_rollout_halts_total",
-		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected.",
+		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected, pods_not_ready, container_restarts.",
 	}, []string{"reason"})
 	// nextPlanned is the next wave's plan: its groups and nodes.
 	nextPlanned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "instance_manager_boundaries_rollout_next_wave_planned",
 		Help: "The plan of the boundaries rollout's next wave not started: its planned InstanceGroups (unit groups) and their nodes (unit nodes); 0 when no wave is left.",
 	}, []string{"unit"})
+	// failedPods is how many pods failed the workload criteria in the halt.
+	failedPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_failed_pods",
+		Help: "Pods (of Deployments and StatefulSets on the moved groups' new nodes) that failed the boundaries rollout's workload criteria (podNotReadyAfter, maxContainerRestarts) in the halt in force; 0 when not halted on them.",
+	})
+	// podLists counts the node pod Lists the workload criteria made (their
+	// cost on the API server).
+	podLists = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "instance_manager_boundaries_rollout_pod_lists_total",
+		Help: "Pod Lists by spec.nodeName the boundaries rollout made to judge the moved groups' new nodes by the workload criteria (at most 20 a second).",
+	})
 	// recordFailing is 1 while the rollout record cannot be written.
 	recordFailing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "instance_manager_boundaries_rollout_record_write_failing",
@@ -41,7 +52,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, recordFailing)
+	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, recordFailing, failedPods, podLists)
 }
 
 // observe sets the gauges from the record and counts a halt among notes.
@@ -67,6 +78,11 @@ func observe(rec *record.Record, notes []Note) {
 	groups.WithLabelValues("done").Set(float64(rec.GroupsDone))
 	groups.WithLabelValues("failed").Set(float64(rec.GroupsFailed))
 	groups.WithLabelValues("waiting").Set(float64(rec.GroupsWaiting))
+	if rec.Halt != nil && rec.Phase != record.PhaseProgressing && rec.Phase != record.PhaseComplete {
+		failedPods.Set(float64(rec.Halt.PodsCount))
+	} else {
+		failedPods.Set(0)
+	}
 	for _, n := range notes {
 		if n.Reason == ReasonHalted && rec.Halt != nil {
 			halts.WithLabelValues(rec.Halt.Criterion).Inc()
