@@ -86,7 +86,8 @@ func judgePods(pods []Pod, f boundaries.FailureCriteria, waveStart, clock time.T
 				if criterion == "" {
 					criterion = record.CriterionPodsNotReady
 				}
-				whys = append(whys, fmt.Sprintf("not Ready for %s (podNotReadyAfter %s)", d.Round(time.Second), f.PodNotReadyAfter))
+				// Rounded up: "for 30s" past a limit of 30s would read as none.
+				whys = append(whys, fmt.Sprintf("not Ready for %s (podNotReadyAfter %s)", (d+time.Second-1).Truncate(time.Second), f.PodNotReadyAfter))
 			} else if criterion == "" {
 				waiting++
 				if at := since.Add(f.PodNotReadyAfter); due.IsZero() || at.Before(due) {

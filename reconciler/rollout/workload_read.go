@@ -110,7 +110,9 @@ func (r *podReader) readPods(ctx context.Context, kube client.Reader, prev *reco
 	}
 	slices.SortFunc(due, func(a, b string) int { return r.lastRead(a).Compare(r.lastRead(b)) })
 	for _, key := range due {
-		if !r.limit.AllowN(now, max(1, len(newNodes[key]))) {
+		// One token a node List (a group of more nodes than the burst
+		// takes the whole burst).
+		if !r.limit.AllowN(now, min(max(1, len(newNodes[key])), podListsBurst)) {
 			break // the rest keep their last read until tokens come back
 		}
 		pods, err := r.read(ctx, newNodes[key], pol.Failure, now)
