@@ -90,8 +90,12 @@ func TestCanaryWhosePodsCrashLoopHaltsTheRollout(t *testing.T) {
 	// The canary's nodes are Ready on the new image: the pods failed it, not its nodes.
 	cur := suite.Get(t, canary)
 	g.Expect(image(cur)).To(Equal(suite.Cloud.AMIs[1]))
-	nodes := suite.GroupNodes(t, canary)
-	g.Expect(harness.Available(nodes)).To(Equal(len(nodes)), "every node of the canary is Ready")
+	// (the canary's own rotation goes on after the halt: wait for its old node to go).
+	var nodes []corev1.Node
+	g.Eventually(func() int {
+		nodes = suite.GroupNodes(t, canary)
+		return len(nodes) - harness.Available(nodes)
+	}, 3*time.Minute, time.Second).Should(BeZero(), "every node of the canary is Ready")
 	for _, n := range h.Nodes {
 		g.Expect(slices.ContainsFunc(nodes, func(x corev1.Node) bool { return x.Name == n })).To(BeTrue(), "node %s is the canary's", n)
 	}
