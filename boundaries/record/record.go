@@ -224,8 +224,9 @@ type Group struct {
 	// State is Moving, Rotating, Healthy, Failed or Unjudged.
 	State string `json:"state"`
 	// Reason says why a group failed; Criterion names the failure
-	// criterion it met: group_error, startup_timeout, unhealthy_nodes or
-	// rejected (its re-admission was refused).
+	// criterion it met: group_error, startup_timeout, unhealthy_nodes,
+	// rejected (its re-admission was refused), pods_not_ready or
+	// container_restarts (its pods: Halt.Pods).
 	Reason    string `json:"reason,omitempty"`
 	Criterion string `json:"criterion,omitempty"`
 	// MovedAt is when the group was first seen running the target.
