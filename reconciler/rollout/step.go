@@ -66,8 +66,10 @@ type Group struct {
 	// Pods are the pods on its new nodes that the workload criteria may
 	// fail (not Ready, or restarted): read only for the groups of the
 	// wave being judged when the policy has such criteria
-	// (workload_read.go); nil otherwise.
-	Pods []Pod
+	// (workload_read.go); nil otherwise. PodsReadAt is when they were
+	// read (zero: not read for this wave).
+	Pods       []Pod
+	PodsReadAt time.Time
 }
 
 // healthy: Ready for its current spec with every instance updated and
@@ -542,6 +544,8 @@ func (s *stepper) judge(w *record.Wave) bool {
 	}
 	if end := w.HealthyAt.Add(w.Soak.Duration); s.in.Now.Before(end) {
 		s.wake(end)
+		return false
+	} else if !s.podsSeenSince(w, byKey, end) {
 		return false
 	}
 	w.CompletedAt = &s.now

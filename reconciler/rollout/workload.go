@@ -103,6 +103,24 @@ func judgePods(pods []Pod, f boundaries.FailureCriteria, waveStart, clock time.T
 	return failed, waiting, due
 }
 
+// podsSeenSince reports whether, when the policy judges pods, every
+// healthy group of the wave had its pods read at or after end (its soak's
+// end): a wave completes on what its pods were doing when the soak ended,
+// not on a read from before the drain moved them to the new nodes. When
+// not, the step looks again in a second (the reader reads them first).
+func (s *stepper) podsSeenSince(w *record.Wave, byKey map[string]Group, end time.Time) bool {
+	if !s.in.Policy.Failure.JudgesPods() {
+		return true
+	}
+	for _, m := range w.Groups {
+		if m.State == record.GroupHealthy && byKey[m.Group].PodsReadAt.Before(end) {
+			s.wake(s.in.Now.Add(time.Second))
+			return false
+		}
+	}
+	return true
+}
+
 // maxReasonPods is how many failed pods a group's Reason names.
 const maxReasonPods = 5
 

@@ -33,7 +33,8 @@ import (
 // indexes pods by node; at most 110 pods a node):
 //   - each group at most once every podsEvery, and again as soon as a pod
 //     it read not Ready would cross podNotReadyAfter (its verdict is due:
-//     a fresh read confirms it or sees it recovered);
+//     a fresh read confirms it or sees it recovered), and once the wave's
+//     soak has ended (the wave completes on pods read after it);
 //   - at most podListsPerSecond node Lists a second in all (burst
 //     podListsBurst), the groups read longest ago first: a wave of 1,000
 //     groups of 5 new nodes is re-read every ~4 minutes rather than
@@ -89,7 +90,12 @@ func (r *podReader) readPods(ctx context.Context, kube client.Reader, prev *reco
 	if len(judged) == 0 {
 		return
 	}
-	waveStart := prev.Waves[prev.Wave].StartedAt.Time
+	w := prev.Waves[prev.Wave]
+	waveStart := w.StartedAt.Time
+	var soakEnd time.Time
+	if w.HealthyAt != nil {
+		soakEnd = w.HealthyAt.Add(w.Soak.Duration)
+	}
 	newNodes, err := r.newNodes(ctx, kube, judged, waveStart)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "listing the judged groups' nodes; their pods are not read this time")
@@ -104,7 +110,11 @@ func (r *podReader) readPods(ctx context.Context, kube client.Reader, prev *reco
 		if i, ok := byKey[key]; !ok || !groups[i].AtTarget {
 			continue
 		}
-		if r.due(key, waveStart, newNodes[key], pol.Failure, now) {
+		switch {
+		case len(newNodes[key]) == 0:
+			// Nothing to list (no new node yet, or scaled in): read.
+			r.groups[key] = &podsRead{waveStart: waveStart, at: now}
+		case r.due(key, waveStart, newNodes[key], pol.Failure, soakEnd, now):
 			due = append(due, key)
 		}
 	}
@@ -125,7 +135,7 @@ func (r *podReader) readPods(ctx context.Context, kube client.Reader, prev *reco
 	for key := range judged {
 		if i, ok := byKey[key]; ok {
 			if last := r.groups[key]; last != nil && last.waveStart.Equal(waveStart) {
-				groups[i].Pods = last.pods
+				groups[i].Pods, groups[i].PodsReadAt = last.pods, last.at
 			}
 		}
 	}
@@ -193,12 +203,14 @@ func (r *podReader) lastRead(key string) time.Time {
 }
 
 // due reports whether the group's pods should be read now: never read for
-// this wave, a new node joined, the last read is podsEvery old, or a pod
+// this wave, a new node joined, the last read is podsEvery old, the
+// wave's soak ended (soakEnd, zero while not soaking) after it, or a pod
 // read not Ready would cross podNotReadyAfter by now.
-func (r *podReader) due(key string, waveStart time.Time, nodes []nodeJoined, f boundaries.FailureCriteria, now time.Time) bool {
+func (r *podReader) due(key string, waveStart time.Time, nodes []nodeJoined, f boundaries.FailureCriteria, soakEnd, now time.Time) bool {
 	last := r.groups[key]
-	if last == nil || !last.waveStart.Equal(waveStart) || last.nodes != joinNodes(nodes) || !now.Before(last.at.Add(podsEvery)) {
-		return len(nodes) > 0 || last != nil && last.pods != nil
+	if last == nil || !last.waveStart.Equal(waveStart) || last.nodes != joinNodes(nodes) || !now.Before(last.at.Add(podsEvery)) ||
+		!soakEnd.IsZero() && last.at.Before(soakEnd) && !now.Before(soakEnd) {
+		return true
 	}
 	for _, p := range last.pods {
 		if !p.Ready && f.PodNotReadyAfter > 0 && !now.Before(p.NotReadySince.Add(f.PodNotReadyAfter)) && last.at.Before(p.NotReadySince.Add(f.PodNotReadyAfter)) {

@@ -100,9 +100,17 @@ func TestReadPodsOfNewNodes(t *testing.T) {
 	if api.lists != 2 {
 		t.Fatalf("%d list(s): want a read when a verdict is due", api.lists)
 	}
+	// The soak ended after the last read: read again, and say when.
+	at := start.Add(4*time.Minute + 20*time.Second)
+	prev.Waves[0].HealthyAt = ptr.To(metav1.NewTime(start.Add(4*time.Minute + 5*time.Second)))
+	prev.Waves[0].Soak = metav1.Duration{Duration: 10 * time.Second}
+	r.readPods(ctx, kube, prev, pol, "new", groups, at)
+	if api.lists != 3 || !groups[0].PodsReadAt.Equal(at) {
+		t.Fatalf("%d list(s), read at %s: want a read once the soak ended", api.lists, groups[0].PodsReadAt)
+	}
 	// Criteria without pods, or the wave done: nothing read, nothing kept.
 	r.readPods(ctx, kube, prev, &boundaries.RolloutPolicy{}, "new", groups, start.Add(time.Hour))
-	if api.lists != 2 || len(r.groups) != 0 {
+	if api.lists != 3 || len(r.groups) != 0 {
 		t.Fatalf("%d list(s), %d group(s) kept: want none without workload criteria", api.lists, len(r.groups))
 	}
 }

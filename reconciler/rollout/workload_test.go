@@ -200,6 +200,11 @@ func TestCanaryWhosePodsRecoverCompletes(t *testing.T) {
 		t.Fatalf("canary %+v: want it soaking once its pod is Ready", s.rec.Waves[0].Groups[0])
 	}
 	s.now = s.now.Add(2 * time.Minute)
+	canary.PodsReadAt = s.rec.Waves[0].HealthyAt.Add(30 * time.Second) // read before the soak ended
+	if res := s.step(""); s.rec.Wave != 0 || res.After != time.Second {
+		t.Fatalf("soak over, pods read before its end: wave %d, after %s; want the canary waiting a second for a fresh read", s.rec.Wave, res.After)
+	}
+	canary.PodsReadAt = s.now
 	s.step("")
 	if s.rec.Phase != record.PhaseProgressing || s.rec.Wave != 1 {
 		t.Fatalf("phase %s wave %d; want the rest wave started", s.rec.Phase, s.rec.Wave)

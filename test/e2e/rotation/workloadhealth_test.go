@@ -36,7 +36,7 @@ func TestCanaryWhosePodsCrashLoopHaltsTheRollout(t *testing.T) {
 	const canaryNS = "e2e-pods-canary"
 	withPolicy := func(image string) map[string]string {
 		d := suite.Cloud.Boundaries(image, 5)
-		d["rollout"] = "maxConcurrentUpgrades: 5\nsoak: 5s\n" +
+		d["rollout"] = "maxConcurrentUpgrades: 5\nsoak: 20s\n" +
 			"failure: {startupTimeout: 5m, podNotReadyAfter: 30s, maxContainerRestarts: 5}\n" +
 			"waves:\n- {name: canary, namespaces: [" + canaryNS + "]}\n"
 		return d
