@@ -107,8 +107,8 @@ func (r *podReader) readPods(ctx context.Context, kube client.Reader, prev *reco
 	// Due groups, read longest ago first.
 	var due []string
 	for key := range judged {
-		if i, ok := byKey[key]; !ok || !groups[i].AtTarget {
-			continue
+		if i, ok := byKey[key]; !ok || !groups[i].AtTarget || err != nil {
+			continue // on a failed Node List every group keeps its last read
 		}
 		switch {
 		case len(newNodes[key]) == 0:
