@@ -450,6 +450,7 @@ func setupBoundaryControllers(mgr ctrl.Manager, kube client.Client, opts Options
 	if records != nil {
 		if err := (&rollout.Reconciler{
 			Client: kube, Record: records, RecordName: recordName, ConfigMap: configMap, Store: st, Recorder: recorder,
+			Pods: mgr.GetAPIReader(),
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the rollout controller: %w", err)
 		}

@@ -151,6 +151,24 @@ type FailureCriteria struct {
 	// MaxUnhealthyPercent: when more than this share of the nodes of the
 	// wave's Ready groups are not Ready, the groups with such nodes fail.
 	MaxUnhealthyPercent int
+	// PodNotReadyAfter (failure.podNotReadyAfter): a pod of a Deployment
+	// (through its ReplicaSet) or a StatefulSet, on a node of a moved
+	// group that joined after the group's wave started, whose Ready
+	// condition is not True for longer than this fails its group. 0 (the
+	// default): not checked.
+	PodNotReadyAfter time.Duration
+	// MaxContainerRestarts (failure.maxContainerRestarts), when
+	// LimitRestarts: such a pod with a container (or init container)
+	// restarted more than this many times fails its group. Not checked
+	// by default.
+	MaxContainerRestarts int
+	LimitRestarts        bool
+}
+
+// JudgesPods reports whether the criteria look at the tenants' pods on
+// the moved groups' new nodes (podNotReadyAfter or maxContainerRestarts).
+func (f FailureCriteria) JudgesPods() bool {
+	return f.PodNotReadyAfter > 0 || f.LimitRestarts
 }
 
 // ApprovalManual is a wave's approval when the admin must approve it
@@ -344,10 +362,14 @@ func describeEmpty(v any) string {
 	return kindOf(v)
 }
 
-var failureFields = []string{"groupError", "startupTimeout", "maxUnhealthyPercent"}
+var failureFields = []string{"groupError", "startupTimeout", "maxUnhealthyPercent", "podNotReadyAfter", "maxContainerRestarts"}
+
+// maxRestartsLimit bounds failure.maxContainerRestarts (a kubelet's
+// restartCount is an int32).
+const maxRestartsLimit = math.MaxInt32
 
 func (p *parser) failure(f *FailureCriteria, v any, at string) {
-	m, ok := p.object(v, at, "an object with groupError, startupTimeout and maxUnhealthyPercent", failureFields...)
+	m, ok := p.object(v, at, "an object with groupError, startupTimeout, maxUnhealthyPercent, podNotReadyAfter and maxContainerRestarts", failureFields...)
 	if !ok {
 		return
 	}
@@ -366,6 +388,14 @@ func (p *parser) failure(f *FailureCriteria, v any, at string) {
 	if uv, present := m["maxUnhealthyPercent"]; present {
 		if n := p.intIn(uv, at+".maxUnhealthyPercent", 0, 100); n >= 0 {
 			f.MaxUnhealthyPercent = n
+		}
+	}
+	if pv, present := m["podNotReadyAfter"]; present {
+		f.PodNotReadyAfter = p.duration(pv, at+".podNotReadyAfter", true)
+	}
+	if rv, present := m["maxContainerRestarts"]; present {
+		if n := p.intIn(rv, at+".maxContainerRestarts", 0, maxRestartsLimit); n >= 0 {
+			f.MaxContainerRestarts, f.LimitRestarts = n, true
 		}
 	}
 }

@@ -97,7 +97,7 @@ func TestParseRolloutRejects(t *testing.T) {
 		{"startup timeout zero", "failure: {startupTimeout: 0s}\nwaves:\n- {name: a}", `data.rollout.failure.startupTimeout: "0s" is out of range (valid: a duration such as 30s, 10m or 1h)`},
 		{"unhealthy out of range", "failure: {maxUnhealthyPercent: 101}\nwaves:\n- {name: a}", "data.rollout.failure.maxUnhealthyPercent: 101 is out of range (valid: an integer from 0 to 100)"},
 		{"groupError not a bool", "failure: {groupError: 'yes'}\nwaves:\n- {name: a}", "data.rollout.failure.groupError: expected true or false, got a string"},
-		{"unknown failure field", "failure: {errors: true}\nwaves:\n- {name: a}", `data.rollout.failure: unknown field "errors" (valid: groupError, startupTimeout, maxUnhealthyPercent)`},
+		{"unknown failure field", "failure: {errors: true}\nwaves:\n- {name: a}", `data.rollout.failure: unknown field "errors" (valid: groupError, startupTimeout, maxUnhealthyPercent, podNotReadyAfter, maxContainerRestarts)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(map[string]string{"rollout": tc.rollout})

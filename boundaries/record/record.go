@@ -44,6 +44,13 @@ const (
 	CriterionStartupTimeout = "startup_timeout"
 	CriterionUnhealthyNodes = "unhealthy_nodes"
 	CriterionRejected       = "rejected"
+	// CriterionPodsNotReady: a pod of a Deployment or StatefulSet on one
+	// of the group's new nodes was not Ready for longer than
+	// failure.podNotReadyAfter.
+	CriterionPodsNotReady = "pods_not_ready"
+	// CriterionContainerRestarts: a container of such a pod restarted
+	// more than failure.maxContainerRestarts times.
+	CriterionContainerRestarts = "container_restarts"
 )
 
 // States of a group in a wave.
@@ -223,8 +230,9 @@ type Group struct {
 	// State is Moving, Rotating, Healthy, Failed or Unjudged.
 	State string `json:"state"`
 	// Reason says why a group failed; Criterion names the failure
-	// criterion it met: group_error, startup_timeout, unhealthy_nodes or
-	// rejected (its re-admission was refused).
+	// criterion it met: group_error, startup_timeout, unhealthy_nodes,
+	// rejected (its re-admission was refused), pods_not_ready or
+	// container_restarts (its pods: Halt.Pods).
 	Reason    string `json:"reason,omitempty"`
 	Criterion string `json:"criterion,omitempty"`
 	// MovedAt is when the group was first seen running the target.
@@ -248,6 +256,28 @@ type Halt struct {
 	Criterion string `json:"criterion"`
 	// Groups are the groups that failed (namespace/name).
 	Groups []string `json:"groups"`
+	// Pods are the first MaxHaltPods pods that failed a workload
+	// criterion (pods_not_ready, container_restarts), in the order of
+	// Groups; PodsCount counts them all; Nodes are the nodes those first
+	// pods run on, each once.
+	Pods      []FailedPod `json:"pods,omitempty"`
+	PodsCount int         `json:"podsCount,omitempty"`
+	Nodes     []string    `json:"nodes,omitempty"`
+}
+
+// MaxHaltPods is how many failed pods a Halt names.
+const MaxHaltPods = 10
+
+// FailedPod is a pod that failed a workload criterion.
+type FailedPod struct {
+	// Pod is namespace/name; Node the node it runs on; Group the
+	// InstanceGroup (namespace/name) of that node.
+	Pod   string `json:"pod"`
+	Node  string `json:"node"`
+	Group string `json:"group"`
+	// Why says what failed, e.g. "not Ready for 3m10s (podNotReadyAfter
+	// 3m0s)" or "container app restarted 7 times (maxContainerRestarts 5)".
+	Why string `json:"why"`
 }
 
 // WaveOf returns the index of the started wave that holds group, or -1.

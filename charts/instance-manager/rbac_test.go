@@ -68,6 +68,7 @@ func TestRBAC(t *testing.T) {
 			{verb: "create", resource: "pods", subresource: "eviction", namespace: "tenant", name: "web-0"},
 			{verb: "list", group: "policy", resource: "poddisruptionbudgets"},
 			{verb: "get", group: "apps", resource: "daemonsets", namespace: "kube-system", name: "aws-node"},
+			{verb: "get", group: "apps", resource: "replicasets", namespace: "tenant", name: "web-5d8f"},
 			{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews"},
 			{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews"},
 			{verb: "create", resource: "events", namespace: "tenant"},
@@ -122,6 +123,8 @@ func TestRBAC(t *testing.T) {
 			{verb: "delete", group: "instancemgr.keikoproj.io", resource: "instancegroups", namespace: "tenant", name: "web"},
 			{verb: "update", group: "apps", resource: "daemonsets", namespace: "kube-system", name: "aws-node"},
 			{verb: "create", group: "apps", resource: "deployments", namespace: "tenant"},
+			{verb: "list", group: "apps", resource: "replicasets", namespace: "tenant"},
+			{verb: "update", group: "apps", resource: "replicasets", namespace: "tenant", name: "web-5d8f"},
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 			// The crd strategy's kinds only when the admin opts in
 			// (rbac.crdStrategyResources; security review N1).

@@ -49,6 +49,11 @@ type Reconciler struct {
 	ConfigMap types.NamespacedName
 	Store     *store.Store
 	Recorder  events.EventRecorder
+	// Pods reads pods live from the API server (the manager's API
+	// reader: there is no Pod cache) for the workload criteria
+	// (workload_read.go); nil: the workload criteria see no pods.
+	Pods client.Reader
+	pods *podReader
 
 	// notWritten is the last failure to write the record that was
 	// reported ("" when the last write succeeded). One worker reconciles
@@ -87,13 +92,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	now := time.Now()
+	if r.Pods != nil {
+		if r.pods == nil {
+			r.pods = newPodReader(r.Pods)
+		}
+		r.pods.readPods(ctx, r.Client, prev, st.Policy(), st.Revision, groups, now)
+	}
 	configs := map[string]*boundaries.Config{st.Revision: st.Config}
 	for rev, c := range st.Revisions {
 		if rev != st.Revision {
 			configs[rev] = c
 		}
 	}
-	res := Step(prev, Input{Now: time.Now(), Revision: st.Revision, Policy: st.Policy(), Maintenance: st.Maintenance(), Groups: groups, Action: action, Configs: configs})
+	res := Step(prev, Input{Now: now, Revision: st.Revision, Policy: st.Policy(), Maintenance: st.Maintenance(), Groups: groups, Action: action, Configs: configs})
 
 	revisions := keep(st, res.Record, groups, raw)
 	data, err := record.Encode(res.Record, revisions)

@@ -28,7 +28,7 @@ var (
 	// halts counts halted rollouts by the criterion the first failed group met.
 	halts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "instance_manager_boundaries_rollout_halts_total",
-		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected.",
+		Help: "Boundaries rollouts halted, by reason: group_error, startup_timeout, unhealthy_nodes, rejected, pods_not_ready, container_restarts.",
 	}, []string{"reason"})
 	// nextPlanned is the next wave's plan: its groups and nodes.
 	nextPlanned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -40,6 +40,17 @@ var (
 		Name: "instance_manager_boundaries_rollout_tenant_groups",
 		Help: "InstanceGroups of the boundaries rollout whose tenant chose their time (annotation instancemgr.keikoproj.io/rollout): early (moved ahead of their wave), late (moved after a deferral), deferred (kept out of their wave for now), failed (early or late groups that failed, judged alone).",
 	}, []string{"choice"})
+	// failedPods is how many pods failed the workload criteria in the halt.
+	failedPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "instance_manager_boundaries_rollout_failed_pods",
+		Help: "Pods (of Deployments and StatefulSets on the moved groups' new nodes) that failed the boundaries rollout's workload criteria (podNotReadyAfter, maxContainerRestarts) in the halt in force; 0 when not halted on them.",
+	})
+	// podLists counts the node pod Lists the workload criteria made (their
+	// cost on the API server).
+	podLists = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "instance_manager_boundaries_rollout_pod_lists_total",
+		Help: "Pod Lists by spec.nodeName the boundaries rollout made to judge the moved groups' new nodes by the workload criteria (at most 20 a second).",
+	})
 	// recordFailing is 1 while the rollout record cannot be written.
 	recordFailing = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "instance_manager_boundaries_rollout_record_write_failing",
@@ -48,7 +59,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, tenantGroups, recordFailing)
+	metrics.Registry.MustRegister(phase, wave, groups, halts, nextPlanned, tenantGroups, recordFailing, failedPods, podLists)
 }
 
 // observe sets the gauges from the record and counts a halt among notes.
@@ -84,6 +95,11 @@ func observe(rec *record.Record, notes []Note) {
 	tenantGroups.WithLabelValues("late").Set(float64(len(rec.Late)))
 	tenantGroups.WithLabelValues("deferred").Set(float64(len(rec.Deferred)))
 	tenantGroups.WithLabelValues("failed").Set(float64(failed))
+	if rec.Halt != nil && rec.Phase != record.PhaseProgressing && rec.Phase != record.PhaseComplete {
+		failedPods.Set(float64(rec.Halt.PodsCount))
+	} else {
+		failedPods.Set(0)
+	}
 	for _, n := range notes {
 		if n.Reason == ReasonHalted && rec.Halt != nil {
 			halts.WithLabelValues(rec.Halt.Criterion).Inc()

@@ -66,6 +66,13 @@ type Group struct {
 	// Tenant is its tenant's choice, the annotation
 	// v1alpha1.AnnotationRollout ("" when absent): tenants.go.
 	Tenant string
+	// Pods are the pods on its new nodes that the workload criteria may
+	// fail (not Ready, or restarted): read only for the groups of the
+	// wave being judged when the policy has such criteria
+	// (workload_read.go); nil otherwise. PodsReadAt is when they were
+	// read (zero: not read for this wave).
+	Pods       []Pod
+	PodsReadAt time.Time
 }
 
 // healthy: Ready for its current spec with every instance updated and
@@ -181,6 +188,9 @@ type stepper struct {
 	notes []Note
 	after time.Duration
 	acted bool
+	// podFailures are the failed pods of the groups that failed a
+	// workload criterion in this step, by group key, for the halt.
+	podFailures map[string][]PodFailure
 }
 
 func (s *stepper) note(warning bool, group, reason, format string, args ...any) {
@@ -552,6 +562,8 @@ func (s *stepper) judge(w *record.Wave) bool {
 	if end := w.HealthyAt.Add(w.Soak.Duration); s.in.Now.Before(end) {
 		s.wake(end)
 		return false
+	} else if !s.podsSeenSince(w, byKey, end) {
+		return false
 	}
 	w.CompletedAt = &s.now
 	s.note(false, "", ReasonWaveCompleted, "Wave %s completed: %d group(s) run revision %s and stayed healthy for %s", w.Name, len(w.Groups), rec.Target, w.Soak.Duration)
@@ -588,9 +600,27 @@ func (s *stepper) observe(m *record.Group, g Group, f boundaries.FailureCriteria
 	if m.State == record.GroupUnjudged {
 		return
 	}
+	// New nodes are those since its wave started; a group its tenant
+	// moved outside the waves (tenants.go) is judged from its move.
+	since := m.MovedAt.Time
+	if w := s.rec.Wave; w >= 0 && w < len(s.rec.Waves) && s.rec.Waves[w].StartedAt != nil {
+		since = s.rec.Waves[w].StartedAt.Time
+	}
+	pods, podsWaiting, podsDue := judgePods(g.Pods, f, since, m.MovedAt.Time)
 	switch {
 	case f.GroupError && g.State == v1alpha1.StateError && g.ObservedGeneration == g.Generation:
 		m.State, m.Criterion, m.Reason = record.GroupFailed, record.CriterionGroupError, "in state Error: "+g.Message
+	case len(pods) > 0:
+		m.State, m.Criterion, m.Reason = record.GroupFailed, pods[0].Criterion, podsReason(pods)
+		if s.podFailures == nil {
+			s.podFailures = map[string][]PodFailure{}
+		}
+		s.podFailures[m.Group] = pods
+	case g.healthy() && podsWaiting > 0:
+		// Its nodes are healthy; its verdict waits for pods not Ready
+		// yet (not for the startup timeout: podNotReadyAfter decides).
+		m.State = record.GroupRotating
+		s.wake(podsDue)
 	case g.healthy():
 		m.State, m.Reason, m.Criterion = record.GroupHealthy, "", ""
 	case !s.in.Now.Before(m.Since.Add(f.StartupTimeout)):
@@ -643,6 +673,7 @@ func (s *stepper) halt(w *record.Wave, criterion string, failed, reasons []strin
 	rec := s.rec
 	rec.Phase = record.PhaseHalted
 	rec.Halt = &record.Halt{At: s.now, Wave: w.Name, Reason: strings.Join(reasons, "; "), Criterion: criterion, Groups: failed}
+	haltPods(rec.Halt, s.podFailures)
 	w.HealthyAt = nil
 	s.note(true, "", ReasonHalted, "Rollout of boundaries revision %s halted in wave %d/%d %s: %d group(s) failed: %s. No other group moves; groups of later waves keep what they run (last good %s). "+
 		"Resume after fixing, or roll the failed groups back: kubectl annotate configmap <rollout record> %s=%s (or %s)",
@@ -736,6 +767,7 @@ func clone(r *record.Record) *record.Record {
 	if r.Halt != nil {
 		h := *r.Halt
 		h.Groups = slices.Clone(h.Groups)
+		h.Pods, h.Nodes = slices.Clone(h.Pods), slices.Clone(h.Nodes)
 		c.Halt = &h
 	}
 	return &c

@@ -18,6 +18,15 @@ const (
 	KwokAnnotationValue = "fake"
 )
 
+// KwokCrashLoopAnnotation, on a Pod, makes kwok run it as a kubelet runs a
+// pod whose container keeps crashing (stage pod-crash-loop): once it has
+// started, every container is waiting in CrashLoopBackOff, not ready,
+// with the annotation's value as its restartCount (a number), and the
+// pod's Ready condition is False. The count stays as written (kwok does
+// not count restarts); a real kubelet would report the same shape with a
+// growing count.
+const KwokCrashLoopAnnotation = "kwok.e2e.instancemgr.keikoproj.io/crash-loop-restarts"
+
 // kwokNodeLeaseSeconds is the node Lease duration kwok maintains, as a
 // kubelet does (renewed every quarter of it). The node lifecycle controller
 // treats lease renewals as heartbeats.
@@ -35,6 +44,9 @@ const kwokNodeLeaseSeconds = 40
 //   - pod-running: a Pod bound to a managed Node starts: every container
 //     running and ready, init containers completed (sidecars running), an IP
 //     from the pod CIDR, phase Running.
+//   - pod-crash-loop: a running, Ready Pod annotated KwokCrashLoopAnnotation
+//     crash-loops: its containers wait in CrashLoopBackOff, not ready,
+//     restarted as many times as the annotation says; Ready False.
 //   - job-pod-succeeded: a running Pod owned by a Job completes with exit 0.
 //   - pod-terminated: a Pod marked for deletion (e.g. evicted or drained) is
 //     removed, as the kubelet does once its containers have stopped.
@@ -218,6 +230,69 @@ spec:
         {{ end }}
         phase: Running
         startTime: {{ $now | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-crash-loop
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.metadata.annotations["` + KwokCrashLoopAnnotation + `"]'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values: ['True']
+  steps:
+  - patch:
+      subresource: status
+      root: status
+      template: |
+        {{ $now := Now }}
+        {{ $restarts := index .metadata.annotations "` + KwokCrashLoopAnnotation + `" }}
+        conditions:
+        - type: PodReadyToStartContainers
+          status: "True"
+          lastTransitionTime: {{ $now | Quote }}
+        - type: Initialized
+          status: "True"
+          lastTransitionTime: {{ $now | Quote }}
+        - type: ContainersReady
+          status: "False"
+          reason: ContainersNotReady
+          lastTransitionTime: {{ $now | Quote }}
+        - type: Ready
+          status: "False"
+          reason: ContainersNotReady
+          lastTransitionTime: {{ $now | Quote }}
+        containerStatuses:
+        {{ range .spec.containers }}
+        - name: {{ .name | Quote }}
+          image: {{ .image | Quote }}
+          imageID: ""
+          ready: false
+          started: false
+          restartCount: {{ $restarts }}
+          lastState:
+            terminated:
+              exitCode: 1
+              reason: Error
+              startedAt: {{ $now | Quote }}
+              finishedAt: {{ $now | Quote }}
+          state:
+            waiting:
+              reason: CrashLoopBackOff
+              message: back-off restarting failed container (simulated by kwok)
+        {{ end }}
+        phase: Running
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
