@@ -31,7 +31,7 @@ type Network struct {
 }
 
 // Subnets returns the subnets ref names: the subnet with that id when ref
-// starts with "subnet-", else those whose Name tag is ref, in EC2's order
+// starts with "subnet-", else those whose Name tag is ref, by id
 // (EC2 DescribeSubnets, one call per distinct ref while fresh accepts
 // it). None is an error wrapping ErrNotFound.
 func (r Resolver) Subnets(ctx context.Context, ref string, fresh Fresh) ([]Network, error) {
@@ -46,7 +46,7 @@ func (r Resolver) SecurityGroups(ctx context.Context, ref string, fresh Fresh) (
 
 // SubnetIDs turns subnet references into subnet ids, sorted and without
 // duplicates (see Subnets; a Name tag naming several subnets stands for
-// the last EC2 lists). References that name no subnet are one
+// the first by id, as one reference always stood for one subnet). References that name no subnet are one
 // *providers.SpecError on field (the spec path they came from, e.g.
 // "spec.eks.configuration.subnets") listing them; a failed call is
 // returned wrapped.
@@ -99,10 +99,14 @@ func (r Resolver) network(ctx context.Context, kind networkKind, ref string, fre
 			f = ec2types.Filter{Name: awssdk.String(kind.idFilter), Values: []string{ref}}
 		}
 		nets, err := kind.describe(ctx, r.EC2, f)
-		if err == nil && len(nets) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		if len(nets) == 0 {
 			return nil, fmt.Errorf("%s %s: %w", kind.name, ref, ErrNotFound)
 		}
-		return nets, err
+		sort.Slice(nets, func(i, j int) bool { return nets[i].ID < nets[j].ID })
+		return nets, nil
 	})
 	if err != nil {
 		return nil, err
@@ -122,7 +126,7 @@ func (r Resolver) ids(ctx context.Context, kind networkKind, refs []string, fiel
 		if err != nil {
 			return nil, err
 		}
-		if id := nets[len(nets)-1].ID; !seen[id] {
+		if id := nets[0].ID; !seen[id] {
 			seen[id] = true
 			out = append(out, id)
 		}
