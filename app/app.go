@@ -399,7 +399,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	webhooks.Register(mgr.GetWebhookServer(), door,
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
 		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetClient(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
-			Allowlists: opts.LeastPrivilege.allowlists(opts, admissionAWS, st), Cloud: cloud,
+			Allowlists: opts.LeastPrivilege.allowlists(opts, admissionAWS, references, st), Cloud: cloud,
 			ControllerUser: username, Authority: webhooks.SubjectAccessReviews{Client: mgr.GetClient(), ConfigMap: configMap}},
 		&webhooks.ConfigMapValidator{Client: mgr.GetClient(), ConfigMap: configMap, Cloud: cloud},
 	)
