@@ -13,6 +13,7 @@ package resolve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -67,7 +68,8 @@ func (c *Cache) now() time.Time {
 // Do returns the answer cached for key if fresh accepts its age, or calls
 // read once (shared by the concurrent callers of key) and caches its
 // answer when it is a value or an error wrapping ErrNotFound. Other
-// errors are returned and not cached.
+// errors are returned and not cached. A caller whose ctx ends while it
+// waits for a call another caller started returns ctx's error.
 // Keys start with the kind of reference and a slash;
 // "subnet/", "sg/", "image/" and "ssm/" are this package's own.
 func (c *Cache) Do(ctx context.Context, key string, fresh Fresh, read func(context.Context) (any, error)) (any, error) {
@@ -85,14 +87,21 @@ func (c *Cache) Do(ctx context.Context, key string, fresh Fresh, read func(conte
 			return e.val, e.err
 		}
 	}
-	v, err, _ := c.flights.Do(key, func() (any, error) {
+	ch := c.flights.DoChan(key, func() (any, error) {
 		v, err := read(ctx)
 		if err == nil || errors.Is(err, ErrNotFound) {
 			c.store(key, entry{val: v, err: err, at: c.now()})
 		}
 		return v, err
 	})
-	return v, err
+	// A caller sharing another's call (admission behind a provisioner's
+	// read that AWS throttles) still returns by its own deadline.
+	select {
+	case res := <-ch:
+		return res.Val, res.Err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for %s: %w", key, context.Cause(ctx))
+	}
 }
 
 func (c *Cache) store(key string, e entry) {

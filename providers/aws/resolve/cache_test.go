@@ -138,3 +138,20 @@ func TestCacheSweepsWhatNoCallerAccepts(t *testing.T) {
 	_, _ = c.Do(context.Background(), "k/new", Within(time.Hour), read)
 	g.Expect(c.Len()).To(Equal(1), "entries older than any caller accepts are dropped")
 }
+
+func TestCacheCallerSharingACallReturnsByItsOwnDeadline(t *testing.T) {
+	g := NewWithT(t)
+	f := newFakeCloud()
+	f.gate = make(chan struct{})
+	defer close(f.gate)
+	r := Resolver{EC2: f, Cache: &Cache{}}
+	go func() { _, _ = r.Subnets(context.Background(), "private-a", Within(time.Hour)) }() // a slow read
+	g.Eventually(f.total.Load).Should(BeEquivalentTo(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := r.Subnets(ctx, "private-a", Within(time.Minute))
+	g.Expect(err).To(MatchError(context.DeadlineExceeded))
+	g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Second))
+	g.Expect(f.total.Load()).To(BeEquivalentTo(1), "it shared the call in flight")
+}
