@@ -40,6 +40,7 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/refcheck"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 	"github.com/instancemgr/instance-manager/reconciler/autoscalerpriority"
 	"github.com/instancemgr/instance-manager/reconciler/boundaryload"
 	"github.com/instancemgr/instance-manager/reconciler/fanout"
@@ -385,9 +386,13 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Admission and the provisioners resolve subnets, security groups and
+	// images through one cache: a reference either has read is not read
+	// again by the other while fresh enough for it.
+	references := &resolve.Cache{}
 	var cloud webhooks.CloudChecker
 	if opts.CloudChecks {
-		cloud = &refcheck.Checker{AWS: admissionAWS, TTL: time.Minute}
+		cloud = &refcheck.Checker{AWS: admissionAWS, TTL: time.Minute, Refs: references}
 	}
 	door, err := webhooks.NewFrontDoor(opts.WebhookAllowedSources, opts.WebhookRatePerSource, int(2*opts.WebhookRatePerSource))
 	if err != nil {
@@ -399,7 +404,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	webhooks.Register(mgr.GetWebhookServer(), door,
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
 		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetClient(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
-			Allowlists: opts.LeastPrivilege.allowlists(opts, admissionAWS, st), Cloud: cloud,
+			Allowlists: opts.LeastPrivilege.allowlists(opts, admissionAWS, references, st), Cloud: cloud,
 			ControllerUser: username, Authority: webhooks.SubjectAccessReviews{Client: mgr.GetClient(), ConfigMap: configMap}},
 		&webhooks.ConfigMapValidator{Client: mgr.GetClient(), ConfigMap: configMap, Cloud: cloud},
 	)
@@ -409,7 +414,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := setupAutoscalerPriority(mgr, kube, opts); err != nil {
 		return nil, err
 	}
-	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, dry); err != nil {
+	if err := setupInstanceGroups(mgr, kube, opts, st, recorder, clients, references, dry); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

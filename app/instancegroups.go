@@ -19,6 +19,7 @@ import (
 	"github.com/instancemgr/instance-manager/dryrun"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/providers/eksfargate"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
@@ -34,8 +35,10 @@ import (
 // setupInstanceGroups registers the InstanceGroup state machine with the
 // provisioners and the upgrade strategies.
 // kube is the client the controllers write with (a dry-run client with
-// --dry-run); dry records what a dry run would do (nil otherwise).
-func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients, dry *dryrun.Recorder) error {
+// --dry-run); references is the resolver's cache admission shares; dry
+// records what a dry run would do (nil otherwise).
+func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st *store.Store, recorder events.EventRecorder, clients *awsp.Clients,
+	references *resolve.Cache, dry *dryrun.Recorder) error {
 	limits, err := opts.roleLimits()
 	if err != nil {
 		return err
@@ -52,7 +55,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	// the drain timeout (at least the poll period, so the wait is seen).
 	hookHeartbeat := awsp.DrainHookHeartbeat(drainTimeout, orDuration(opts.CloudPollPeriod, 2*time.Minute))
 	eksProvisioner := eks.New(clients, kube, eks.Options{CloudResync: opts.CloudResyncPeriod, PollPeriod: opts.CloudPollPeriod,
-		DrainHookHeartbeat: hookHeartbeat, NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy, Reader: mgr.GetAPIReader()})
+		DrainHookHeartbeat: hookHeartbeat, NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy, Reader: mgr.GetAPIReader(), References: references})
 	slots, err := upgradeSlots(mgr, opts, st)
 	if err != nil {
 		return err

@@ -4,12 +4,14 @@ import (
 	"flag"
 	"slices"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 	"github.com/instancemgr/instance-manager/webhooks"
 )
 
@@ -95,10 +97,13 @@ func (l LeastPrivilege) roleLimits() (awsp.RoleLimits, error) {
 }
 
 // allowlists returns the admission check of allowlists and clusters, and
-// warns when the controller is not pinned to a cluster.
-func (l LeastPrivilege) allowlists(opts Options, clients *awsp.Clients, st *store.Store) *webhooks.Allowlists {
+// warns when the controller is not pinned to a cluster. An image's owner
+// is looked up through clients into references, the resolver's cache
+// (one DescribeImages per distinct AMI a minute, shared with refcheck).
+func (l LeastPrivilege) allowlists(opts Options, clients *awsp.Clients, references *resolve.Cache, st *store.Store) *webhooks.Allowlists {
 	if l.ClusterName == "" {
 		ctrl.Log.WithName("setup").Info("WARNING: --cluster-name is not set: InstanceGroups may name any EKS cluster this controller's AWS identity can reach; set it (chart value clusterName)")
 	}
-	return &webhooks.Allowlists{Boundaries: st, ConfigNamespace: opts.ConfigNamespace, Clusters: l.clusters(), Images: clients.EC2}
+	return &webhooks.Allowlists{Boundaries: st, ConfigNamespace: opts.ConfigNamespace, Clusters: l.clusters(),
+		Images: resolve.Images{Resolver: resolve.Resolver{EC2: clients.EC2, Cache: references}, Fresh: resolve.Within(time.Minute)}}
 }

@@ -30,7 +30,7 @@ type launchData struct {
 	ImageID      string
 	InstanceType string
 	KeyName      string
-	// SecurityGroupIDs as resolved (sorted, see reads.ResolveSecurityGroups).
+	// SecurityGroupIDs as resolved (sorted, see resolve.Resolver.SecurityGroupIDs).
 	SecurityGroupIDs []string
 	// InstanceProfile is the instance profile's name.
 	InstanceProfile string

@@ -30,6 +30,7 @@ import (
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/aws/reads"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 )
 
 // Options tune the provisioner.
@@ -73,6 +74,10 @@ type Options struct {
 	// name left are adopted once it shows their recorded UID gone
 	// (ownership.Adopter). nil: nothing is adopted.
 	Reader client.Reader
+	// References caches the resolved subnets, security groups and images,
+	// shared with admission (refcheck.Checker.Refs) so either warms the
+	// other; nil: the provisioner's own.
+	References *resolve.Cache
 }
 
 // Provisioner implements providers.Provisioner and providers.Rotator for
@@ -130,15 +135,19 @@ func New(clients *awsp.Clients, kube client.Client, opts Options) *Provisioner {
 		opts.DrainHookHeartbeat = awsp.DrainHookHeartbeat(10*time.Minute, opts.PollPeriod)
 	}
 	opts.DrainHookHeartbeat = min(max(opts.DrainHookHeartbeat, awsp.MinHookHeartbeat), awsp.MaxHookHeartbeat)
+	cached := reads.New(opts.CloudResync)
+	if opts.References != nil {
+		cached.Refs = opts.References
+	}
 	return &Provisioner{
 		aws: clients, access: nodeAccess{kube: kube, eks: clients.EKS, iam: clients.IAM}, opts: opts,
 		adopt:    &ownership.Adopter{Reader: opts.Reader},
 		clusters: &clusters{api: clients.EKS, ttl: 10 * time.Minute, now: time.Now},
-		images:   &images{api: clients.SSM, ttl: opts.ImageRecheck, now: time.Now},
+		images:   &images{ssm: clients.SSM, refs: cached.Refs, ttl: opts.ImageRecheck},
 		launched: &launchedVersions{api: clients.EC2},
 		pools:    &instancePools{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
 		capacity: &podCapacity{api: clients.EC2, ttl: 24 * time.Hour, now: time.Now},
-		reads:    reads.New(opts.CloudResync),
+		reads:    cached,
 		groups:   map[string]*awsp.ScalingGroupCache{},
 	}
 }

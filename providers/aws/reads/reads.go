@@ -1,18 +1,18 @@
 // Package reads is the cache of what reconciles read from AWS and wrote
-// there, shared by the provisioners (one *Reads per manager), and the
-// resolution of subnet and security group references it caches.
+// there, shared by the provisioners (one *Reads per manager), and how
+// fresh a group's pass wants the references it resolves (through
+// providers/aws/resolve).
 package reads
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/types"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 )
 
 // Default periods of Reads.
@@ -28,25 +28,26 @@ const (
 // Reads remembers what reconciles read from AWS and what they wrote there,
 // so that a group whose inputs have not changed makes no call to learn
 // them again: its IAM role, policies and instance profile, its launch
-// template's latest version, its node access, the subnets and security
-// groups its references name. Each entry is stored under a stage of a
-// group (or of no group: shared by every group naming the same
-// references) with the key it was read for (a hash of the inputs that
-// shaped the read); a lookup with another key misses.
+// template's latest version, its node access. Each entry is stored under
+// a stage of a group with the key it was read for (a hash of the inputs
+// that shaped the read); a lookup with another key misses.
 //
 // An entry is trusted for TTL (the long cloud resync: an out-of-band change
 // to these resources, such as a policy detached by hand, is undone within
 // it), and for only FailingTTL while the group's reconciles fail, since
 // then what was read may be why they fail. What the group observes every
 // time (its Auto Scaling group and instances) comes from the shared listing
-// instead, see awsp.ScalingGroupCache.
+// instead, see awsp.ScalingGroupCache. The references a group names
+// (subnets, security groups, images) are resolved through Refs, shared by
+// every group naming them, under the same periods (see Fresh).
 //
 // A Reads is safe for concurrent use.
 type Reads struct {
 	TTL, FailingTTL time.Duration
 	Now             func() time.Time
-
-	flights singleflight.Group // concurrent reads of the same shared entry
+	// Refs holds the resolved references, shared with admission when the
+	// manager gives one (New makes one of its own, on Now).
+	Refs *resolve.Cache
 
 	mu      sync.Mutex
 	entries map[readKey]readEntry
@@ -55,7 +56,7 @@ type Reads struct {
 }
 
 type readKey struct {
-	group types.UID // "" for entries shared by every group
+	group types.UID
 	stage string
 }
 
@@ -71,7 +72,9 @@ func New(ttl time.Duration) *Reads {
 	if ttl <= 0 {
 		ttl = DefaultCloudResync
 	}
-	return &Reads{TTL: ttl, FailingTTL: min(DefaultFailingReread, ttl), Now: time.Now}
+	r := &Reads{TTL: ttl, FailingTTL: min(DefaultFailingReread, ttl), Now: time.Now}
+	r.Refs = &resolve.Cache{Now: func() time.Time { return r.Now() }}
+	return r
 }
 
 // Load returns the value stored for group's stage under key, if it is
@@ -103,8 +106,7 @@ func (r *Reads) Store(group types.UID, stage, key string, val any) {
 	}
 	now := r.Now()
 	if len(r.entries) >= r.sweepAt {
-		// Entries of groups long gone (or of references no group names
-		// any more) are no use once expired.
+		// Entries of groups long gone are no use once expired.
 		for k, e := range r.entries {
 			if now.Sub(e.at) >= r.TTL {
 				delete(r.entries, k)
@@ -168,34 +170,28 @@ func (r *Reads) Len() int {
 	return len(r.entries)
 }
 
-// Subnets is ResolveSubnets through the shared entries: one read per set
-// of references per TTL, whichever group asks. Errors are not kept.
+// Fresh is how old a resolved reference caller's pass accepts: TTL, or
+// FailingTTL while caller's reconciles fail (what was read may be why
+// they fail). A reference found missing is read again on every pass, so
+// a tenant's fix is seen on the next reconcile.
+func (r *Reads) Fresh(caller types.UID) resolve.Fresh {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failing[caller] {
+		return resolve.Fresh{Found: r.FailingTTL}
+	}
+	return resolve.Fresh{Found: r.TTL}
+}
+
+// Subnets is resolve.Resolver.SubnetIDs through api and Refs, as fresh as
+// caller's pass needs (Fresh): one read per reference per TTL, whichever
+// group asks. field is the spec path of refs, for the *providers.SpecError
+// naming those that do not exist.
 func (r *Reads) Subnets(ctx context.Context, api awsp.EC2API, caller types.UID, refs []string, field string) ([]string, error) {
-	return r.resolve(ctx, caller, "subnets", refs, func() ([]string, error) { return ResolveSubnets(ctx, api, refs, field) })
+	return resolve.Resolver{EC2: api, Cache: r.Refs}.SubnetIDs(ctx, refs, field, r.Fresh(caller))
 }
 
-// SecurityGroups is ResolveSecurityGroups through the shared entries.
+// SecurityGroups is resolve.Resolver.SecurityGroupIDs, as Subnets.
 func (r *Reads) SecurityGroups(ctx context.Context, api awsp.EC2API, caller types.UID, refs []string, field string) ([]string, error) {
-	return r.resolve(ctx, caller, "security-groups", refs, func() ([]string, error) { return ResolveSecurityGroups(ctx, api, refs, field) })
-}
-
-func (r *Reads) resolve(_ context.Context, caller types.UID, stage string, refs []string, read func() ([]string, error)) ([]string, error) {
-	// Shared entries: one per set of references.
-	key := strings.Join(refs, "\x00")
-	stage += "\x00" + key
-	if v, ok := r.Load(caller, "", stage, key); ok {
-		return v.([]string), nil
-	}
-	// Groups created together ask at once: one of them reads.
-	v, err, _ := r.flights.Do(stage, func() (any, error) {
-		ids, err := read()
-		if err == nil {
-			r.Store("", stage, key, ids)
-		}
-		return ids, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]string), nil
+	return resolve.Resolver{EC2: api, Cache: r.Refs}.SecurityGroupIDs(ctx, refs, field, r.Fresh(caller))
 }

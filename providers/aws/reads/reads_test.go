@@ -15,7 +15,7 @@ import (
 )
 
 // countingSubnets answers DescribeSubnets with the subnets asked for by
-// id, and counts the calls.
+// id (but subnet-gone), and counts the calls.
 type countingSubnets struct {
 	awsp.EC2API
 	calls int
@@ -26,7 +26,9 @@ func (c *countingSubnets) DescribeSubnets(_ context.Context, in *ec2.DescribeSub
 	out := &ec2.DescribeSubnetsOutput{}
 	for _, f := range in.Filters {
 		for _, id := range f.Values {
-			out.Subnets = append(out.Subnets, ec2types.Subnet{SubnetId: awssdk.String(id)})
+			if id != "subnet-gone" {
+				out.Subnets = append(out.Subnets, ec2types.Subnet{SubnetId: awssdk.String(id)})
+			}
 		}
 	}
 	return out, nil
@@ -68,21 +70,62 @@ func TestReadsTrustEntriesForTheirKeyAndPeriod(t *testing.T) {
 	g.Expect(r.Len()).To(BeZero())
 }
 
-func TestReadsShareResolvedReferencesAcrossGroups(t *testing.T) {
-	g := NewWithT(t)
-	api := &countingSubnets{}
-	r := New(time.Hour)
+func TestReadsResolveReferencesAsFreshAsTheCallersPass(t *testing.T) {
+	const field = "spec.eks.configuration.subnets"
 	ctx := context.Background()
-	for _, group := range []string{"g1", "g2", "g3"} {
-		ids, err := r.Subnets(ctx, api, types.UID(group), []string{"subnet-b", "subnet-a"}, "spec.eks.configuration.subnets")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(ids).To(Equal([]string{"subnet-a", "subnet-b"}))
+	type step struct {
+		after  time.Duration // clock advance before the step
+		group  string
+		fails  bool // the group's last reconcile failed
+		refs   []string
+		calls  int // DescribeSubnets calls so far
+		errHas string
 	}
-	g.Expect(api.calls).To(Equal(1), "one read for three groups naming the same subnets")
-	_, err := r.Subnets(ctx, api, "g1", []string{"subnet-c"}, "spec.eks.configuration.subnets")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(api.calls).To(Equal(2), "other references are read")
-	_, err = r.Subnets(ctx, api, "g1", []string{"subnet-b", "subnet-a"}, "spec.eks.configuration.subnets")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(api.calls).To(Equal(2), "each set of references keeps its own entry")
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"shared across groups, one read per reference", []step{
+			{group: "g1", refs: []string{"subnet-b", "subnet-a"}, calls: 2},
+			{group: "g2", refs: []string{"subnet-a", "subnet-b"}, calls: 2},
+			{group: "g3", refs: []string{"subnet-a", "subnet-c"}, calls: 3},
+		}},
+		{"a Ready group trusts the answer for the cloud resync period", []step{
+			{group: "g1", refs: []string{"subnet-a"}, calls: 1},
+			{after: 50 * time.Minute, group: "g1", refs: []string{"subnet-a"}, calls: 1},
+			{after: 11 * time.Minute, group: "g1", refs: []string{"subnet-a"}, calls: 2},
+		}},
+		{"a failing group reads again after the failing period", []step{
+			{group: "g1", refs: []string{"subnet-a"}, calls: 1},
+			{after: 6 * time.Minute, group: "g2", refs: []string{"subnet-a"}, calls: 1},
+			{group: "g1", fails: true, refs: []string{"subnet-a"}, calls: 2},
+		}},
+		{"a missing reference is read on every pass", []step{
+			{group: "g1", refs: []string{"subnet-a", "subnet-gone"}, calls: 2, errHas: field + ": no subnet with id or Name tag subnet-gone"},
+			{group: "g1", refs: []string{"subnet-a", "subnet-gone"}, calls: 3, errHas: "subnet-gone"},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			r := New(time.Hour)
+			r.Now = func() time.Time { return now }
+			api := &countingSubnets{}
+			for i, s := range c.steps {
+				now = now.Add(s.after)
+				if s.fails {
+					r.Done(types.UID(s.group), context.DeadlineExceeded)
+				}
+				ids, err := r.Subnets(ctx, api, types.UID(s.group), s.refs, field)
+				if s.errHas != "" {
+					g.Expect(err).To(MatchError(ContainSubstring(s.errHas)), "step %d", i)
+				} else {
+					g.Expect(err).NotTo(HaveOccurred(), "step %d", i)
+					g.Expect(ids).To(HaveLen(len(s.refs)), "step %d", i)
+				}
+				g.Expect(api.calls).To(Equal(s.calls), "step %d: DescribeSubnets calls", i)
+			}
+		})
+	}
 }

@@ -3,7 +3,9 @@
 // and security groups (and that they are in the cluster's VPC), the image
 // (and that its architecture fits the instance types), and a named IAM role
 // and instance profile. Answers are cached per distinct reference for a
-// short TTL and concurrent lookups of one reference share one call, so a
+// short TTL in the resolver the provisioners use too (providers/aws/resolve;
+// keys "cluster/", "role/", "profile/", "itype/" are refcheck's own), and
+// concurrent lookups of one reference share one call, so a
 // boundary change seen by 2,000 groups costs one call per distinct
 // reference, not per group.
 package refcheck
@@ -24,10 +26,9 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
-	"github.com/aws/smithy-go"
-	"golang.org/x/sync/singleflight"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 )
 
 // Refs are the cloud references of one spec (empty fields are not checked).
@@ -53,58 +54,43 @@ type Problem struct {
 
 func (p Problem) String() string { return fmt.Sprintf("%s %q %s", p.Field, p.Ref, p.Detail) }
 
-// Checker checks references through the AWS clients, caching each answer
-// for TTL (default 1 minute). Safe for concurrent use.
+// Checker checks references through the AWS clients and the shared
+// resolver (resolve.Cache), accepting answers younger than TTL (default 1
+// minute), a missing reference's included. Safe for concurrent use.
 type Checker struct {
 	AWS *awsp.Clients
 	TTL time.Duration
-	Now func() time.Time
+	// Refs is the cache of answers, shared with the provisioners
+	// (eks.Options.References); nil: one of the Checker's own.
+	Refs *resolve.Cache
 
-	flights singleflight.Group
-	mu      sync.Mutex
-	cache   map[string]entry
+	once sync.Once
 }
 
-type entry struct {
-	val any // the lookup's answer; nil with missing
-	err error
-	at  time.Time
-}
-
-// errMissing marks a reference that does not exist.
-var errMissing = errors.New("does not exist")
-
-// lookup returns the cached answer for key or calls fn once (shared by
-// concurrent callers) and caches its answer, a missing reference included;
-// other errors are not cached.
+// lookup returns the answer for key through the cache (see
+// resolve.Cache.Do), as fresh as TTL.
 func (c *Checker) lookup(ctx context.Context, key string, fn func(context.Context) (any, error)) (any, error) {
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	ttl := c.TTL
-	if ttl <= 0 {
-		ttl = time.Minute
-	}
-	c.mu.Lock()
-	e, ok := c.cache[key]
-	c.mu.Unlock()
-	if ok && now().Sub(e.at) < ttl {
-		return e.val, e.err
-	}
-	v, err, _ := c.flights.Do(key, func() (any, error) {
-		v, err := fn(ctx)
-		if err == nil || errors.Is(err, errMissing) {
-			c.mu.Lock()
-			if c.cache == nil {
-				c.cache = map[string]entry{}
-			}
-			c.cache[key] = entry{val: v, err: err, at: now()}
-			c.mu.Unlock()
+	return c.cache().Do(ctx, key, c.fresh(), fn)
+}
+
+func (c *Checker) cache() *resolve.Cache {
+	c.once.Do(func() {
+		if c.Refs == nil {
+			c.Refs = &resolve.Cache{}
 		}
-		return v, err
 	})
-	return v, err
+	return c.Refs
+}
+
+func (c *Checker) fresh() resolve.Fresh {
+	if c.TTL <= 0 {
+		return resolve.Within(time.Minute)
+	}
+	return resolve.Within(c.TTL)
+}
+
+func (c *Checker) resolver() resolve.Resolver {
+	return resolve.Resolver{EC2: c.AWS.EC2, SSM: c.AWS.SSM, Cache: c.cache()}
 }
 
 type clusterInfo struct{ status, vpc string }
@@ -123,7 +109,7 @@ func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 			got, err := c.AWS.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: awssdk.String(refs.Cluster)})
 			var nf *ekstypes.ResourceNotFoundException
 			if errors.As(err, &nf) {
-				return nil, errMissing
+				return nil, resolve.ErrNotFound
 			}
 			if err != nil {
 				return nil, fmt.Errorf("eks DescribeCluster %s: %w", refs.Cluster, err)
@@ -135,7 +121,7 @@ func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 			return info, nil
 		})
 		switch {
-		case errors.Is(err, errMissing):
+		case errors.Is(err, resolve.ErrNotFound):
 			add("clusterName", refs.Cluster, "is not an EKS cluster in this account and region")
 		case err != nil:
 			return nil, err
@@ -158,23 +144,14 @@ func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 		}
 	}
 	if strings.HasPrefix(refs.Image, "ami-") {
-		v, err := c.lookup(ctx, "image/"+refs.Image, func(ctx context.Context) (any, error) {
-			got, err := c.AWS.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{refs.Image}})
-			if isCode(err, "InvalidAMIID.NotFound", "InvalidAMIID.Malformed") || err == nil && len(got.Images) == 0 {
-				return nil, errMissing
-			}
-			if err != nil {
-				return nil, fmt.Errorf("ec2 DescribeImages %s: %w", refs.Image, err)
-			}
-			return string(got.Images[0].Architecture), nil
-		})
+		im, err := c.resolver().Image(ctx, refs.Image, c.fresh())
 		switch {
-		case errors.Is(err, errMissing):
+		case errors.Is(err, resolve.ErrNotFound):
 			add("image", refs.Image, "is not an image this account can launch in this region")
 		case err != nil:
 			return nil, err
 		default:
-			if err := c.architectures(ctx, refs, v.(string), add); err != nil {
+			if err := c.architectures(ctx, refs, im.Architecture, add); err != nil {
 				return nil, err
 			}
 		}
@@ -184,7 +161,7 @@ func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 			_, err := c.AWS.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(refs.Role)})
 			return nil, iamErr(err, "GetRole", refs.Role)
 		})
-		if errors.Is(err, errMissing) {
+		if errors.Is(err, resolve.ErrNotFound) {
 			add("roleName", refs.Role, "is not an IAM role")
 		} else if err != nil {
 			return nil, err
@@ -195,7 +172,7 @@ func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 			_, err := c.AWS.IAM.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: awssdk.String(refs.Profile)})
 			return nil, iamErr(err, "GetInstanceProfile", refs.Profile)
 		})
-		if errors.Is(err, errMissing) {
+		if errors.Is(err, resolve.ErrNotFound) {
 			add("instanceProfileName", refs.Profile, "is not an IAM instance profile")
 		} else if err != nil {
 			return nil, err
@@ -205,48 +182,27 @@ func (c *Checker) Check(ctx context.Context, refs Refs) ([]Problem, error) {
 }
 
 // network checks a subnet or security group reference (an id, or a Name
-// tag value) exists, and is in vpc when vpc is known (EC2 DescribeSubnets
-// or DescribeSecurityGroups).
+// tag value) exists, and is in vpc when vpc is known (see
+// resolve.Resolver.Subnets and SecurityGroups).
 func (c *Checker) network(ctx context.Context, kind, ref, vpc string, add func(field, ref, detail string), field string) error {
-	v, err := c.lookup(ctx, kind+"/"+ref, func(ctx context.Context) (any, error) {
-		var vpcs []string
-		if kind == "subnet" {
-			f := ec2types.Filter{Name: awssdk.String("tag:Name"), Values: []string{ref}}
-			if strings.HasPrefix(ref, "subnet-") {
-				f = ec2types.Filter{Name: awssdk.String("subnet-id"), Values: []string{ref}}
-			}
-			got, err := c.AWS.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{f}})
-			if err != nil {
-				return nil, fmt.Errorf("ec2 DescribeSubnets %s: %w", ref, err)
-			}
-			for _, s := range got.Subnets {
-				vpcs = append(vpcs, awssdk.ToString(s.VpcId))
-			}
-		} else {
-			f := ec2types.Filter{Name: awssdk.String("tag:Name"), Values: []string{ref}}
-			if strings.HasPrefix(ref, "sg-") {
-				f = ec2types.Filter{Name: awssdk.String("group-id"), Values: []string{ref}}
-			}
-			got, err := c.AWS.EC2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{f}})
-			if err != nil {
-				return nil, fmt.Errorf("ec2 DescribeSecurityGroups %s: %w", ref, err)
-			}
-			for _, g := range got.SecurityGroups {
-				vpcs = append(vpcs, awssdk.ToString(g.VpcId))
-			}
-		}
-		if len(vpcs) == 0 {
-			return nil, errMissing
-		}
-		return vpcs, nil
-	})
-	switch {
-	case errors.Is(err, errMissing):
+	find := c.resolver().Subnets
+	if kind == "security group" {
+		find = c.resolver().SecurityGroups
+	}
+	nets, err := find(ctx, ref, c.fresh())
+	if errors.Is(err, resolve.ErrNotFound) {
 		add(field, ref, fmt.Sprintf("is not a %s (id or Name tag) in this account and region", kind))
-	case err != nil:
+		return nil
+	}
+	if err != nil {
 		return err
-	case vpc != "" && !slices.Contains(v.([]string), vpc):
-		add(field, ref, fmt.Sprintf("is a %s of VPC %s, not of the cluster's VPC %s", kind, strings.Join(v.([]string), ", "), vpc))
+	}
+	var vpcs []string
+	for _, n := range nets {
+		vpcs = append(vpcs, n.VPC)
+	}
+	if vpc != "" && !slices.Contains(vpcs, vpc) {
+		add(field, ref, fmt.Sprintf("is a %s of VPC %s, not of the cluster's VPC %s", kind, strings.Join(vpcs, ", "), vpc))
 	}
 	return nil
 }
@@ -260,8 +216,8 @@ func (c *Checker) architectures(ctx context.Context, refs Refs, arch string, add
 	for _, t := range refs.InstanceTypes {
 		v, err := c.lookup(ctx, "itype/"+t, func(ctx context.Context) (any, error) {
 			got, err := c.AWS.EC2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []ec2types.InstanceType{ec2types.InstanceType(t)}})
-			if isCode(err, "InvalidInstanceType") || err == nil && len(got.InstanceTypes) == 0 {
-				return nil, errMissing
+			if awsp.HasErrorCode(err, "InvalidInstanceType") || err == nil && len(got.InstanceTypes) == 0 {
+				return nil, resolve.ErrNotFound
 			}
 			if err != nil {
 				return nil, fmt.Errorf("ec2 DescribeInstanceTypes %s: %w", t, err)
@@ -275,7 +231,7 @@ func (c *Checker) architectures(ctx context.Context, refs Refs, arch string, add
 			return archs, nil
 		})
 		switch {
-		case errors.Is(err, errMissing):
+		case errors.Is(err, resolve.ErrNotFound):
 			add("instanceType", t, "is not an EC2 instance type offered in this region")
 		case err != nil:
 			return err
@@ -289,15 +245,10 @@ func (c *Checker) architectures(ctx context.Context, refs Refs, arch string, add
 func iamErr(err error, op, name string) error {
 	var nse *iamtypes.NoSuchEntityException
 	if errors.As(err, &nse) {
-		return errMissing
+		return resolve.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("iam %s %s: %w", op, name, err)
 	}
 	return nil
-}
-
-func isCode(err error, codes ...string) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && slices.Contains(codes, ae.ErrorCode())
 }

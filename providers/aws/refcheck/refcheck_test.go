@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
+	"github.com/instancemgr/instance-manager/providers/aws/resolve"
 )
 
 // fakeCloud holds a cluster "prod" in vpc-1 (ACTIVE) and "new" (CREATING),
@@ -116,5 +118,30 @@ func TestOneCallPerDistinctReference(t *testing.T) {
 	}
 	if f.calls != 3 {
 		t.Fatalf("%d AWS calls for 2,000 checks of 3 distinct references, want 3", f.calls)
+	}
+}
+
+// What a provisioner resolved through the shared cache is not read again
+// by admission while young enough for it, and what admission found
+// missing is read again by a provisioner (a tenant's fix is seen at once).
+func TestSharesTheResolverCacheWithTheProvisioners(t *testing.T) {
+	f := &fakeCloud{}
+	refs := &resolve.Cache{}
+	provisioner := resolve.Resolver{EC2: f, Cache: refs}
+	if _, err := provisioner.SubnetIDs(context.Background(), []string{"subnet-a"}, "spec.eks.configuration.subnets", resolve.Fresh{Found: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	chk := &Checker{AWS: &awsp.Clients{EC2: f, EKS: f}, Refs: refs}
+	if _, err := chk.Check(context.Background(), Refs{Subnets: []string{"subnet-a", "subnet-z"}}); err != nil {
+		t.Fatal(err)
+	}
+	if f.calls != 2 {
+		t.Fatalf("%d AWS calls, want 2: subnet-a by the provisioner, subnet-z by admission", f.calls)
+	}
+	if _, err := provisioner.SubnetIDs(context.Background(), []string{"subnet-z"}, "spec.eks.configuration.subnets", resolve.Fresh{Found: time.Hour}); err == nil {
+		t.Fatal("subnet-z resolved")
+	}
+	if f.calls != 3 {
+		t.Fatalf("%d AWS calls, want 3: a missing reference is read again by a provisioner", f.calls)
 	}
 }
