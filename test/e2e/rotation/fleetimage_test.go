@@ -3,6 +3,8 @@ package rotation
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,7 +58,7 @@ func waitPinnedRollout(t *testing.T, data map[string]string, ami, phase string, 
 			return err
 		}
 		p, err := boundaries.DecodePins(pins)
-		if err != nil || p == nil || !containsValue(p.Images, ami) {
+		if err != nil || p == nil || !slices.Contains(slices.Collect(maps.Values(p.Images)), ami) {
 			return fmt.Errorf("the record pins %q, not yet %s (%v)", pins, ami, err)
 		}
 		target := boundaries.Revision(boundaries.WithPins(data, pins))
@@ -71,13 +73,17 @@ func waitPinnedRollout(t *testing.T, data map[string]string, ami, phase string, 
 	return rec
 }
 
-func containsValue(m map[string]string, v string) bool {
-	for _, x := range m {
-		if x == v {
-			return true
+// deleteAndUnpin deletes groups when the test ends and waits until the
+// record pins nothing: later tests compute revisions from the ConfigMap
+// alone, and the pins go once no group uses a reference.
+func deleteAndUnpin(t *testing.T, groups ...*v1alpha1.InstanceGroup) {
+	t.Cleanup(func() {
+		for _, ig := range groups {
+			_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), ig))
 		}
-	}
-	return false
+		NewWithT(t).Eventually(func() (string, error) { return recordPins(context.Background()) }, 3*harness.ConvergeTimeout, time.Second).
+			Should(BeEmpty(), "the pins are cleared once no group uses a reference")
+	})
 }
 
 // An AMI published under the SSM parameter that the groups' image
@@ -107,15 +113,7 @@ func TestAPublishedImageRollsOutInWaves(t *testing.T) {
 	canary, others := rolloutGroups(t, "e2e-pin")
 	g.Expect(canary.Namespace).To(Equal(canaryNS))
 	other := others[0]
-	t.Cleanup(func() {
-		// Later tests compute revisions from the ConfigMap alone: the
-		// pins go once no group uses a reference.
-		for _, ig := range append(others, canary) {
-			_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), ig))
-		}
-		NewWithT(t).Eventually(func() (string, error) { return recordPins(context.Background()) }, 3*harness.ConvergeTimeout, time.Second).
-			Should(BeEmpty(), "the pins are cleared once no group uses a reference")
-	})
+	deleteAndUnpin(t, append(others, canary)...)
 
 	// Pinning the parameter the groups started using moves no AMI.
 	waitPinnedRollout(t, data, suite.Cloud.AMIs[0], record.PhaseComplete, harness.ConvergeTimeout)
@@ -206,13 +204,7 @@ func TestAControlPlaneUpgradeRollsOutInWaves(t *testing.T) {
 	suite.SetBoundaries(t, data)
 	canary, others := rolloutGroups(t, "e2e-cp")
 	g.Expect(canary.Namespace).To(Equal(canaryNS))
-	t.Cleanup(func() {
-		for _, ig := range append(others, canary) {
-			_ = client.IgnoreNotFound(suite.Admin.Delete(context.Background(), ig))
-		}
-		NewWithT(t).Eventually(func() (string, error) { return recordPins(context.Background()) }, 3*harness.ConvergeTimeout, time.Second).
-			Should(BeEmpty(), "the pins are cleared once no group uses a reference")
-	})
+	deleteAndUnpin(t, append(others, canary)...)
 
 	api := eks.NewFromConfig(suite.Env.AWS)
 	desc, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(suite.Cloud.Cluster)})
