@@ -105,6 +105,33 @@ func (s *Suite) HeldNodes(t testing.TB, ig *v1alpha1.InstanceGroup) []string {
 	return held
 }
 
+// WaitNodesLabelled waits up to timeout until the group has exactly want
+// Nodes and each carries label key=value, and fails t naming the Nodes
+// otherwise. Read the Nodes this way after a rotation: the status counts
+// the Auto Scaling group's instances, and a replaced instance's drained
+// Node is deleted a moment after the instance leaves the group.
+func (s *Suite) WaitNodesLabelled(t testing.TB, ig *v1alpha1.InstanceGroup, key, value string, want int, timeout time.Duration) {
+	t.Helper()
+	var last []string
+	deadline := time.Now().Add(timeout)
+	for {
+		nodes := s.GroupNodes(t, ig)
+		last = last[:0]
+		ok := len(nodes) == want
+		for _, n := range nodes {
+			last = append(last, fmt.Sprintf("%s (%s=%q)", n.Name, key, n.Labels[key]))
+			ok = ok && n.Labels[key] == value
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s: want %d Nodes with %s=%s within %s, have %v", ig.Namespace, ig.Name, want, key, value, timeout, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // Available counts the nodes that are Ready and schedulable.
 func Available(nodes []corev1.Node) int {
 	n := 0

@@ -206,9 +206,7 @@ func TestInstanceTypeChangeRotatesSafely(t *testing.T) {
 		}
 	}
 	g.Expect(drained).To(BeNumerically(">=", 3))
-	for _, n := range suite.GroupNodes(t, ig) {
-		g.Expect(n.Labels).To(HaveKeyWithValue("node.kubernetes.io/instance-type", "m5.large"))
-	}
+	suite.WaitNodesLabelled(t, ig, "node.kubernetes.io/instance-type", "m5.large", 3, time.Minute)
 }
 
 func TestBoundaryImageChangeRollsEveryGroupAtMostNAtATime(t *testing.T) {

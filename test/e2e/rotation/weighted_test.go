@@ -63,9 +63,7 @@ func TestWeightedGroupBecomesReadyAndRotates(t *testing.T) {
 	g.Expect(minNodes).To(BeNumerically(">=", 1), "maxUnavailable 2 units: one instance of weight 2 at a time")
 	g.Expect(minPods).To(BeNumerically(">=", 1), "the PodDisruptionBudget is honoured")
 	g.Expect(oldInstances(t, ready.Status.ActiveScalingGroupName, "2")).To(BeZero())
-	for _, n := range suite.GroupNodes(t, ig) {
-		g.Expect(n.Labels).To(HaveKeyWithValue("rotation", "2"))
-	}
+	suite.WaitNodesLabelled(t, ig, "rotation", "2", 2, time.Minute)
 	out, err := autoscaling.NewFromConfig(suite.Env.AWS).DescribeAutoScalingGroups(ctx,
 		&autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{ready.Status.ActiveScalingGroupName}})
 	g.Expect(err).NotTo(HaveOccurred())
