@@ -118,16 +118,20 @@ release: image $(BIN)/helm ## Write the release into dist/: the image (OCI layou
 # alone runs the unit tier.
 TEST_ENV := IM_ENV_BIN_DIR=$(BIN) IM_ENV_VENV=$(VENV) IM_IMAGE_LAYOUT=$(IMAGE_LAYOUT)
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
+# Three test packages at a time on CI's 2 cores: the end-to-end packages
+# mostly wait on controllers (load average about 1 with two of them side by
+# side; docs/testing.md, "How long make test takes").
+GO_TEST_PARALLEL ?= 3
 # The longest packages are named first: go test runs packages in the order
 # given (depth-first priority, -p at a time), and ./... alone would start
-# them after most of the others. The end-to-end tier is two packages
-# (rotation, lifecycle) so that they run side by side.
-SLOW_TEST_PACKAGES := ./test/e2e/rotation/ ./test/e2e/lifecycle/ ./test/autoscaling/ ./test/selfcontained/
+# them after most of the others. The end-to-end tier is three packages
+# (rotation, rollout, lifecycle) so that they run side by side.
+SLOW_TEST_PACKAGES := ./test/e2e/rotation/ ./test/e2e/rollout/ ./test/e2e/lifecycle/ ./test/autoscaling/ ./test/selfcontained/
 
 .PHONY: test
 test: tools image vet ## Run every test tier: unit, integration and end-to-end; prints the end-to-end drain audit.
 	@mkdir -p $(LOCAL) && rm -f $(LOCAL)/e2e-audit
-	$(call timed,all tests,$(TEST_ENV) IM_E2E_AUDIT=$(LOCAL)/e2e-audit go test $(GO_TEST_FLAGS) $(SLOW_TEST_PACKAGES) ./...)
+	$(call timed,all tests,$(TEST_ENV) IM_E2E_AUDIT=$(LOCAL)/e2e-audit go test $(GO_TEST_FLAGS) -p $(GO_TEST_PARALLEL) $(SLOW_TEST_PACKAGES) ./...)
 	@sed 's/^/>> end-to-end drain audit: /' $(LOCAL)/e2e-audit 2>/dev/null || echo ">> end-to-end drain audit: not run"
 	$(call timed,fuzz targets,$(MAKE) --no-print-directory fuzz)
 	$(call timed,chaos tests,$(MAKE) --no-print-directory chaos)

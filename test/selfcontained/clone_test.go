@@ -49,7 +49,10 @@ func TestUnitTierPassesInACopyWithNothingBesideIt(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(parent) })
 	t.Logf("copied %d files of %s into %s", n, root, copyDir)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// The copy compiles every package again while up to two other test
+	// packages run (make test's -p 3); 20 minutes was once too short on a
+	// loaded machine, and 30 stays inside make test's 45-minute timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	// -p 1: the environment tier's tests run beside this one.
 	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-p", "1", "./...")

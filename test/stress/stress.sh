@@ -16,7 +16,7 @@
 #     replays it.
 #
 # Environment: STRESS_ROUNDS (default 5), STRESS_PACKAGES (default
-# "./test/integration ./test/e2e/rotation ./test/e2e/lifecycle"; empty skips stage 1), STRESS_CHAOS_ROUNDS
+# "./test/integration ./test/e2e/rotation ./test/e2e/rollout ./test/e2e/lifecycle"; empty skips stage 1), STRESS_CHAOS_ROUNDS
 # (default STRESS_ROUNDS; 0 skips stage 2), STRESS_CHAOS_LOAD, STRESS_BURNERS,
 # STRESS_DIR (default .local/stress: test binaries, one log per run,
 # summary.txt), IM_ENV_BIN_DIR and IM_ENV_VENV (set by the Makefile). Exit
@@ -27,7 +27,7 @@ rounds=${STRESS_ROUNDS:-5}
 chaos_rounds=${STRESS_CHAOS_ROUNDS:-$rounds}
 chaos_load=${STRESS_CHAOS_LOAD:-copy}
 burners=${STRESS_BURNERS:-2}
-read -r -a pkgs <<<"${STRESS_PACKAGES-./test/integration ./test/e2e/rotation ./test/e2e/lifecycle}"
+read -r -a pkgs <<<"${STRESS_PACKAGES-./test/integration ./test/e2e/rotation ./test/e2e/rollout ./test/e2e/lifecycle}"
 dir=$(realpath -m "${STRESS_DIR:-.local/stress}")
 root=$(pwd)
 : "${IM_ENV_BIN_DIR:?set by make test-stress}" "${IM_ENV_VENV:?set by make test-stress}"

@@ -6,7 +6,7 @@
 // original project's shapes, node health (instances that never join or
 // stop being Ready), the AWS call budget of idle and failing groups,
 // ownership of AWS resources and the garbage collector, and deletion that
-// drains and always ends, with AWS checked for leaks. Its sibling
-// test/e2e/rotation covers rotations and rollouts; the two run side by
-// side.
+// drains and always ends, with AWS checked for leaks. Its siblings
+// test/e2e/rotation (rotations) and test/e2e/rollout (fleet-wide changes
+// in waves) run beside it.
 package lifecycle

@@ -1,4 +1,4 @@
-package rotation
+package rollout
 
 // Deletion always ends (issue 26 item 2): a namespace deleted after a
 // boundary change during an admission outage, and groups deleted during a

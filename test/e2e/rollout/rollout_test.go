@@ -1,4 +1,4 @@
-package rotation
+package rollout
 
 import (
 	"context"
