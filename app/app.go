@@ -362,7 +362,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	st := &store.Store{}
-	recorder := mgr.GetEventRecorder("instance-manager")
+	recorder := boundedNotes{mgr.GetEventRecorder("instance-manager")}
 	if err := setupCertRotation(mgr, opts); err != nil {
 		return nil, err
 	}
