@@ -361,6 +361,11 @@ func (s *stepper) advance() {
 				return // a deferred group, or one moved at its tenant's time and not judged yet
 			}
 			rec.Phase, rec.Stable, rec.CompletedAt = record.PhaseComplete, rec.Target, &s.now
+			if failed := failedAlone(rec); len(failed) > 0 {
+				s.note(true, "", ReasonComplete, "Boundaries revision %s reached every group in %d wave(s) and is the last good revision now, but failed on %d group(s) that their tenants moved outside their wave, judged alone: %s",
+					rec.Target, len(rec.Waves), len(failed), strings.Join(failed, ", "))
+				return
+			}
 			s.note(false, "", ReasonComplete, "Boundaries revision %s reached every group in %d wave(s); it is the last good revision now", rec.Target, len(rec.Waves))
 			return
 		}

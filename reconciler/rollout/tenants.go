@@ -212,6 +212,20 @@ func (s *stepper) tenantsSettled() bool {
 	return true
 }
 
+// failedAlone names ("namespace/name") the groups moved at their tenant's
+// time (early or late) on which the revision failed, judged alone.
+func failedAlone(rec *record.Record) []string {
+	var failed []string
+	for _, l := range [][]record.Group{rec.Early, rec.Late} {
+		for _, m := range l {
+			if m.State == record.GroupFailed {
+				failed = append(failed, m.Group)
+			}
+		}
+	}
+	return failed
+}
+
 // tenantsText words the tenants' choices for the record's message:
 // `moved by their tenants: 1 early, 0 late (1 failed alone); 2 deferred,
 // the last until 2026-...`; "" when there are none.
@@ -219,15 +233,7 @@ func tenantsText(rec *record.Record) string {
 	if len(rec.Early)+len(rec.Late)+len(rec.Deferred) == 0 {
 		return ""
 	}
-	failed := 0
-	for _, l := range [][]record.Group{rec.Early, rec.Late} {
-		for _, m := range l {
-			if m.State == record.GroupFailed {
-				failed++
-			}
-		}
-	}
-	t := fmt.Sprintf("moved by their tenants: %d early, %d late (%d failed, judged alone); %d deferred", len(rec.Early), len(rec.Late), failed, len(rec.Deferred))
+	t := fmt.Sprintf("moved by their tenants: %d early, %d late (%d failed, judged alone); %d deferred", len(rec.Early), len(rec.Late), len(failedAlone(rec)), len(rec.Deferred))
 	var last time.Time
 	for _, d := range rec.Deferred {
 		if d.Until.After(last) {

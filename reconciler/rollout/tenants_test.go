@@ -237,6 +237,11 @@ func TestEarlyGroupFailingDoesNotHaltTheRollout(t *testing.T) {
 	if s.rec.Phase != record.PhaseComplete || s.rec.Halt != nil {
 		t.Fatalf("phase %s (%s); want Complete despite the early group's failure", s.rec.Phase, s.rec.Message)
 	}
+	// The completion says the revision failed on that group.
+	last := s.notes[len(s.notes)-1]
+	if last.Reason != ReasonComplete || !last.Warning || !strings.Contains(last.Message, "failed on 1 group(s)") || !strings.Contains(last.Message, "team-b/b") {
+		t.Fatalf("last Event %+v; want a Warning %s naming team-b/b", last, ReasonComplete)
+	}
 	for _, w := range s.rec.Waves {
 		for _, g := range w.Groups {
 			if g.Group == "team-b/b" {
