@@ -49,8 +49,8 @@ func TestUnitTierPassesInACopyWithNothingBesideIt(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(parent) })
 	t.Logf("copied %d files of %s into %s", n, root, copyDir)
 
-	// The copy compiles every package again while up to two other test
-	// packages run (make test's -p 3); 20 minutes was once too short on a
+	// The copy compiles every package again while up to three other test
+	// packages run (make test's -p 4); 20 minutes was once too short on a
 	// loaded machine, and 30 stays inside make test's 45-minute timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
