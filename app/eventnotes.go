@@ -16,8 +16,8 @@ import (
 const noteLimit = 1024
 
 // boundedNotes is the manager's Event recorder with every note formatted
-// and then cut to noteLimit bytes (boundNote). The full text stays where
-// the Event points: the group's status conditions and the rollout record.
+// and then cut to noteLimit bytes (boundNote). The details stay where the
+// Event points: the object's status and the rollout record.
 type boundedNotes struct{ events.EventRecorder }
 
 // Eventf formats note with args, as events.EventRecorder does, and records

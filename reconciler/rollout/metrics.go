@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"slices"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -85,16 +83,10 @@ func observe(rec *record.Record, notes []Note) {
 	groups.WithLabelValues("done").Set(float64(rec.GroupsDone))
 	groups.WithLabelValues("failed").Set(float64(rec.GroupsFailed))
 	groups.WithLabelValues("waiting").Set(float64(rec.GroupsWaiting))
-	failed := 0
-	for _, m := range append(slices.Clone(rec.Early), rec.Late...) {
-		if m.State == record.GroupFailed {
-			failed++
-		}
-	}
 	tenantGroups.WithLabelValues("early").Set(float64(len(rec.Early)))
 	tenantGroups.WithLabelValues("late").Set(float64(len(rec.Late)))
 	tenantGroups.WithLabelValues("deferred").Set(float64(len(rec.Deferred)))
-	tenantGroups.WithLabelValues("failed").Set(float64(failed))
+	tenantGroups.WithLabelValues("failed").Set(float64(len(failedAlone(rec))))
 	if rec.Halt != nil && rec.Phase != record.PhaseProgressing && rec.Phase != record.PhaseComplete {
 		failedPods.Set(float64(rec.Halt.PodsCount))
 	} else {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/record"
@@ -223,6 +225,11 @@ func TestEarlyGroupFailingDoesNotHaltTheRollout(t *testing.T) {
 	s.step("")
 	if got := strings.Count(s.reasons(), ReasonTenantGroupFailed); got != 2 {
 		t.Errorf("events %s: want the failure reported once (group and ConfigMap)", s.reasons())
+	}
+	observe(s.rec, nil)
+	var m dto.Metric
+	if err := tenantGroups.WithLabelValues("failed").Write(&m); err != nil || m.GetGauge().GetValue() != 1 {
+		t.Errorf("tenant_groups{choice=failed} %v (%v), want 1", m.GetGauge().GetValue(), err)
 	}
 	// The same tenant cannot halt the fleet by timing its failure into a wave.
 	s.step(record.ActionApprove)
