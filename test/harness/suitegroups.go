@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,24 +113,13 @@ func (s *Suite) HeldNodes(t testing.TB, ig *v1alpha1.InstanceGroup) []string {
 // Node is deleted a moment after the instance leaves the group.
 func (s *Suite) WaitNodesLabelled(t testing.TB, ig *v1alpha1.InstanceGroup, key, value string, want int, timeout time.Duration) {
 	t.Helper()
-	var last []string
-	deadline := time.Now().Add(timeout)
-	for {
+	NewWithT(t).Eventually(func(g Gomega) {
 		nodes := s.GroupNodes(t, ig)
-		last = last[:0]
-		ok := len(nodes) == want
+		g.Expect(nodes).To(HaveLen(want))
 		for _, n := range nodes {
-			last = append(last, fmt.Sprintf("%s (%s=%q)", n.Name, key, n.Labels[key]))
-			ok = ok && n.Labels[key] == value
+			g.Expect(n.Labels).To(HaveKeyWithValue(key, value), "Node %s", n.Name)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s: want %d Nodes with %s=%s within %s, have %v", ig.Namespace, ig.Name, want, key, value, timeout, last)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	}, timeout, 500*time.Millisecond).Should(Succeed(), "InstanceGroup %s/%s: %d Nodes with %s=%s", ig.Namespace, ig.Name, want, key, value)
 }
 
 // Available counts the nodes that are Ready and schedulable.
