@@ -30,6 +30,8 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler/termination"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/webhooks"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // setupInstanceGroups registers the InstanceGroup state machine with the
@@ -60,7 +62,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if err != nil {
 		return err
 	}
-	drainer := &upgrade.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
+	drainer := &drain.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
 	if dry != nil {
 		drainer.DryRun = dry
 	}
@@ -68,7 +70,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if maxDrains <= 0 {
 		maxDrains = 20
 	}
-	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: opts.MaxConcurrentDrainsPerGroup}
+	drains := &drain.Drains{Drainer: drainer, Max: maxDrains, PerGroup: opts.MaxConcurrentDrainsPerGroup}
 	if err := mgr.Add(drains); err != nil {
 		return fmt.Errorf("setting up the drain runner: %w", err)
 	}
@@ -113,7 +115,7 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 		CRD:            &upgrade.CRDStrategy{Client: kube, Recorder: recorder, Boundaries: st},
 		Slots:          slots,
 		StallTimeout:   opts.UpgradeStallTimeout,
-		NodeHealth:     &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
+		NodeHealth:     &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: drain.AnnotationDrainStarted},
 		Recorder:       recorder,
 		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),
 		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),

@@ -61,7 +61,7 @@ func (r *Recorder) Log(ctx context.Context, format string, args ...any) string {
 
 // Write logs each line written as a call a dry run would make (the drain
 // helper's "evicting pod <ns>/<name> (server dry run)"), so a Recorder is
-// the io.Writer of upgrade.Drainer.DryRun.
+// the io.Writer of drain.Drainer.DryRun.
 func (r *Recorder) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
 		if line != "" {

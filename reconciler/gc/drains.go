@@ -12,12 +12,13 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // orphanDrains is the providers.Disruptions (and providers.InstanceDrains)
 // a collector's DeleteOrphan gets for one orphan: every drain goes through
-// the controller's drain runner (upgrade.Drains: its Drainer cordons and
+// the controller's drain runner (drain.Drains: its Drainer cordons and
 // evicts through the Eviction API, PodDisruptionBudgets honoured, within
 // the cluster-wide and per-group caps), held (PollHeld) under the key of
 // the InstanceGroup the orphan was made for, so that group's reconcile
@@ -26,7 +27,7 @@ import (
 // timeout is reported and asked again at the next sweep.
 type orphanDrains struct {
 	client client.Client
-	drains *upgrade.Drains
+	drains *drain.Drains
 	owner  ownership.Owner
 	what   string   // the orphan, for messages: "<kind> <name>"
 	nodes  []string // the nodes asked to drain, stopped once the orphan is deleted
@@ -75,7 +76,7 @@ func (d *orphanDrains) DrainInstances(ctx context.Context, ids []string) (provid
 
 // EvictPods evicts the pods labelled key=value: a pod bound to a Node
 // leaves by the drain of that Node (an EKS Fargate pod has a Node of its
-// own); one bound to none is evicted directly (upgrade.Drainer
+// own); one bound to none is evicted directly (drain.Drainer
 // .EvictUnbound). Finished pods do not count.
 func (d *orphanDrains) EvictPods(ctx context.Context, key, value string) (providers.Retirement, error) {
 	nodes, unbound, err := d.drains.Drainer.PodNodes(ctx, d.client, key, value)
@@ -92,7 +93,7 @@ func (d *orphanDrains) EvictPods(ctx context.Context, key, value string) (provid
 }
 
 // drain cordons each node and asks the drain runner to drain it in the
-// background (upgrade.Drainer.Start, upgrade.Drains.PollHeld); done once
+// background (drain.Drainer.Start, drain.Drains.PollHeld); done once
 // every one is drained.
 func (d *orphanDrains) drain(ctx context.Context, nodes []*corev1.Node) (providers.Retirement, error) {
 	key := types.NamespacedName{Namespace: d.owner.Namespace, Name: d.owner.Name}
@@ -109,8 +110,8 @@ func (d *orphanDrains) drain(ctx context.Context, nodes []*corev1.Node) (provide
 		switch {
 		case err != nil:
 			return providers.Retirement{}, err
-		case res == upgrade.Drained:
-		case res == upgrade.Blocked:
+		case res == drain.Drained:
+		case res == drain.Blocked:
 			blocked = append(blocked, msg)
 		default:
 			waiting = append(waiting, strings.TrimSpace(n.Name+" "+msg))

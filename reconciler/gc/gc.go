@@ -29,7 +29,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Options tune the sweep.
@@ -68,7 +69,7 @@ type Collector struct {
 	// runner (Eviction API, PodDisruptionBudgets, per-group and
 	// cluster-wide caps) as rotations and deletes. nil deletes without
 	// draining (tests of the sweep alone).
-	Drains *upgrade.Drains
+	Drains *drain.Drains
 	Opts   Options
 	Now    func() time.Time
 

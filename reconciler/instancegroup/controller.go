@@ -31,6 +31,8 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Finalizer keeps an InstanceGroup until its cloud resources are gone.
@@ -156,7 +158,7 @@ var nodeChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	if !okOld || !okNew {
 		return true
 	}
-	return upgrade.NodeReady(before) != upgrade.NodeReady(after) ||
+	return drain.NodeReady(before) != drain.NodeReady(after) ||
 		before.Spec.Unschedulable != after.Spec.Unschedulable ||
 		before.Spec.ProviderID != after.Spec.ProviderID ||
 		!slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }) ||

@@ -18,7 +18,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Reasons of the Deleting condition (besides ReasonDrainBlocked and
@@ -32,7 +33,7 @@ const (
 // every provisioner call sees the group through deletionView): it freezes the group (a
 // providers.Freezer stops it launching instances), cordons and drains the
 // group's nodes through the Eviction API (PodDisruptionBudgets respected,
-// DaemonSet pods skipped; in the background, see upgrade.Drains), reads
+// DaemonSet pods skipped; in the background, see drain.Drains), reads
 // every node's pods again once all drains ended (none may be left but
 // DaemonSet, mirror and finished pods), then has the provisioner delete
 // the cloud resources, then removes the finalizer. A
@@ -168,7 +169,7 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 	}
 	var draining, blocked []string
 	for _, node := range nodes {
-		if _, ok := node.Annotations[upgrade.AnnotationDrainStarted]; !ok || !node.Spec.Unschedulable {
+		if _, ok := node.Annotations[drain.AnnotationDrainStarted]; !ok || !node.Spec.Unschedulable {
 			if err := r.Rolling.Drainer.Start(ctx, node, false); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue
@@ -181,8 +182,8 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 			return false, err
 		}
 		switch res {
-		case upgrade.Drained:
-		case upgrade.Blocked:
+		case drain.Drained:
+		case drain.Blocked:
 			blocked = append(blocked, msg)
 		default:
 			draining = append(draining, node.Name)
@@ -218,7 +219,7 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 
 // stillBlocked reports whether prev, the group's Deleting condition, is
 // DrainBlocked for one of the nodes still draining (its message names
-// each blocked node as upgrade.Drainer words it: "node <name> could not
+// each blocked node as drain.Drainer words it: "node <name> could not
 // be drained").
 func stillBlocked(prev *metav1.Condition, draining []string) bool {
 	if prev == nil || prev.Reason != ReasonDrainBlocked {

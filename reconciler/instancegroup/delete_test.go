@@ -20,9 +20,11 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // oneNodeProvisioner observes every group as one InService instance,
@@ -59,7 +61,7 @@ func readyNode(name, providerID string, labels map[string]string) *corev1.Node {
 
 // 50 groups being deleted whose drains a PodDisruptionBudget blocks for
 // good do not delay a create in another namespace: their reconciles start
-// the drains and return (the drains run in upgrade.Drains, at most
+// the drains and return (the drains run in drain.Drains, at most
 // --max-concurrent-drains at once), and the new group's reconcile makes
 // it Ready while every one of those drains is still blocked.
 //
@@ -93,8 +95,8 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 	tried := srv.Nodes
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: time.Now}
-	drains := &upgrade.Drains{Drainer: drainer, Max: maxDrains, PerGroup: 1}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: time.Now}
+	drains := &drain.Drains{Drainer: drainer, Max: maxDrains, PerGroup: 1}
 	runDrains(t, drains)
 	ctx := context.Background()
 	recorder := events.NewFakeRecorder(1000)
@@ -159,7 +161,7 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "node-" + ig.Name}, node); err != nil {
 			t.Fatal(err)
 		}
-		if !node.Spec.Unschedulable || node.Annotations[upgrade.AnnotationDrainStarted] == "" {
+		if !node.Spec.Unschedulable || node.Annotations[drain.AnnotationDrainStarted] == "" {
 			t.Errorf("node of %s is not cordoned for its drain", ig.Name)
 		}
 	}
@@ -175,7 +177,7 @@ func TestBlockedDeleteDrainsDoNotDelayACreate(t *testing.T) {
 func TestDeleteBlockedDrainThenForceDelete(t *testing.T) {
 	c, srv, req := blockedDelete(t)
 	// Inline drains (no runner): each reconcile runs one drain step.
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 50 * time.Millisecond, Now: time.Now}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 50 * time.Millisecond, Now: time.Now}
 	recorder := events.NewFakeRecorder(100)
 	prov := &listingProvisioner{}
 	r := &Reconciler{
@@ -244,7 +246,7 @@ func blockedDelete(t *testing.T) (client.Client, *fakeeviction.Server, ctrl.Requ
 	}
 	node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
 	node.Spec.Unschedulable = true
-	node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	node.Annotations = map[string]string{drain.AnnotationDrainStarted: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	return c, srv, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ig)}
 }
@@ -282,7 +284,7 @@ func drainEvents(r *events.FakeRecorder, reason string) int {
 }
 
 // runDrains runs the drain runner until the test ends.
-func runDrains(t *testing.T, d *upgrade.Drains) {
+func runDrains(t *testing.T, d *drain.Drains) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { _ = d.Start(ctx); close(stopped) }()
@@ -358,8 +360,8 @@ func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ig, readyNode("node-a", "aws:///us-west-2a/i-a", nil)).
 		WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}
-	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: time.Second, Now: time.Now}
+	drains := &drain.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
 	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
 	prov := &freezingProvisioner{srv: srv}
@@ -411,8 +413,8 @@ func TestDeleteFreezesAndDeletesOnlyEmptyNodes(t *testing.T) {
 // test) and announced the next Blocked outcome in a new Event.
 func TestDeleteDrainBlockedStaysReportedWhileRetried(t *testing.T) {
 	c, srv, req := blockedDelete(t)
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 20 * time.Millisecond, Now: time.Now}
-	drains := &upgrade.Drains{Drainer: drainer, Max: 5, PerGroup: 1}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Minute, Step: 20 * time.Millisecond, Now: time.Now}
+	drains := &drain.Drains{Drainer: drainer, Max: 5, PerGroup: 1}
 	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
 	prov := &listingProvisioner{}

@@ -11,6 +11,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // unwindHeld gives back what a group the admission gate holds keeps from
@@ -66,7 +68,7 @@ func (r *Reconciler) unwindHeld(ctx context.Context, ig *v1alpha1.InstanceGroup,
 		if settle {
 			release = map[string]*corev1.Node{}
 			for id, n := range nodes {
-				if n.Annotations[upgrade.AnnotationSurge] != "true" {
+				if n.Annotations[drain.AnnotationSurge] != "true" {
 					release[id] = n
 				}
 			}

@@ -17,9 +17,11 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // surgedLister is a group of four in-service instances (i-0 to i-3), one
@@ -105,7 +107,7 @@ func TestAHeldGroupGivesItsSurgeBackThroughTheDrainPath(t *testing.T) {
 			srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return fakeeviction.Delete })
 			r := &Reconciler{
 				Client: cl, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
-				Rolling: &upgrade.RollingUpdate{Drainer: &upgrade.Drainer{Kube: srv.Kube, Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now},
+				Rolling: &upgrade.RollingUpdate{Drainer: &drain.Drainer{Kube: srv.Kube, Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now},
 					Recorder: recorder, Client: cl},
 				Slots: &fakeslots.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
 				backoff: newFailureBackoff(time.Second, time.Minute),
@@ -134,7 +136,7 @@ func TestAHeldGroupGivesItsSurgeBackThroughTheDrainPath(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, n := range nodes.Items {
-					if n.Spec.Unschedulable && n.Annotations[upgrade.AnnotationSurge] == "true" {
+					if n.Spec.Unschedulable && n.Annotations[drain.AnnotationSurge] == "true" {
 						drained++
 					}
 				}

@@ -21,6 +21,8 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // A rotating group whose re-admission under new boundaries was refused is
@@ -55,7 +57,7 @@ func TestAHeldGroupReleasesItsSlotAndUncordonsItsNodes(t *testing.T) {
 			}
 			node := readyNode("node-a", "aws:///us-west-2a/i-a", nil)
 			node.Spec.Unschedulable = true
-			node.Annotations = map[string]string{upgrade.AnnotationDrainStarted: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}
+			node.Annotations = map[string]string{drain.AnnotationDrainStarted: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}
 			cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ig, node).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 			st := &store.Store{}
 			st.SetValid(cfg, "1")
@@ -65,7 +67,7 @@ func TestAHeldGroupReleasesItsSlotAndUncordonsItsNodes(t *testing.T) {
 				t.Fatalf("Acquire = %v, %v", held, err)
 			}
 			recorder := events.NewFakeRecorder(100)
-			drainer := &upgrade.Drainer{Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now}
+			drainer := &drain.Drainer{Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now}
 			r := &Reconciler{
 				Client: cl, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: &listingProvisioner{}},
 				Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: cl},
@@ -86,7 +88,7 @@ func TestAHeldGroupReleasesItsSlotAndUncordonsItsNodes(t *testing.T) {
 			if err := cl.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
 				t.Fatal(err)
 			}
-			_, marked := n.Annotations[upgrade.AnnotationDrainStarted]
+			_, marked := n.Annotations[drain.AnnotationDrainStarted]
 			if uncordoned := !n.Spec.Unschedulable && !marked; uncordoned != c.unwound {
 				t.Errorf("node-a unschedulable %v, drain-started %v; want uncordoned: %v", n.Spec.Unschedulable, marked, c.unwound)
 			}
@@ -154,9 +156,9 @@ func TestAHeldGroupKeepsReplacingUnhealthyInstances(t *testing.T) {
 	prov := &rotatingLister{}
 	r := &Reconciler{
 		Client: cl, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
-		Rolling: &upgrade.RollingUpdate{Drainer: &upgrade.Drainer{Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now}, Recorder: recorder, Client: cl},
+		Rolling: &upgrade.RollingUpdate{Drainer: &drain.Drainer{Client: cl, Timeout: time.Minute, Step: time.Second, Now: time.Now}, Recorder: recorder, Client: cl},
 		Slots:   &fakeslots.Slots{Max: func() int { return 1 }}, Recorder: recorder, PollInterval: time.Second, Boundaries: st,
-		NodeHealth: &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: upgrade.AnnotationDrainStarted},
+		NodeHealth: &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: drain.AnnotationDrainStarted},
 		backoff:    newFailureBackoff(time.Second, time.Minute),
 	}
 	key := client.ObjectKeyFromObject(ig)

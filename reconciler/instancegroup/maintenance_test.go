@@ -21,6 +21,8 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Outside the maintenance windows a drifted group does not start
@@ -52,7 +54,7 @@ func TestRotationsStartOnlyInsideMaintenanceWindows(t *testing.T) {
 	}
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	recorder := events.NewFakeRecorder(100)
-	drainer := &upgrade.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
+	drainer := &drain.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
 	r := &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},

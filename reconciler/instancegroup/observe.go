@@ -8,7 +8,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // apply has the provisioner converge the group's cloud resources and keeps
@@ -67,7 +68,7 @@ func countInstances(instances []providers.Instance, nodes map[string]*corev1.Nod
 		inService++
 		units.inService += in.Units()
 		units.weighted = units.weighted || in.Units() != 1
-		if n := nodes[in.ProviderID]; n != nil && upgrade.NodeReady(n) {
+		if n := nodes[in.ProviderID]; n != nil && drain.NodeReady(n) {
 			readyNodes++
 			units.ready += in.Units()
 		}

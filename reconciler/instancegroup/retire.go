@@ -12,6 +12,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // groupDisruptions is providers.Disruptions for the group a reconcile
@@ -79,11 +81,11 @@ func (d groupDisruptions) EvictPods(ctx context.Context, key, value string) (pro
 
 // retireNodes advances the drains of nodes (what: how they are named in
 // messages) before their cloud resource is deleted: the drains already
-// started (cordoned, upgrade.AnnotationDrainStarted) are polled, and new
-// ones are started (upgrade.Drainer.Start) while fewer than the group's
+// started (cordoned, drain.AnnotationDrainStarted) are polled, and new
+// ones are started (drain.Drainer.Start) while fewer than the group's
 // maxUnavailable (of len(nodes)) are undrained (pace). Done once every
 // node is drained and, read again from the API server
-// (upgrade.Drainer.Remaining), has no pod left to evict. A drain blocked
+// (drain.Drainer.Remaining), has no pod left to evict. A drain blocked
 // past the drain timeout is in Blocked and is retried by the runner,
 // never forced. Errors come from the API server.
 func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node, what string) (providers.Retirement, error) {
@@ -101,10 +103,10 @@ func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node,
 		switch {
 		case err != nil:
 			return err
-		case res == upgrade.Drained:
+		case res == drain.Drained:
 			drained++
 			return nil
-		case res == upgrade.Blocked:
+		case res == drain.Blocked:
 			blocked = append(blocked, msg)
 		case msg != "":
 			waiting = append(waiting, node.Name+" ("+msg+")")
@@ -115,7 +117,7 @@ func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node,
 		return nil
 	}
 	for _, node := range nodes {
-		if _, ok := node.Annotations[upgrade.AnnotationDrainStarted]; !ok || !node.Spec.Unschedulable {
+		if _, ok := node.Annotations[drain.AnnotationDrainStarted]; !ok || !node.Spec.Unschedulable {
 			fresh = append(fresh, node)
 			continue
 		}

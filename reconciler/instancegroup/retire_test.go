@@ -16,9 +16,11 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 func TestPace(t *testing.T) {
@@ -100,7 +102,7 @@ func TestRetireNodesPacedByMaxUnavailable(t *testing.T) {
 			}
 			objs = append(objs, readyNode("new-0", "aws:///us-west-2a/i-new", map[string]string{"eks.amazonaws.com/nodegroup": "new"}))
 			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
-			drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: 50 * time.Millisecond, Now: time.Now}
+			drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: 50 * time.Millisecond, Now: time.Now}
 			r := &Reconciler{Client: c, Rolling: &upgrade.RollingUpdate{Drainer: drainer, Client: c}}
 			ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web"}}
 			if tc.maxUnavailable != nil {
@@ -173,7 +175,7 @@ func TestEvictPodsOfAProfile(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
 				readyNode("fargate-a", "", nil), readyNode("fargate-b", "", nil), readyNode("fargate-c", "", nil)).Build()
-			drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: 50 * time.Millisecond, Now: time.Now}
+			drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: 50 * time.Millisecond, Now: time.Now}
 			r := &Reconciler{Client: c, Rolling: &upgrade.RollingUpdate{Drainer: drainer, Client: c}}
 			ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "jobs", Name: "batch"}}
 			d := groupDisruptions{r: r, ig: ig}

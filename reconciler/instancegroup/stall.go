@@ -16,6 +16,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // upgradeStalls counts upgrade slots released for lack of progress.
@@ -93,7 +95,7 @@ func stalledMessage(at time.Time, timeout time.Duration) string {
 		timeout, at.UTC().Format(time.RFC3339), at.Add(timeout).UTC().Format(time.RFC3339))
 }
 
-// releaseDrains stops the drains (upgrade.Drains.Stop: a running step is
+// releaseDrains stops the drains (drain.Drains.Stop: a running step is
 // interrupted) and then uncordons (Drainer.Skip: for one drain timeout the
 // node is not picked again) the nodes of ig's drifted instances that are
 // not terminating and carry the drain annotations: ig holds no upgrade
@@ -112,10 +114,10 @@ func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGro
 		if strings.HasPrefix(in.LifecycleState, "Terminating") || node == nil {
 			continue
 		}
-		if in.UpToDate && node.Annotations[upgrade.AnnotationSurge] != "true" {
+		if in.UpToDate && node.Annotations[drain.AnnotationSurge] != "true" {
 			continue // drained only to give surge back (upgrade.Settle)
 		}
-		if _, ok := node.Annotations[upgrade.AnnotationDrainStarted]; !ok {
+		if _, ok := node.Annotations[drain.AnnotationDrainStarted]; !ok {
 			continue
 		}
 		if r.Rolling.Drains != nil {

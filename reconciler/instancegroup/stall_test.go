@@ -20,8 +20,10 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // stuckProvisioner reports every group with three drifted in-service
@@ -74,7 +76,7 @@ func TestStalledRotationReleasesItsSlot(t *testing.T) {
 	}
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	recorder := events.NewFakeRecorder(100)
-	drainer := &upgrade.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
+	drainer := &drain.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
 	r := &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
@@ -137,7 +139,7 @@ func TestStalledRotationReleasesItsSlot(t *testing.T) {
 	if got := counter(t) - stallsBefore; got != 1 {
 		t.Errorf("instance_manager_upgrade_stalls_total rose by %v, want 1", got)
 	}
-	if n := node("stuck-a"); n.Spec.Unschedulable || n.Annotations[upgrade.AnnotationDrainStarted] != "" {
+	if n := node("stuck-a"); n.Spec.Unschedulable || n.Annotations[drain.AnnotationDrainStarted] != "" {
 		t.Errorf("node stuck-a left cordoned (%v) or marked draining (%v) without a slot", n.Spec.Unschedulable, n.Annotations)
 	}
 	stalledEvent := false
@@ -248,8 +250,8 @@ func TestStallStopsTheDrainsOfTheNodesItUncordons(t *testing.T) {
 	srv := fakeeviction.New(clock, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"},
 		Spec: corev1.PodSpec{NodeName: "stuck-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	// Steps as long as the test: only a stop ends the running one.
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
-	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
+	drains := &drain.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
 	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
 	r := &Reconciler{
@@ -313,8 +315,8 @@ func TestStoppedRotationStopsItsDrainsAndGivesItsSlotBack(t *testing.T) {
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	srv := fakeeviction.New(clock, refuseEvery, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1"},
 		Spec: corev1.PodSpec{NodeName: "stuck-a"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
-	drains := &upgrade.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
+	drains := &drain.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
 	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
 	r := &Reconciler{

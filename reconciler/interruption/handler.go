@@ -16,7 +16,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Outcome is what handling a message came to (the metric's outcome).
@@ -65,8 +66,8 @@ type Handler struct {
 	Terminations Acceptor
 	// Client reads Nodes and InstanceGroups (the manager's cache).
 	Client   client.Client
-	Drainer  *upgrade.Drainer
-	Drains   *upgrade.Drains
+	Drainer  *drain.Drainer
+	Drains   *drain.Drains
 	Recorder events.EventRecorder
 
 	mu     sync.Mutex
@@ -127,7 +128,7 @@ func (h *Handler) drain(ctx context.Context, ev Event) (Outcome, error) {
 	if tracked {
 		return OutcomeDraining, nil
 	}
-	if node.Annotations[upgrade.AnnotationDrainStarted] == "" {
+	if node.Annotations[drain.AnnotationDrainStarted] == "" {
 		if err := h.Drainer.Start(ctx, node, false); err != nil {
 			return OutcomeRetry, err
 		}
@@ -221,7 +222,7 @@ func (h *Handler) Pass(ctx context.Context) {
 		h.mu.Unlock()
 		node := &corev1.Node{}
 		err := h.Client.Get(ctx, client.ObjectKey{Name: name}, node)
-		if apierrors.IsNotFound(err) || (err == nil && node.Annotations[upgrade.AnnotationDrainStarted] == "") {
+		if apierrors.IsNotFound(err) || (err == nil && node.Annotations[drain.AnnotationDrainStarted] == "") {
 			h.forget(name)
 			continue
 		}
@@ -233,10 +234,10 @@ func (h *Handler) Pass(ctx context.Context) {
 		switch {
 		case err != nil:
 			log.FromContext(ctx).WithName("interruption").Info("interruption drain", "node", name, "error", err.Error())
-		case res == upgrade.Drained:
+		case res == drain.Drained:
 			h.forget(name)
 			h.event(ctx, d.group, node, corev1.EventTypeNormal, EventDrained, "Node %s of interrupted instance %s drained", name, d.instance)
-		case res == upgrade.Blocked && !d.toldBlock:
+		case res == drain.Blocked && !d.toldBlock:
 			d.toldBlock = true
 			h.event(ctx, d.group, node, corev1.EventTypeWarning, EventDrainBlocked, "%s; evictions of interrupted instance %s are retried until it is gone", msg, d.instance)
 		}

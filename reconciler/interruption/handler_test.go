@@ -18,8 +18,9 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // fakeOwners is a listing: Auto Scaling group name -> owner, instance id
@@ -82,8 +83,8 @@ func newWorld(t *testing.T, outcome fakeeviction.Outcome, extra ...client.Object
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	srv := fakeeviction.New(time.Now, func(*corev1.Pod) fakeeviction.Outcome { return outcome }, kubeObjs...)
-	drainer := &upgrade.Drainer{Kube: srv.Kube, Client: kube, Timeout: time.Minute, Step: time.Second, Now: time.Now}
-	drains := &upgrade.Drains{Drainer: drainer, Max: 2, Interval: time.Millisecond}
+	drainer := &drain.Drainer{Kube: srv.Kube, Client: kube, Timeout: time.Minute, Step: time.Second, Now: time.Now}
+	drains := &drain.Drains{Drainer: drainer, Max: 2, Interval: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = drains.Start(ctx); close(done) }()

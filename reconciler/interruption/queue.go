@@ -13,7 +13,7 @@
 //     EC2 reclaims the instance) and "EC2 Instance State-change
 //     Notification" to shutting-down, stopping or terminated: the Node of
 //     an InstanceGroup's instance is cordoned and drained through the
-//     shared drain runner (upgrade.Drains: Eviction API,
+//     shared drain runner (drain.Drains: Eviction API,
 //     PodDisruptionBudgets, the per-group and cluster-wide caps, the
 //     drain-started annotation).
 //   - "EC2 Instance Rebalance Recommendation": Events only.

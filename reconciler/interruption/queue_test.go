@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 )
 
 // fakeSQS hands out batches, one per ReceiveMessage (an error when the

@@ -31,7 +31,8 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/record"
 	"github.com/instancemgr/instance-manager/boundaries/store"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Reconciler runs the rollout on the leader: one key, reconciled on every
@@ -155,7 +156,7 @@ func (r *Reconciler) groups(ctx context.Context, st store.State) ([]Group, error
 		key := n.Labels[v1alpha1.LabelInstanceGroupNamespace] + "/" + n.Labels[v1alpha1.LabelInstanceGroup]
 		c := perGroup[key]
 		c.all++
-		if !upgrade.NodeReady(n) {
+		if !drain.NodeReady(n) {
 			c.bad++
 		}
 		perGroup[key] = c
@@ -334,7 +335,7 @@ func enqueueAfter[T client.Object](key reconcile.Request) handler.TypedEventHand
 var nodeReadiness = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	before, ok1 := e.ObjectOld.(*corev1.Node)
 	after, ok2 := e.ObjectNew.(*corev1.Node)
-	return !ok1 || !ok2 || upgrade.NodeReady(before) != upgrade.NodeReady(after) || !reflect.DeepEqual(before.Labels, after.Labels)
+	return !ok1 || !ok2 || drain.NodeReady(before) != drain.NodeReady(after) || !reflect.DeepEqual(before.Labels, after.Labels)
 }}
 
 // relay turns store changes into one generic event.

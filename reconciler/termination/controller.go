@@ -8,7 +8,7 @@
 // "Amazon EC2 Auto Scaling lifecycle hooks"). The Controller finds it in
 // the per-cluster listing the provisioner already makes (no call of its
 // own), cordons its Node and drains it through the shared drain runner
-// (upgrade.Drains: the Eviction API, PodDisruptionBudgets, the per-group
+// (drain.Drains: the Eviction API, PodDisruptionBudgets, the per-group
 // and cluster-wide caps), then calls CompleteLifecycleAction with
 // CONTINUE. A drain longer than a third of the hook's heartbeat timeout is
 // extended with RecordLifecycleActionHeartbeat. An instance with no Node,
@@ -36,7 +36,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	awsp "github.com/instancemgr/instance-manager/providers/aws"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // LifecycleActions is the part of the Auto Scaling API the controller
@@ -56,8 +57,8 @@ type Controller struct {
 	AWS   LifecycleActions
 	// Client reads Nodes and InstanceGroups (the manager's cache).
 	Client   client.Client
-	Drainer  *upgrade.Drainer
-	Drains   *upgrade.Drains
+	Drainer  *drain.Drainer
+	Drains   *drain.Drains
 	Recorder events.EventRecorder
 	// Heartbeat is the drain hook's heartbeat timeout
 	// (awsp.DrainHookHeartbeat).

@@ -20,8 +20,9 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 type fixedWaits []providers.TerminationWait
@@ -87,7 +88,7 @@ func TestController(t *testing.T) {
 		{name: "a node in service: cordoned, drained through the Eviction API, then completed", node: node(nil), outcome: fakeeviction.Delete,
 			complete: true, evicted: 1, events: []string{EventDrainStarted, EventDrained}},
 		{name: "a node the rotation drained: completed without a drain of its own", complete: true, noPod: true,
-			node: node(map[string]string{upgrade.AnnotationDrainStarted: "2026-11-26T12:00:00Z"})},
+			node: node(map[string]string{drain.AnnotationDrainStarted: "2026-11-26T12:00:00Z"})},
 		{name: "evictions refused: never completed, the wait heartbeated", node: node(nil), outcome: fakeeviction.Refuse,
 			advance: 4 * time.Minute, complete: false, evicted: 1, heartbeats: 1, events: []string{EventDrainStarted, EventDrainBlocked}},
 		{name: "no action pending (completed elsewhere): done, not retried", gone: true, complete: true},
@@ -116,8 +117,8 @@ func TestController(t *testing.T) {
 			}
 			kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 			srv := fakeeviction.New(clock, func(*corev1.Pod) fakeeviction.Outcome { return tc.outcome }, kubeObjs...)
-			drainer := &upgrade.Drainer{Kube: srv.Kube, Client: kube, Timeout: time.Minute, Step: time.Second, Now: clock}
-			drains := &upgrade.Drains{Drainer: drainer, Max: 2, Interval: time.Millisecond}
+			drainer := &drain.Drainer{Kube: srv.Kube, Client: kube, Timeout: time.Minute, Step: time.Second, Now: clock}
+			drains := &drain.Drains{Drainer: drainer, Max: 2, Interval: time.Millisecond}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { _ = drains.Start(ctx); close(done) }()

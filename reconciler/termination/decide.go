@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // step is what the controller does next for one waiting instance.
@@ -14,7 +14,7 @@ type step int
 const (
 	// stepComplete: nothing to drain; complete the lifecycle action.
 	stepComplete step = iota
-	// stepCordon: cordon the node (upgrade.Drainer.Start), then poll its
+	// stepCordon: cordon the node (drain.Drainer.Start), then poll its
 	// drain.
 	stepCordon
 	// stepPoll: the node is cordoned for a drain (this controller's, a
@@ -28,7 +28,7 @@ func first(node *corev1.Node) step {
 	switch {
 	case node == nil:
 		return stepComplete
-	case node.Annotations[upgrade.AnnotationDrainStarted] == "":
+	case node.Annotations[drain.AnnotationDrainStarted] == "":
 		return stepCordon
 	default:
 		return stepPoll
@@ -48,15 +48,15 @@ const (
 	blocked
 )
 
-// after maps a drain poll (upgrade.Drains.Poll) to an outcome. An error
+// after maps a drain poll (drain.Drains.Poll) to an outcome. An error
 // (listing or evicting pods) is retried like a drain still under way.
-func after(res upgrade.DrainResult, err error) outcome {
+func after(res drain.DrainResult, err error) outcome {
 	switch {
 	case err != nil:
 		return keepWaiting
-	case res == upgrade.Drained:
+	case res == drain.Drained:
 		return complete
-	case res == upgrade.Blocked:
+	case res == drain.Blocked:
 		return blocked
 	default:
 		return keepWaiting

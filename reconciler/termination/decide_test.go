@@ -8,11 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 func TestFirst(t *testing.T) {
-	cordoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{upgrade.AnnotationDrainStarted: "2026-11-26T12:00:00Z"}},
+	cordoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{drain.AnnotationDrainStarted: "2026-11-26T12:00:00Z"}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	byHand := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: true}}
 	for _, tc := range []struct {
@@ -36,14 +36,14 @@ func TestFirst(t *testing.T) {
 func TestAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		res  upgrade.DrainResult
+		res  drain.DrainResult
 		err  error
 		want outcome
 	}{
-		{"drained: complete", upgrade.Drained, nil, complete},
-		{"draining: wait", upgrade.Draining, nil, keepWaiting},
-		{"blocked by a PodDisruptionBudget past the drain timeout: say so, keep it waiting", upgrade.Blocked, nil, blocked},
-		{"an error listing or evicting: retry, never complete", upgrade.Drained, errors.New("apiserver down"), keepWaiting},
+		{"drained: complete", drain.Drained, nil, complete},
+		{"draining: wait", drain.Draining, nil, keepWaiting},
+		{"blocked by a PodDisruptionBudget past the drain timeout: say so, keep it waiting", drain.Blocked, nil, blocked},
+		{"an error listing or evicting: retry, never complete", drain.Drained, errors.New("apiserver down"), keepWaiting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := after(tc.res, tc.err); got != tc.want {

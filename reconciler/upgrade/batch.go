@@ -17,6 +17,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // MaxNeverJoined is how many consecutive replacements may fail to become
@@ -123,7 +125,7 @@ func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes 
 		in, ok := live[id]
 		node := nodes[in.ProviderID]
 		switch {
-		case ok && node != nil && NodeReady(node):
+		case ok && node != nil && drain.NodeReady(node):
 			rec.Joined = append(rec.Joined, id)
 			rec.JoinedCapacity += in.Units()
 			rec.NeverJoined = nil // consecutive failures only

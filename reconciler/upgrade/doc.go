@@ -1,5 +1,5 @@
 // Package upgrade holds the upgrade strategies that rotate drifted nodes
-// (rollingUpdate, crd), the drain that rollingUpdate uses, and the
-// cluster-wide cap on groups rotating at once (LeaseSlots, judged by
-// SlotsFull).
+// (rollingUpdate, crd) and the cluster-wide cap on groups rotating at once
+// (LeaseSlots, judged by SlotsFull). Nodes are drained through
+// reconciler/drain.
 package upgrade

@@ -11,6 +11,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Settle gives back the surge capacity no drifted instance is left to
@@ -20,7 +22,7 @@ import (
 // desired capacity itself, which would let Auto Scaling pick the
 // instances to terminate, undrained: it chooses nodes of the group
 // (zoneBalancer: from the Availability Zone holding the most instances,
-// so the group stays balanced), cordons them with AnnotationSurge, drains
+// so the group stays balanced), cordons them with drain.AnnotationSurge, drains
 // them through the drain runner (Eviction API, PodDisruptionBudgets), and
 // terminates each drained node's instance with a capacity decrement
 // (Rotator.Terminate; terminateDrained). A group whose desired capacity
@@ -131,7 +133,7 @@ func (r *RollingUpdate) settle(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 type givebackPass struct {
 	surge   int      // capacity units of surge still to give back (the record)
 	held    int      // capacity units being drained
-	polled  []string // nodes whose drains the runner keeps (Drains.Retain)
+	polled  []string // nodes whose drains the runner keeps (drain.Drains.Retain)
 	doing   []string // what the message names as under way
 	blocked []string // candidates a PodDisruptionBudget blocks (skipped)
 	fits    bool     // some candidate weighs no more than what is left
@@ -160,12 +162,12 @@ func (r *RollingUpdate) givebackInflight(ctx context.Context, ig *v1alpha1.Insta
 			return err
 		}
 		switch res {
-		case Drained:
+		case drain.Drained:
 			if g.surge, err = r.giveBack(ctx, ig, obs, in, node.Name, g.surge, rot); err != nil {
 				return err
 			}
 			g.doing = append(g.doing, node.Name+" (terminating)")
-		case Blocked:
+		case drain.Blocked:
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
 				"%s; the node is uncordoned and skipped for now (giving back surge)", msg)
 			if err := r.Drainer.Skip(ctx, node); err != nil {
@@ -188,13 +190,13 @@ func (r *RollingUpdate) givebackMore(ctx context.Context, ig *v1alpha1.InstanceG
 	var candidates []providers.Instance
 	for _, in := range mem {
 		node := nodes[in.ProviderID]
-		if !in.InService() || (node != nil && draining(node)) {
+		if !in.InService() || (node != nil && drain.Marked(node)) {
 			continue
 		}
 		if in.Units() <= want {
 			g.fits = true
 		}
-		if node != nil && r.Drainer.skipped(node) {
+		if node != nil && r.Drainer.Skipped(node) {
 			g.blocked = append(g.blocked, node.Name)
 			continue
 		}
@@ -272,7 +274,7 @@ func (r *RollingUpdate) terminateBalanced(ctx context.Context, ig *v1alpha1.Inst
 }
 
 // release stops the give-back drain of node and uncordons it
-// (Drainer.Skip), with an Event.
+// (drain.Drainer.Skip), with an Event.
 func (r *RollingUpdate) release(ctx context.Context, ig *v1alpha1.InstanceGroup, node *corev1.Node) error {
 	if r.Drains != nil {
 		r.Drains.Stop(node.Name) // before the uncordon: no eviction may follow it
@@ -287,7 +289,7 @@ func (r *RollingUpdate) release(ctx context.Context, ig *v1alpha1.InstanceGroup,
 
 // givingBack reports whether node is being drained to give surge back.
 func givingBack(node *corev1.Node) bool {
-	return draining(node) && node.Annotations[AnnotationSurge] == "true"
+	return drain.Marked(node) && node.Annotations[drain.AnnotationSurge] == "true"
 }
 
 // GivingBack reports whether a node of an up-to-date instance of obs is

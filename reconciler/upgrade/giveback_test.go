@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // auditedGroup is a fakeGroup whose terminations fail the test when the
@@ -23,7 +25,7 @@ type auditedGroup struct {
 func (a *auditedGroup) Terminate(ctx context.Context, ig *v1alpha1.InstanceGroup, id string, decrement bool) error {
 	n := &corev1.Node{}
 	if err := a.kube.Get(ctx, client.ObjectKey{Name: id}, n); err == nil {
-		if _, ok := n.Annotations[AnnotationDrainStarted]; !ok || !n.Spec.Unschedulable {
+		if _, ok := n.Annotations[drain.AnnotationDrainStarted]; !ok || !n.Spec.Unschedulable {
 			a.t.Errorf("instance %s terminated with its node neither cordoned nor drained", id)
 		}
 	}
@@ -54,7 +56,7 @@ func (r *rollout) settle() string {
 func (r *rollout) cordoned() []string {
 	var out []string
 	for _, n := range r.nodes() {
-		if n.Spec.Unschedulable && n.Annotations[AnnotationSurge] == "true" {
+		if n.Spec.Unschedulable && n.Annotations[drain.AnnotationSurge] == "true" {
 			out = append(out, n.Name)
 		}
 	}

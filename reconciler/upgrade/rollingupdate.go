@@ -17,6 +17,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Event reasons of the rollingUpdate strategy, on the InstanceGroup.
@@ -120,11 +122,11 @@ func leavingMessage(ids []string) string {
 // annotations) and in the group's status (surge and batch records), so a
 // restarted controller continues where it stopped.
 type RollingUpdate struct {
-	Drainer *Drainer
+	Drainer *drain.Drainer
 	// Drains, when set, runs the drains in the background (a Step never
 	// waits for evictions); nil runs each drain step inline, bounded by
-	// Drainer.Step (tests).
-	Drains   *Drains
+	// drain.Drainer.Step (tests).
+	Drains   *drain.Drains
 	Recorder events.EventRecorder
 	// Client persists status.surgeCapacity before each cloud call that
 	// adds or gives back surge capacity, so the record survives a lost
@@ -231,7 +233,7 @@ func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.Instanc
 	var inflight, polled []string
 	for _, in := range drifted {
 		node := nodes[in.ProviderID]
-		if node == nil || !draining(node) {
+		if node == nil || !drain.Marked(node) {
 			continue
 		}
 		polled = append(polled, node.Name)
@@ -240,14 +242,14 @@ func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.Instanc
 			return "", surge, err
 		}
 		switch res {
-		case Drained:
-			if surge, err = r.terminateBalanced(ctx, ig, obs, in, node.Annotations[AnnotationSurge] == "true", surge, rot, zones); err != nil {
+		case drain.Drained:
+			if surge, err = r.terminateBalanced(ctx, ig, obs, in, node.Annotations[drain.AnnotationSurge] == "true", surge, rot, zones); err != nil {
 				return "", surge, err
 			}
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
 				"Node %s drained; instance %s terminated for replacement", node.Name, in.ID)
 			inflight = append(inflight, node.Name+" (terminating)")
-		case Blocked:
+		case drain.Blocked:
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
 				"%s; the node is uncordoned and skipped for now", msg)
 			if err := r.Drainer.Skip(ctx, node); err != nil {
@@ -258,7 +260,7 @@ func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.Instanc
 		}
 	}
 	if r.Drains != nil {
-		// Drains of nodes no longer drifted or draining (terminated,
+		// drain.Drains of nodes no longer drifted or draining (terminated,
 		// uncordoned by hand) stop.
 		r.Drains.Retain(client.ObjectKeyFromObject(ig), polled)
 	}
@@ -290,7 +292,7 @@ func batchWait(obs *providers.Observation, nodes map[string]*corev1.Node, batchW
 			continue
 		}
 		inService += in.Units()
-		if node := nodes[in.ProviderID]; in.UpToDate && (node == nil || !NodeReady(node)) {
+		if node := nodes[in.ProviderID]; in.UpToDate && (node == nil || !drain.NodeReady(node)) {
 			waiting++
 		}
 	}
@@ -352,7 +354,7 @@ func (r *RollingUpdate) startBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 	for units < batchSize {
 		in, ok := next(func(in providers.Instance) bool {
 			node := nodes[in.ProviderID]
-			return units+in.Units() <= batchSize && (node == nil || !r.Drainer.skipped(node))
+			return units+in.Units() <= batchSize && (node == nil || !r.Drainer.Skipped(node))
 		})
 		if !ok {
 			break
@@ -370,7 +372,7 @@ func (r *RollingUpdate) startBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 			units += in.Units()
 			continue
 		}
-		if r.Drainer.skipped(node) {
+		if r.Drainer.Skipped(node) {
 			skipped = append(skipped, node.Name)
 			continue
 		}
@@ -386,7 +388,7 @@ func (r *RollingUpdate) startBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 	if surging {
 		// The balancer passes over skipped nodes: name them.
 		for _, in := range drifted {
-			if node := nodes[in.ProviderID]; node != nil && r.Drainer.skipped(node) {
+			if node := nodes[in.ProviderID]; node != nil && r.Drainer.Skipped(node) {
 				skipped = append(skipped, node.Name)
 			}
 		}
@@ -409,10 +411,10 @@ func (r *RollingUpdate) startBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 }
 
 // Drain advances the drain of node, a node of ig cordoned with
-// Drainer.Start: through Drains (it starts the drain or reads its state,
-// never waiting), or with one inline Drainer.Drain step when Drains is
-// nil. Results and errors are Drainer.Drain's.
-func (r *RollingUpdate) Drain(ctx context.Context, ig *v1alpha1.InstanceGroup, node *corev1.Node) (DrainResult, string, error) {
+// drain.Drainer.Start: through drain.Drains (it starts the drain or reads its state,
+// never waiting), or with one inline drain.Drainer.Drain step when drain.Drains is
+// nil. Results and errors are drain.Drainer.Drain's.
+func (r *RollingUpdate) Drain(ctx context.Context, ig *v1alpha1.InstanceGroup, node *corev1.Node) (drain.DrainResult, string, error) {
 	if r.Drains != nil {
 		return r.Drains.Poll(ctx, client.ObjectKeyFromObject(ig), node)
 	}
@@ -423,7 +425,7 @@ func (r *RollingUpdate) Drain(ctx context.Context, ig *v1alpha1.InstanceGroup, n
 // node, a node not Ready, or unhealthy in the cloud.
 func unavailable(in providers.Instance, nodes map[string]*corev1.Node) bool {
 	node := nodes[in.ProviderID]
-	return node == nil || !NodeReady(node) || !in.Healthy
+	return node == nil || !drain.NodeReady(node) || !in.Healthy
 }
 
 // pick returns the leading drifted instances (in rotation order) worth at
@@ -657,14 +659,4 @@ func MaxSurge(ig *v1alpha1.InstanceGroup, desired, max int) int {
 		return 0
 	}
 	return min(n, max-desired)
-}
-
-// NodeReady reports whether node's Ready condition is True.
-func NodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

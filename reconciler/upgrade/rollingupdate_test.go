@@ -20,6 +20,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // fakeGroup is an Auto Scaling group as the rolling update sees it: its
@@ -186,7 +188,7 @@ func newRollout(t *testing.T, ru *v1alpha1.RollingUpdateStrategy, g *fakeGroup) 
 	rec := events.NewFakeRecorder(1000)
 	r := &rollout{t: t, ig: ig, group: g, kube: kube, events: rec, notReady: map[string]bool{}}
 	r.strat = &RollingUpdate{
-		Drainer:  &Drainer{Kube: kubefake.NewSimpleClientset(), Client: kube, Timeout: time.Minute, Step: time.Second, Now: time.Now},
+		Drainer:  &drain.Drainer{Kube: kubefake.NewSimpleClientset(), Client: kube, Timeout: time.Minute, Step: time.Second, Now: time.Now},
 		Recorder: rec, Client: kube,
 	}
 	return r
@@ -428,7 +430,7 @@ func TestSurgeAtMinSizeTerminatesWithoutDecrement(t *testing.T) {
 				for _, in := range g.instances {
 					// Once the surge node is cordoned, the autoscaler scales
 					// in an up-to-date instance: desired back at minSize.
-					if n := nodes[in.ProviderID]; n != nil && n.Annotations[AnnotationSurge] == "true" && !acted {
+					if n := nodes[in.ProviderID]; n != nil && n.Annotations[drain.AnnotationSurge] == "true" && !acted {
 						for _, cur := range g.instances {
 							if cur.UpToDate {
 								g.scaleIn(cur.ID)

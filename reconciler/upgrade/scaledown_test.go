@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // A node being rotated carries the cluster-autoscaler's scale-down-disabled
@@ -19,10 +21,10 @@ func TestRotatedNodesAreNotScaledDownByTheAutoscaler(t *testing.T) {
 	ctx := context.Background()
 	nodes := []*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "users", Annotations: map[string]string{AnnotationScaleDownDisabled: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "users", Annotations: map[string]string{drain.AnnotationScaleDownDisabled: "true"}}},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(nodes[0], nodes[1]).Build()
-	d := &Drainer{Client: c, Timeout: time.Minute, Now: time.Now}
+	d := &drain.Drainer{Client: c, Timeout: time.Minute, Now: time.Now}
 	for _, n := range nodes {
 		if err := d.Start(ctx, n, false); err != nil {
 			t.Fatal(err)
@@ -31,8 +33,8 @@ func TestRotatedNodesAreNotScaledDownByTheAutoscaler(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(n), got); err != nil {
 			t.Fatal(err)
 		}
-		if !got.Spec.Unschedulable || got.Annotations[AnnotationScaleDownDisabled] != "true" {
-			t.Errorf("node %s being rotated: unschedulable %v, annotations %v; want cordoned with %s=true", n.Name, got.Spec.Unschedulable, got.Annotations, AnnotationScaleDownDisabled)
+		if !got.Spec.Unschedulable || got.Annotations[drain.AnnotationScaleDownDisabled] != "true" {
+			t.Errorf("node %s being rotated: unschedulable %v, annotations %v; want cordoned with %s=true", n.Name, got.Spec.Unschedulable, got.Annotations, drain.AnnotationScaleDownDisabled)
 		}
 		if err := d.Skip(ctx, got); err != nil {
 			t.Fatal(err)
@@ -40,9 +42,9 @@ func TestRotatedNodesAreNotScaledDownByTheAutoscaler(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(n), got); err != nil {
 			t.Fatal(err)
 		}
-		_, has := got.Annotations[AnnotationScaleDownDisabled]
+		_, has := got.Annotations[drain.AnnotationScaleDownDisabled]
 		if want := n.Name == "users"; has != want {
-			t.Errorf("node %s skipped: has %s = %v, want %v (annotations %v)", n.Name, AnnotationScaleDownDisabled, has, want, got.Annotations)
+			t.Errorf("node %s skipped: has %s = %v, want %v (annotations %v)", n.Name, drain.AnnotationScaleDownDisabled, has, want, got.Annotations)
 		}
 	}
 }

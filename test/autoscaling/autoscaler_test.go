@@ -21,6 +21,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/env"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // Pending pods that only one group fits (its label, its taint tolerated)
@@ -187,13 +189,13 @@ func TestRolloutAndAutoscalerScaleUpBothFinish(t *testing.T) {
 	var mu sync.Mutex
 	rotated, unprotected := map[string]bool{}, map[string]bool{}
 	stop := watchNodes(t, ig, func(n corev1.Node) {
-		if _, draining := n.Annotations[upgrade.AnnotationDrainStarted]; !draining {
+		if _, draining := n.Annotations[drain.AnnotationDrainStarted]; !draining {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		rotated[n.Name] = true
-		if n.Annotations[upgrade.AnnotationScaleDownDisabled] != "true" {
+		if n.Annotations[drain.AnnotationScaleDownDisabled] != "true" {
 			unprotected[n.Name] = true
 		}
 	})
@@ -232,7 +234,7 @@ func TestRolloutAndAutoscalerScaleUpBothFinish(t *testing.T) {
 
 	mu.Lock()
 	g.Expect(len(rotated)).To(BeNumerically(">=", 2), "the old nodes were rotated")
-	g.Expect(unprotected).To(BeEmpty(), "every node being rotated carried %s", upgrade.AnnotationScaleDownDisabled)
+	g.Expect(unprotected).To(BeEmpty(), "every node being rotated carried %s", drain.AnnotationScaleDownDisabled)
 	mu.Unlock()
 
 	// The rollout's steps, beside the capacity writes below.

@@ -24,9 +24,11 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries/record"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // fleetInputs are one simulated fleet rollout: its size, the rollout
@@ -172,7 +174,7 @@ func newFleetWorld(ctx context.Context, in fleetInputs) (*fleetWorld, error) {
 	// rollout.maxConcurrentUpgrades (always set here) over the flag's.
 	w.slots = &upgrade.LeaseSlots{Client: w.client, Reader: w.client, Namespace: fleetNamespace, Now: func() time.Time { return w.now },
 		Max: func() int { return w.state.Config.MaxConcurrentUpgrades }}
-	drainer := &upgrade.Drainer{Client: w.client, Timeout: 15 * time.Minute, Step: 2 * time.Millisecond, Now: func() time.Time { return w.now }}
+	drainer := &drain.Drainer{Client: w.client, Timeout: 15 * time.Minute, Step: 2 * time.Millisecond, Now: func() time.Time { return w.now }}
 	unavailable := intstr.FromInt32(int32(in.MaxUnavailable))
 	for i := range in.Groups {
 		ns := fmt.Sprintf("team-%d", i%in.Namespaces)

@@ -89,7 +89,7 @@ func (b *Bridge) audit(ctx context.Context, node *corev1.Node, id string) error 
 }
 
 // drainStartedAnnotation is the product's record of when it cordoned a
-// node to drain it (reconciler/upgrade.AnnotationDrainStarted, RFC 3339).
+// node to drain it (reconciler/drain.AnnotationDrainStarted, RFC 3339).
 const drainStartedAnnotation = "instancemgr.keikoproj.io/drain-started"
 
 // drained reports whether p needs no drain before node goes: it is being

@@ -14,8 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/env"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // The end-to-end suites' steps, as the admin. Each fails t on an error.
@@ -89,7 +90,7 @@ func (s *Suite) GroupNodes(t testing.TB, ig *v1alpha1.InstanceGroup) []corev1.No
 }
 
 // HeldNodes names the group's Nodes that are cordoned or carry the drain
-// record (upgrade.AnnotationDrainStarted), with their instances. After a
+// record (drain.AnnotationDrainStarted), with their instances. After a
 // rotation the last replaced instance leaves its Auto Scaling group a
 // moment before its drained Node is deleted (by the bridge here, by the
 // cloud node lifecycle controller on EKS): wait for this to be empty
@@ -98,7 +99,7 @@ func (s *Suite) HeldNodes(t testing.TB, ig *v1alpha1.InstanceGroup) []string {
 	t.Helper()
 	var held []string
 	for _, n := range s.GroupNodes(t, ig) {
-		if _, marked := n.Annotations[upgrade.AnnotationDrainStarted]; n.Spec.Unschedulable || marked {
+		if _, marked := n.Annotations[drain.AnnotationDrainStarted]; n.Spec.Unschedulable || marked {
 			held = append(held, fmt.Sprintf("%s (instance %s, unschedulable %t, drain record %t)", n.Name,
 				n.Annotations[env.BridgeInstanceAnnotation], n.Spec.Unschedulable, marked))
 		}

@@ -21,8 +21,9 @@ import (
 	"github.com/instancemgr/instance-manager/providers/aws/ownership"
 	"github.com/instancemgr/instance-manager/providers/eksfargate"
 	"github.com/instancemgr/instance-manager/providers/eksmanaged"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/harness"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // A managed node group and a Fargate profile tagged for InstanceGroups
@@ -105,7 +106,7 @@ func TestSweepDeletesOrphanedNodegroupAndFargateProfile(t *testing.T) {
 	cur := &corev1.Node{}
 	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(node), cur)).To(Succeed())
 	g.Expect(cur.Spec.Unschedulable).To(BeTrue(), "the node group's Node was cordoned and drained before the node group was deleted")
-	g.Expect(cur.Annotations).To(HaveKey(upgrade.AnnotationDrainStarted))
+	g.Expect(cur.Annotations).To(HaveKey(drain.AnnotationDrainStarted))
 
 	g.Eventually(func() bool {
 		_, err := api.DescribeFargateProfile(ctx, &eks.DescribeFargateProfileInput{ClusterName: aws.String(cluster), FargateProfileName: aws.String(profileName)})

@@ -26,6 +26,8 @@ import (
 	"github.com/instancemgr/instance-manager/providers/eks"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/harness"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 func TestCreateScaleAndDeleteLeavesNothingInAWS(t *testing.T) {
@@ -448,7 +450,7 @@ func TestDrainBlockedByAPodDisruptionBudgetIsSkippedNotForced(t *testing.T) {
 	g.Expect(event.Note).To(ContainSubstring("e2e-blocked/single-app-"))
 	g.Eventually(func() bool {
 		nodes := suite.GroupNodes(t, ig)
-		return len(nodes) == 1 && !nodes[0].Spec.Unschedulable && nodes[0].Annotations[upgrade.AnnotationDrainSkippedUntil] != ""
+		return len(nodes) == 1 && !nodes[0].Spec.Unschedulable && nodes[0].Annotations[drain.AnnotationDrainSkippedUntil] != ""
 	}, harness.ConvergeTimeout, 200*time.Millisecond).Should(BeTrue(), "the blocked node is uncordoned and skipped")
 	cur := &appsv1.Deployment{}
 	g.Expect(suite.Admin.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())

@@ -21,8 +21,9 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/interruption"
 	"github.com/instancemgr/instance-manager/reconciler/termination"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 	"github.com/instancemgr/instance-manager/test/harness"
+
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // interruptionQueue creates the queue and the four EventBridge rules of
@@ -183,7 +184,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		n := &corev1.Node{}
 		g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Name: spotNode.Name}, n)).To(Succeed())
 		g.Expect(n.Spec.Unschedulable).To(BeTrue())
-		g.Expect(n.Annotations).To(HaveKey(upgrade.AnnotationDrainStarted))
+		g.Expect(n.Annotations).To(HaveKey(drain.AnnotationDrainStarted))
 		pods := &corev1.PodList{}
 		g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
 		for _, p := range pods.Items {

@@ -1,4 +1,4 @@
-package upgrade
+package drain
 
 import (
 	"context"
@@ -125,14 +125,24 @@ func (d *Drainer) Skip(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
-// skipped reports whether node is in its skip window.
-func (d *Drainer) skipped(node *corev1.Node) bool {
+// Skipped reports whether node is in its skip window (AnnotationDrainSkippedUntil).
+func (d *Drainer) Skipped(node *corev1.Node) bool {
 	until, err := time.Parse(time.RFC3339, node.Annotations[AnnotationDrainSkippedUntil])
 	return err == nil && d.Now().Before(until)
 }
 
-// draining reports whether node was cordoned for a rotation.
-func draining(node *corev1.Node) bool {
+// Marked reports whether node carries AnnotationDrainStarted: it was cordoned for a drain.
+func Marked(node *corev1.Node) bool {
 	_, ok := node.Annotations[AnnotationDrainStarted]
 	return ok
+}
+
+// NodeReady reports whether node's Ready condition is True.
+func NodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package upgrade
+package drain
 
 import (
 	"context"
@@ -385,7 +385,7 @@ func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, strin
 		}
 		return Draining, "", fmt.Errorf("reading node %s to drain it: %w", name, err)
 	}
-	if !draining(node) {
+	if !Marked(node) {
 		// The cache may not have seen the cordon that queued this drain
 		// yet: the API server says.
 		live, err := d.Drainer.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -396,7 +396,7 @@ func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, strin
 			return Draining, "", nil
 		case err != nil:
 			return Draining, "", fmt.Errorf("reading node %s to drain it: %w", name, err)
-		case !draining(live):
+		case !Marked(live):
 			return Draining, "", errNotDraining
 		}
 		node = live

@@ -1,4 +1,4 @@
-package upgrade
+package drain
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 )
 
 // drainNode is node n1, cordoned for a drain that started drainingFor

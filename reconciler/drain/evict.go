@@ -1,4 +1,4 @@
-package upgrade
+package drain
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
-	"k8s.io/kubectl/pkg/drain"
+	kubedrain "k8s.io/kubectl/pkg/drain"
 )
 
 // Bounds of the wait for pods that are already terminating: a graceful
@@ -115,7 +115,7 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 // evicting it again could never end a rotation; it goes with the node, as
 // with kubectl drain. A delete reads the node's pods again before the
 // instance goes (Remaining), whatever they tolerate.
-func relist(ctx context.Context, h *drain.Helper, node *corev1.Node, batch []*evicting) (DrainResult, string, error) {
+func relist(ctx context.Context, h *kubedrain.Helper, node *corev1.Node, batch []*evicting) (DrainResult, string, error) {
 	pods, err := remaining(h, node)
 	evicted := map[types.UID]bool{}
 	for _, e := range batch {
@@ -146,17 +146,17 @@ func (d *Drainer) Remaining(ctx context.Context, node *corev1.Node) ([]corev1.Po
 // with the pods' own grace periods, DaemonSet pods skipped, pods with
 // emptyDir data and pods without a controller evicted, and settled pods
 // (finished, or abandoned on an unreachable node) left alone.
-func (d *Drainer) helper(ctx context.Context, node *corev1.Node) *drain.Helper {
-	h := &drain.Helper{
+func (d *Drainer) helper(ctx context.Context, node *corev1.Node) *kubedrain.Helper {
+	h := &kubedrain.Helper{
 		Ctx: ctx, Client: d.Kube,
 		IgnoreAllDaemonSets: true, DeleteEmptyDirData: true, Force: true,
 		GracePeriodSeconds: -1, Timeout: d.Step, EvictErrorRetryDelay: d.retryEvery(),
 		Out: io.Discard, ErrOut: io.Discard,
-		AdditionalFilters: []drain.PodFilter{func(pod corev1.Pod) drain.PodDeleteStatus {
+		AdditionalFilters: []kubedrain.PodFilter{func(pod corev1.Pod) kubedrain.PodDeleteStatus {
 			if settled(node, &pod, d.Now()) {
-				return drain.MakePodDeleteStatusSkip()
+				return kubedrain.MakePodDeleteStatusSkip()
 			}
-			return drain.MakePodDeleteStatusOkay()
+			return kubedrain.MakePodDeleteStatusOkay()
 		}},
 	}
 	if d.DryRun != nil {
@@ -165,7 +165,7 @@ func (d *Drainer) helper(ctx context.Context, node *corev1.Node) *drain.Helper {
 	return h
 }
 
-func remaining(h *drain.Helper, node *corev1.Node) ([]corev1.Pod, error) {
+func remaining(h *kubedrain.Helper, node *corev1.Node) ([]corev1.Pod, error) {
 	list, errs := h.GetPodsForDeletion(node.Name)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("listing pods to evict from node %s: %v", node.Name, errs)
@@ -176,7 +176,7 @@ func remaining(h *drain.Helper, node *corev1.Node) ([]corev1.Pod, error) {
 // round tries the eviction of each pod not yet evicted and reads each one
 // evicted or terminating; it returns how many are not gone. An error of
 // the step's context ending is returned as is.
-func (d *Drainer) round(ctx context.Context, h *drain.Helper, node *corev1.Node, batch []*evicting) (int, error) {
+func (d *Drainer) round(ctx context.Context, h *kubedrain.Helper, node *corev1.Node, batch []*evicting) (int, error) {
 	left := 0
 	for _, e := range batch {
 		if e.gone {

@@ -1,9 +1,8 @@
-package upgrade
+package drain
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 )
 
 // steps is a scripted drain step: each node's steps block until released
@@ -331,46 +330,6 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// With a drain runner a Step never waits for a drain: while the drain is
-// held, Steps report it and terminate nothing; once it ends, the rotation
-// goes on and finishes.
-func TestRollingUpdateDrainsInTheBackground(t *testing.T) {
-	g := &fakeGroup{min: 2, max: 3, desired: 2}
-	g.add("i-a", 1, false)
-	g.add("i-b", 1, false)
-	r := newRollout(t, nil, g)
-	hold := make(chan struct{})
-	d := &Drains{Drainer: r.strat.Drainer, Max: 1, Interval: time.Millisecond}
-	d.stepFn = func(ctx context.Context, node string) (DrainResult, string, error) {
-		select {
-		case <-hold:
-		case <-ctx.Done():
-			return Draining, "", nil
-		}
-		return d.drainOnce(ctx, node)
-	}
-	r.strat.Drains = d
-	startDrains(t, d)
-	for i := range 3 {
-		p := r.step()
-		if len(g.terminated) != 0 || p.Message != "draining i-a" {
-			t.Fatalf("step %d while the drain is held: %q, terminated %v", i, p.Message, g.terminated)
-		}
-	}
-	close(hold)
-	var p Progress
-	for i := 0; i < 500 && !p.Done; i++ {
-		time.Sleep(5 * time.Millisecond)
-		p = r.step()
-	}
-	if !p.Done || strings.Join(g.terminated, ",") != "i-a,i-b" {
-		t.Fatalf("done=%v terminated %v, want i-a then i-b", p.Done, g.terminated)
-	}
-	if got := d.Draining(types.NamespacedName{Namespace: "team-a", Name: "web"}); len(got) != 0 {
-		t.Errorf("drains left: %v", got)
 	}
 }
 
