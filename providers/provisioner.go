@@ -197,6 +197,13 @@ type Observation struct {
 	// (ig.Status.CreateFailure) unchanged on every Observation until their
 	// resource is ACTIVE, and nil then. Always nil for eks.
 	CreateFailure *v1alpha1.CreateFailure
+	// Progress, for a managed group replacing or updating (eks-managed,
+	// eks-fargate), names the step it is at with the counts that move
+	// when it advances (eks-managed: the new node group's status and its
+	// Nodes, how many Ready) and nothing that changes while it waits. The
+	// controller's stall timeout runs while Progress and the retirement's
+	// drains stay the same. Empty when nothing is replaced or updated.
+	Progress string
 	// Hold, when set, says why a rotation must not start another batch
 	// yet (eks: the warm pool is being replaced so no instance of an older
 	// launch template version joins from it).

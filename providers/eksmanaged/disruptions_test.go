@@ -92,8 +92,11 @@ func TestApplyAsksForASlotAndADrainBeforeItDisrupts(t *testing.T) {
 			e.eks.settle()
 			return next
 		},
-		d:         fakeDisruptions{admit: true, drained: map[string]providers.Retirement{ngName: blocked}},
-		wantCalls: func(string) []string { return nil },
+		d: fakeDisruptions{admit: true, drained: map[string]providers.Retirement{ngName: blocked}},
+		// The old node group is frozen (max = its desired size) before
+		// its drain (review N8); its scaling is checked in
+		// TestRetiringNodegroupIsFrozenBeforeItsDrain.
+		wantCalls: func(string) []string { return []string{"UpdateNodegroupConfig"} },
 		wantObs: func(t *testing.T, obs *providers.Observation, next string) {
 			if !obs.Updating || obs.Blocked != blocked.Blocked || !strings.Contains(obs.Message, "draining "+ngName+" before deleting: draining node old-0") {
 				t.Errorf("observation %+v", obs)
@@ -107,8 +110,9 @@ func TestApplyAsksForASlotAndADrainBeforeItDisrupts(t *testing.T) {
 			e.eks.settle()
 			return next
 		},
-		d:         fakeDisruptions{admit: true, drained: map[string]providers.Retirement{ngName: {Done: true}}},
-		wantCalls: func(string) []string { return []string{"DeleteNodegroup " + ngName} },
+		d: fakeDisruptions{admit: true, drained: map[string]providers.Retirement{ngName: {Done: true}}},
+		// Frozen (review N8), then deleted.
+		wantCalls: func(string) []string { return []string{"UpdateNodegroupConfig", "DeleteNodegroup " + ngName} },
 		wantObs: func(t *testing.T, obs *providers.Observation, next string) {
 			if !obs.Updating || obs.Blocked != "" || !strings.Contains(obs.Message, "deleting "+ngName+" (their nodes are drained)") {
 				t.Errorf("observation %+v", obs)

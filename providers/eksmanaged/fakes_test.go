@@ -192,8 +192,18 @@ func (f *fakeEKS) UpdateNodegroupConfig(_ context.Context, in *eks.UpdateNodegro
 	if ng.Status != ekstypes.NodegroupStatusActive {
 		return nil, inUse()
 	}
-	if in.ScalingConfig != nil {
-		ng.ScalingConfig = in.ScalingConfig
+	if s := in.ScalingConfig; s != nil {
+		// EKS keeps what the request leaves out.
+		have := *ng.ScalingConfig
+		for _, f := range []struct {
+			to **int32
+			v  *int32
+		}{{&have.MinSize, s.MinSize}, {&have.MaxSize, s.MaxSize}, {&have.DesiredSize, s.DesiredSize}} {
+			if f.v != nil {
+				*f.to = f.v
+			}
+		}
+		ng.ScalingConfig = &have
 	}
 	if l := in.Labels; l != nil {
 		for k, v := range l.AddOrUpdateLabels {

@@ -335,15 +335,23 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 		if target.Status == ekstypes.NodegroupStatusActive && sent == "" {
 			p.reads.Store(readsID(ig), stageSteady, want.shape().hash(), want.name)
 		}
+		if obs.Updating {
+			progress, err := p.updateProgress(ctx, target, sent)
+			if err != nil {
+				return nil, err
+			}
+			obs.Progress = progress
+		}
 		obs.Message = strings.Join(append(done, nonEmpty(obs.Message)...), "; ")
 		return obs, nil
 	}
 	obs.Updating = true
-	step, blocked, err := p.retire(ctx, want, target, retiring, sent)
+	step, mark, blocked, err := p.retire(ctx, want, target, retiring, sent)
 	if err != nil {
 		return nil, err
 	}
 	obs.Blocked = blocked
+	obs.Progress = fmt.Sprintf("replacing %s with %s: %s", strings.Join(groupNames(retiring), ", "), want.name, mark)
 	obs.Message = strings.Join(append(append([]string{replacing(ig, want, retiring, step)}, done...), nonEmpty(obs.Message)...), "; ")
 	return obs, nil
 }
@@ -353,21 +361,23 @@ func (p *Provisioner) converge(ctx context.Context, ig *v1alpha1.InstanceGroup, 
 // Ready up to its desired size, and the controller has drained the
 // retiring node groups' Nodes (providers.Disruptions.DrainNodes of label
 // LabelNodegroup, paced by maxUnavailable; not asked for a node group
-// already DELETING). EKS's own drain on DeleteNodegroup is not relied on:
-// it force-terminates nodes it could not drain within 5 minutes,
-// PodDisruptionBudgets or not. It says which step the replacement is at
-// and what drain is blocked, if any.
-func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup, sent string) (step, blocked string, err error) {
+// already DELETING), each frozen first (freezeNodegroup). EKS's own drain
+// on DeleteNodegroup is not relied on: it force-terminates nodes it could
+// not drain within 5 minutes, PodDisruptionBudgets or not. It says which
+// step the replacement is at, the step's progress marker
+// (Observation.Progress: the step and its counts, nothing that changes
+// while it waits) and what drain is blocked, if any.
+func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstypes.Nodegroup, retiring []*ekstypes.Nodegroup, sent string) (step, mark, blocked string, err error) {
 	switch {
 	case target.Status != ekstypes.NodegroupStatusActive:
-		return fmt.Sprintf("waiting for %s to be ACTIVE (it is %s)", want.name, target.Status), "", nil
+		return fmt.Sprintf("waiting for %s to be ACTIVE (it is %s)", want.name, target.Status), string(target.Status), "", nil
 	case sent != "":
-		return fmt.Sprintf("waiting for the update of %s", want.name), "", nil
+		return fmt.Sprintf("waiting for the update of %s", want.name), "updating", "", nil
 	}
 	if p.nodes != nil {
 		total, ready, err := nodeCount(ctx, p.nodes, want.name)
 		if err != nil {
-			return "", "", err
+			return "", "", "", err
 		}
 		desired := 0
 		if s := target.ScalingConfig; s != nil {
@@ -377,22 +387,50 @@ func (p *Provisioner) retire(ctx context.Context, want nodegroup, target *ekstyp
 		// joined, so none were asked for (or they are not Nodes of this
 		// cluster's API, as on an emulator).
 		if total > 0 && ready < desired {
-			return fmt.Sprintf("waiting for the nodes of %s to be Ready (%d of %d desired Ready)", want.name, ready, desired), "", nil
+			return fmt.Sprintf("waiting for the nodes of %s to be Ready (%d of %d desired Ready)", want.name, ready, desired),
+				fmt.Sprintf("%d of %d Ready", ready, desired), "", nil
+		}
+	}
+	for _, ng := range retiring {
+		if err := freezeNodegroup(ctx, p.aws.EKS, want.cluster, ng); err != nil {
+			return "", "", "", err
 		}
 	}
 	waits, blocks, err := drainBeforeDelete(ctx, retiring)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if len(waits) > 0 {
 		return fmt.Sprintf("%s is ACTIVE; draining %s before deleting: %s", want.name, strings.Join(groupNames(retiring), ", "), strings.Join(waits, "; ")),
-			strings.Join(blocks, "; "), nil
+			"draining", strings.Join(blocks, "; "), nil
 	}
 	notes, err := deleteNodegroups(ctx, p.aws.EKS, want.cluster, retiring)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	return strings.Join(append([]string{fmt.Sprintf("%s is ACTIVE; deleting %s (their nodes are drained)", want.name, strings.Join(groupNames(retiring), ", "))}, notes...), "; "), "", nil
+	return strings.Join(append([]string{fmt.Sprintf("%s is ACTIVE; deleting %s (their nodes are drained)", want.name, strings.Join(groupNames(retiring), ", "))}, notes...), "; "),
+		"deleting", "", nil
+}
+
+// updateProgress is the progress marker (Observation.Progress) of target
+// while EKS creates or updates it in place: its status, the update this
+// pass sent, and, when Nodes are read, how many Nodes it has and how many
+// are Ready (EKS's rolling update adds nodes, then drains and removes the
+// old ones: the counts move while it works).
+func (p *Provisioner) updateProgress(ctx context.Context, target *ekstypes.Nodegroup, sent string) (string, error) {
+	name := awssdk.ToString(target.NodegroupName)
+	mark := fmt.Sprintf("EKS node group %s %s", name, target.Status)
+	if sent != "" {
+		mark += ", sent " + sent
+	}
+	if p.nodes == nil {
+		return mark, nil
+	}
+	total, ready, err := nodeCount(ctx, p.nodes, name)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: %d node(s), %d Ready", mark, total, ready), nil
 }
 
 // admit asks the controller for an upgrade slot (providers.Disruptions

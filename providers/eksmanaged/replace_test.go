@@ -111,7 +111,7 @@ func TestApplyReplacesAShapeChangeBlueGreen(t *testing.T) {
 
 	// Every node Ready: the old node group is deleted (no Disruptions in the context: nothing to drain first).
 	obs, calls = e.step(t, ig)
-	if !reflect.DeepEqual(calls, []string{"DeleteNodegroup " + ngName}) || !obs.Updating || !slices.Equal(obs.Retiring, []string{ngName}) ||
+	if !reflect.DeepEqual(calls, []string{"UpdateNodegroupConfig", "DeleteNodegroup " + ngName}) || !obs.Updating || !slices.Equal(obs.Retiring, []string{ngName}) ||
 		!strings.Contains(obs.Message, "deleting "+ngName) {
 		t.Fatalf("calls %v, observation %+v", calls, obs)
 	}
@@ -149,7 +149,7 @@ func TestApplyReplacementContinuesAfterARestart(t *testing.T) {
 	restarted := func() *Provisioner { return New(e.p.aws, nil, e.nodes, Options{}) }
 	e.p = restarted()
 	obs, calls := e.step(t, stale)
-	if !reflect.DeepEqual(calls, []string{"DeleteNodegroup " + ngName}) || obs.GroupName != next || !slices.Equal(obs.Retiring, []string{ngName}) {
+	if !reflect.DeepEqual(calls, []string{"UpdateNodegroupConfig", "DeleteNodegroup " + ngName}) || obs.GroupName != next || !slices.Equal(obs.Retiring, []string{ngName}) {
 		t.Fatalf("after a restart: calls %v, observation %+v", calls, obs)
 	}
 
@@ -179,7 +179,7 @@ func TestApplyShapeChangedAgainDuringAReplacement(t *testing.T) {
 	e.eks.settle()
 	obs, calls = e.step(t, ig)
 	slices.Sort(calls)
-	if want := []string{"DeleteNodegroup " + ngName, "DeleteNodegroup " + second}; !slices.Equal(calls, want) || obs.GroupName != third {
+	if want := []string{"DeleteNodegroup " + ngName, "DeleteNodegroup " + second, "UpdateNodegroupConfig", "UpdateNodegroupConfig"}; !slices.Equal(calls, want) || obs.GroupName != third {
 		t.Fatalf("calls %v, want %v; observation %+v", calls, want, obs)
 	}
 
