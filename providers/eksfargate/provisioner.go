@@ -281,6 +281,11 @@ func (p *Provisioner) apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 	default: // DELETE_FAILED or a state this version does not know
 		notes = append(notes, fmt.Sprintf("Fargate profile %s is in unexpected state %s (%s); the previous profile(s) are kept", name, cur.Status, issues(cur)))
 	}
+	if len(old) > 0 {
+		// The stall timeout's marker: the step; the evictions are
+		// counted by the controller's drains.
+		obs.Progress = fmt.Sprintf("replacing Fargate profile(s) %s with %s (%s)", strings.Join(names(old), ", "), name, cur.Status)
+	}
 	obs.Message = strings.Join(notes, "; ")
 	return obs, nil
 }

@@ -94,7 +94,8 @@ type Reconciler struct {
 	Quotas QuotaCheck
 
 	backoff *failureBackoff
-	owners  nodeOwners // provider id -> group, for Nodes without the group's labels
+	owners  nodeOwners  // provider id -> group, for Nodes without the group's labels
+	blocks  drainBlocks // the last DrainBlocked cause announced per managed group
 }
 
 func (r *Reconciler) now() time.Time {

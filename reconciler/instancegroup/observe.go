@@ -20,7 +20,7 @@ import (
 // changes); any other failure is retried with backoff (failure).
 func (r *Reconciler) apply(ctx context.Context, s *scope) (*ctrl.Result, error) {
 	ig := s.ig
-	obs, err := s.prov.Apply(providers.WithEvents(providers.WithDisruptions(ctx, groupDisruptions{r: r, ig: ig}), r.eventSink(ig, "Reconcile")), ig)
+	obs, err := s.prov.Apply(providers.WithEvents(providers.WithDisruptions(ctx, groupDisruptions{r: r, ig: ig, tally: &s.retired}), r.eventSink(ig, "Reconcile")), ig)
 	if err == nil {
 		s.obs = obs
 		r.owners.set(s.key, obs.Instances)

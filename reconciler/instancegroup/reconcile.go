@@ -43,6 +43,8 @@ type scope struct {
 	progress    upgrade.Progress
 	// releaseSlot: report frees the upgrade slot once the status is stored.
 	releaseSlot bool
+	// retired is what a managed group's retirement drains saw this pass.
+	retired retireTally
 }
 
 // phase is one step of a reconcile pass. A nil result lets the pass go
@@ -90,6 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // forget drops what the controller keeps about a group that is gone.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.owners.forget(key)
+	r.blocks.forget(key)
 	if r.backoff != nil {
 		r.backoff.forget(key)
 	}

@@ -24,6 +24,9 @@ import (
 type groupDisruptions struct {
 	r  *Reconciler
 	ig *v1alpha1.InstanceGroup
+	// tally, when set, records what the retirement drains saw (the
+	// managed stall timeout reads it; see managedStall).
+	tally *retireTally
 }
 
 var _ providers.Disruptions = groupDisruptions{}
@@ -31,9 +34,14 @@ var _ providers.Disruptions = groupDisruptions{}
 // Admit takes (or finds held) the group's upgrade slot (SlotKeeper
 // .Acquire, a Lease with upgrade.LeaseSlots). Outside the maintenance
 // windows only a group that holds its slot already (a replacement under
-// way) is admitted: none starts.
+// way) is admitted: none starts. A group whose slot was released for lack
+// of progress less than the stall timeout ago is not admitted
+// (stalledAt): the groups waiting get the slot first.
 func (d groupDisruptions) Admit(ctx context.Context) (bool, error) {
 	key := client.ObjectKeyFromObject(d.ig)
+	if _, stalled := d.r.stalledAt(d.ig, d.r.now()); stalled {
+		return false, nil
+	}
 	if why, holder, err := d.r.maintenanceWait(ctx, key); err != nil || (why != "" && !holder) {
 		return false, err
 	}
@@ -52,7 +60,7 @@ func (d groupDisruptions) DrainNodes(ctx context.Context, key, value string) (pr
 	for i := range list.Items {
 		nodes = append(nodes, &list.Items[i])
 	}
-	return d.retireNodes(ctx, nodes, fmt.Sprintf("node(s) labelled %s=%s", key, value))
+	return d.retireNodes(ctx, nodes, fmt.Sprintf("node(s) labelled %s=%s", key, value), upgrade.MaxUnavailable(d.ig, len(nodes)))
 }
 
 // EvictPods evicts the pods labelled key=value (listed from the API
@@ -70,9 +78,12 @@ func (d groupDisruptions) EvictPods(ctx context.Context, key, value string) (pro
 	if err != nil {
 		return providers.Retirement{}, err
 	}
-	res, err := d.retireNodes(ctx, nodes, fmt.Sprintf("node(s) of the pods labelled %s=%s", key, value))
+	res, err := d.retireNodes(ctx, nodes, fmt.Sprintf("node(s) of the pods labelled %s=%s", key, value), fargatePace(d.ig, len(nodes)))
 	if err != nil || len(unbound) == 0 {
 		return res, err
+	}
+	if d.tally != nil {
+		d.tally.unbound += len(unbound)
 	}
 	res.Done = false
 	res.Message = strings.Join(append(nonEmpty(res.Message), "waiting for pod(s) bound to no node: "+strings.Join(unbound, ", ")), "; ")
@@ -82,13 +93,17 @@ func (d groupDisruptions) EvictPods(ctx context.Context, key, value string) (pro
 // retireNodes advances the drains of nodes (what: how they are named in
 // messages) before their cloud resource is deleted: the drains already
 // started (cordoned, drain.AnnotationDrainStarted) are polled, and new
-// ones are started (drain.Drainer.Start) while fewer than the group's
-// maxUnavailable (of len(nodes)) are undrained (pace). Done once every
+// ones are started (drain.Drainer.Start) while fewer than limit are
+// undrained (pace). What it saw is added to d.tally. Done once every
 // node is drained and, read again from the API server
 // (drain.Drainer.Remaining), has no pod left to evict. A drain blocked
 // past the drain timeout is in Blocked and is retried by the runner,
 // never forced. Errors come from the API server.
-func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node, what string) (providers.Retirement, error) {
+func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node, what string, limit int) (providers.Retirement, error) {
+	tally := d.tally
+	if tally == nil {
+		tally = &retireTally{}
+	}
 	if d.r.Rolling == nil || d.r.Rolling.Drainer == nil {
 		return providers.Retirement{Done: true}, nil // no drainer configured (tests of other paths)
 	}
@@ -125,7 +140,6 @@ func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node,
 			return providers.Retirement{}, err
 		}
 	}
-	limit := upgrade.MaxUnavailable(d.ig, len(nodes))
 	for _, node := range fresh[:pace(len(undrained), limit, len(fresh))] {
 		if err := d.r.Rolling.Drainer.Start(ctx, node, false); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -137,6 +151,15 @@ func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node,
 		if err := poll(node); err != nil {
 			return providers.Retirement{}, err
 		}
+	}
+	tally.nodes, tally.drained = tally.nodes+len(nodes), tally.drained+drained
+	for _, node := range nodes {
+		if _, ok := node.Annotations[drain.AnnotationDrainStarted]; ok {
+			tally.cordoned = append(tally.cordoned, node.Name)
+		}
+	}
+	for _, node := range undrained {
+		tally.draining = append(tally.draining, node.Name)
 	}
 	if drained == len(nodes) {
 		left, err := d.r.undrained(ctx, d.ig, nodes)
@@ -175,7 +198,8 @@ func nonEmpty(s string) []string {
 // version update needed and Disruptions.Admit refused it, waiting for an
 // upgrade slot as an eks group does (condition Upgrading False,
 // WaitingForUpgradeSlot). A retirement drain blocked past the drain
-// timeout is a Warning Event DrainBlocked (retried, never forced). The
+// timeout is a Warning Event DrainBlocked, once per distinct set of
+// blocking pods (drainBlocks; retried, never forced). The
 // slot is released (once the status is written) when nothing is replaced
 // or updated any more; the drains of the group are then forgotten.
 func (r *Reconciler) managedProgress(ig *v1alpha1.InstanceGroup, obs *providers.Observation, progress upgrade.Progress) (upgrade.Progress, bool) {
@@ -189,12 +213,18 @@ func (r *Reconciler) managedProgress(ig *v1alpha1.InstanceGroup, obs *providers.
 			progress.Message = fmt.Sprintf("waiting to replace: %s; then %s", why, obs.Message)
 		}
 	}
-	if obs.Blocked != "" {
+	key := client.ObjectKeyFromObject(ig)
+	if obs.Blocked != "" && r.blocks.announce(key, obs.Blocked) {
+		// Once per distinct set of blocking pods: the runner hands the
+		// same blockage out again at about every other pass.
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Replace", "%s; retrying", obs.Blocked)
 	}
 	done := !obs.Updating && !obs.WaitingForSlot && len(obs.Retiring) == 0
+	if done {
+		r.blocks.forget(key)
+	}
 	if done && r.Rolling != nil && r.Rolling.Drains != nil {
-		r.Rolling.Drains.Cancel(client.ObjectKeyFromObject(ig)) // drained nodes whose node group is gone
+		r.Rolling.Drains.Cancel(key) // drained nodes whose node group is gone
 	}
 	return progress, done
 }

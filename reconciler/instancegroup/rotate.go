@@ -23,6 +23,7 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 	switch {
 	case s.obs.Managed:
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)
+		err = r.managedStall(ctx, s)
 	case hasDrift(s.obs):
 		err = r.rotateDrifted(ctx, s)
 	default:
@@ -104,7 +105,12 @@ func (r *Reconciler) waitToRotate(ctx context.Context, s *scope, now time.Time, 
 	} else if r.StallTimeout > 0 && windowWhy == "" {
 		var since time.Time
 		if since, err = r.Slots.Progress(ctx, key, progressMarker(obs)); err == nil && now.Sub(since) >= r.StallTimeout {
-			s.progress, err = r.stall(ctx, ig, obs, s.nodes, s.progress, since, now)
+			// A drain waiting on a pod inside its grace period is
+			// progress (inGrace).
+			var pod string
+			if pod, err = r.inGrace(ctx, drainingNodes(s.nodes), now); err == nil && pod == "" {
+				s.progress, err = r.stall(ctx, ig, obs, s.nodes, s.progress, since, now)
+			}
 		}
 	}
 	return err
