@@ -94,6 +94,7 @@ func (r *Reconciler) stallManaged(ctx context.Context, s *scope, marker string, 
 		return err
 	}
 	upgradeStalls.Inc()
+	r.blocks.forget(s.key) // a blockage after the slot is back is news
 	uncordoned, err := r.releaseRetirement(ctx, s.retired.cordoned)
 	if err != nil {
 		return err
