@@ -96,6 +96,7 @@ type Reconciler struct {
 	backoff *failureBackoff
 	owners  nodeOwners  // provider id -> group, for Nodes without the group's labels
 	blocks  drainBlocks // the last DrainBlocked cause announced per managed group
+	repeats fargateRepeats
 }
 
 func (r *Reconciler) now() time.Time {

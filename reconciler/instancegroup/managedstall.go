@@ -28,8 +28,8 @@ type retireTally struct {
 	// draining names the nodes whose drain runs and has not ended.
 	draining []string
 	// cordoned names the nodes the retirement cordoned (drain started),
-	// drained or not.
-	cordoned []string
+	// drained or not; started those whose drain started this pass.
+	cordoned, started []string
 }
 
 // managedMarker is a managed group's progress marker: its resource and

@@ -93,6 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.owners.forget(key)
 	r.blocks.forget(key)
+	r.repeats.forget(key)
 	if r.backoff != nil {
 		r.backoff.forget(key)
 	}

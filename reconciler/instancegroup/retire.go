@@ -66,7 +66,9 @@ func (d groupDisruptions) DrainNodes(ctx context.Context, key, value string) (pr
 // EvictPods evicts the pods labelled key=value (listed from the API
 // server, all namespaces). A pod bound to a Node leaves by the drain of
 // that Node (an EKS Fargate pod has a Node of its own), so the drain
-// runner's eviction, its timeout and its pacing apply; a pod bound to
+// runner's eviction and its timeout apply, paced by fargatePace; pods
+// EKS placed back on the retiring profile are counted and reported
+// (followRepeats); a pod bound to
 // none is evicted directly (Drainer.EvictUnbound: it serves nothing, so
 // its budget allows it unless the budget is already broken). Finished
 // pods do not count. Done when no pod is left.
@@ -78,7 +80,18 @@ func (d groupDisruptions) EvictPods(ctx context.Context, key, value string) (pro
 	if err != nil {
 		return providers.Retirement{}, err
 	}
+	if d.tally == nil {
+		d.tally = &retireTally{}
+	}
+	started := len(d.tally.started)
+	pods, err := d.podsOf(ctx, key, value)
+	if err != nil {
+		return providers.Retirement{}, err
+	}
 	res, err := d.retireNodes(ctx, nodes, fmt.Sprintf("node(s) of the pods labelled %s=%s", key, value), fargatePace(d.ig, len(nodes)))
+	if err == nil {
+		d.followRepeats(value, pods, d.tally.started[started:])
+	}
 	if err != nil || len(unbound) == 0 {
 		return res, err
 	}
@@ -148,6 +161,7 @@ func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node,
 			}
 			return providers.Retirement{}, err
 		}
+		tally.started = append(tally.started, node.Name)
 		if err := poll(node); err != nil {
 			return providers.Retirement{}, err
 		}
@@ -222,6 +236,7 @@ func (r *Reconciler) managedProgress(ig *v1alpha1.InstanceGroup, obs *providers.
 	done := !obs.Updating && !obs.WaitingForSlot && len(obs.Retiring) == 0
 	if done {
 		r.blocks.forget(key)
+		r.repeats.forget(key)
 	}
 	if done && r.Rolling != nil && r.Rolling.Drains != nil {
 		r.Rolling.Drains.Cancel(key) // drained nodes whose node group is gone
