@@ -128,8 +128,10 @@ func (h *Handler) drain(ctx context.Context, ev Event) (Outcome, error) {
 	if tracked {
 		return OutcomeDraining, nil
 	}
-	if node.Annotations[drain.AnnotationDrainStarted] == "" {
-		if err := h.Drainer.Start(ctx, node, false); err != nil {
+	// The interruption owns the drain from now on, even one a rotation
+	// started: no rotation path may give the node back (review N1).
+	if drain.NeedsStart(node, drain.OwnerInterruption) {
+		if err := h.Drainer.Start(ctx, node, drain.OwnerInterruption); err != nil {
 			return OutcomeRetry, err
 		}
 	}
