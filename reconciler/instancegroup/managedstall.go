@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
 // retireTally is what one pass's retirement drains saw (groupDisruptions
@@ -116,9 +117,11 @@ func (r *Reconciler) stallManaged(ctx context.Context, s *scope, marker string, 
 	return nil
 }
 
-// releaseRetirement stops the drains of the named nodes (drain.Drains
-// .Stop, before the uncordon: no eviction may follow it) and uncordons
-// them (Drainer.Skip). A node gone meanwhile is skipped. It returns the
+// releaseRetirement stops the drains of the named nodes that the
+// retirement owns (drain.OwnerRetire; drain.Drains.Stop, before the
+// uncordon: no eviction may follow it) and gives them back
+// (Drainer.Release). A node gone meanwhile, or whose drain another owner
+// took over (an interruption, a termination), is left. It returns the
 // names uncordoned.
 func (r *Reconciler) releaseRetirement(ctx context.Context, names []string) ([]string, error) {
 	if r.Rolling == nil || r.Rolling.Drainer == nil {
@@ -133,10 +136,13 @@ func (r *Reconciler) releaseRetirement(ctx context.Context, names []string) ([]s
 			}
 			return out, err
 		}
+		if !drain.OwnedBy(node, drain.OwnerRetire) {
+			continue // an interruption's or a termination's drain goes on
+		}
 		if r.Rolling.Drains != nil {
 			r.Rolling.Drains.Stop(name)
 		}
-		if err := r.Rolling.Drainer.Skip(ctx, node); err != nil {
+		if _, err := r.Rolling.Drainer.Release(ctx, node, drain.OwnerRetire); err != nil {
 			return out, err
 		}
 		out = append(out, name)
