@@ -70,8 +70,9 @@ func (r *Reconciler) rotateDrifted(ctx context.Context, s *scope) error {
 // joined; released for a stall (waits one stall timeout); outside the
 // maintenance windows without a slot; no upgrade slot free. A group that
 // waits gives back what its rotation cordoned (releaseDrains). A group
-// that holds a slot and made no progress for StallTimeout is stalled
-// (stall).
+// (any strategy, crd too) that holds a slot and made no progress for
+// StallTimeout is stalled (stall), unless one of its drains waits on a pod
+// inside its termination grace period (inGrace).
 func (r *Reconciler) waitToRotate(ctx context.Context, s *scope, now time.Time, windowWhy string, holder bool) error {
 	ig, obs, key := s.ig, s.obs, s.key
 	var err error
