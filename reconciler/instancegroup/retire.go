@@ -95,9 +95,7 @@ func (d groupDisruptions) EvictPods(ctx context.Context, key, value string) (pro
 	if err != nil || len(unbound) == 0 {
 		return res, err
 	}
-	if d.tally != nil {
-		d.tally.unbound += len(unbound)
-	}
+	d.tally.unbound += len(unbound)
 	res.Done = false
 	res.Message = strings.Join(append(nonEmpty(res.Message), "waiting for pod(s) bound to no node: "+strings.Join(unbound, ", ")), "; ")
 	return res, nil
