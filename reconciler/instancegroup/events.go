@@ -24,8 +24,10 @@ const (
 	// belongs to someone else (the message names the owner found); it is
 	// never changed or deleted.
 	ReasonForeignResource = "ForeignResource"
-	// ReasonDrainBlocked (Warning): a deleted group's node could not be
-	// drained within the drain timeout; the drain is retried.
+	// ReasonDrainBlocked (Warning): a deleted group's node, or a node of
+	// an eks-managed node group or Fargate profile being retired, could
+	// not be drained within the drain timeout; the drain is retried. A
+	// retirement announces each distinct set of blocking pods once.
 	ReasonDrainBlocked = "DrainBlocked"
 	// ReasonForceDelete (Warning): the force-delete annotation makes the
 	// deletion skip the drain.
@@ -67,6 +69,13 @@ const ReasonSpotRecommendation = "SpotRecommendationGiven"
 // stall timeout, so its upgrade slot was released (Warning Event, and the
 // reason of the Upgrading condition until it asks for a slot again).
 const ReasonUpgradeStalled = "UpgradeStalled"
+
+// ReasonFargateEvictionRepeated (Warning): during a Fargate profile's
+// replacement a workload's pod created after the replacement evicted one
+// of its pods was placed by EKS on a profile being retired (both match
+// it, and EKS picks one at random), so it is evicted again. Once per
+// workload and replacement; the metric counts every repeat.
+const ReasonFargateEvictionRepeated = "FargateEvictionRepeated"
 
 // Reasons of the Degraded condition (v1alpha1.ConditionDegraded).
 const (

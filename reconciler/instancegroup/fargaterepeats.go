@@ -17,13 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// ReasonFargateEvictionRepeated (Warning): during a Fargate profile's
-// replacement a workload's pod created after the replacement evicted one
-// of its pods was placed by EKS on a profile being retired (both match
-// it, and EKS picks one at random), so it is evicted again. Once per
-// workload and replacement; the metric counts every repeat.
-const ReasonFargateEvictionRepeated = "FargateEvictionRepeated"
-
 // fargateRepeatEvictions counts the pods evicted again during Fargate
 // profile replacements (see ReasonFargateEvictionRepeated).
 var fargateRepeatEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
