@@ -315,7 +315,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		}
 	}
 	if current == nil {
-		return nil, fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name)
+		// The tag-filtered listing may lag the create (eventual consistency).
+		return nil, providers.Transient(fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name))
 	}
 	ids := make([]string, 0, len(current.Instances))
 	for _, in := range current.Instances {
@@ -771,7 +772,8 @@ func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGrou
 		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
 	}
 	if len(out.AutoScalingGroups) == 0 {
-		return 0, fmt.Errorf("Auto Scaling group %s not found", name)
+		// Just created, or deleted out of band: Apply lists or creates it again.
+		return 0, providers.Transient(fmt.Errorf("Auto Scaling group %s not found", name))
 	}
 	g := out.AutoScalingGroups[0]
 	cur := int(awssdk.ToInt32(g.DesiredCapacity))
