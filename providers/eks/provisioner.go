@@ -222,6 +222,7 @@ func (p *Provisioner) Watch(ctx context.Context, changed func(types.NamespacedNa
 				log.FromContext(ctx).Info("could not list Auto Scaling groups", "cluster", cluster, "error", err.Error())
 			}
 		}
+		p.forgetGone()
 	}
 }
 
@@ -262,7 +263,7 @@ func settled(ig *v1alpha1.InstanceGroup) bool {
 // Reads and read again only when what it depends on changes, after
 // CloudResync, or sooner while the group fails: a Ready group whose spec and
 // Auto Scaling group have not changed makes no AWS call of its own.
-func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
+func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (obs *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
@@ -274,7 +275,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		if err != nil && stage != "" {
 			p.reads.Drop(gid, stage)
 		}
-		p.reads.Done(gid, err)
+		p.reads.Done(gid, failing(obs, err))
 	}()
 	b, err := p.buildTemplate(ctx, ig, gid, &stage)
 	if err != nil {
@@ -505,6 +506,17 @@ func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, g
 		}
 	}
 	return obs, nil
+}
+
+// failing is the outcome of an Apply for Reads: its error, or one for a
+// launch failure (the group cannot launch: a deleted instance profile or
+// security group is one cause, so what was read is trusted for
+// Reads.FailingTTL only, review 2026-11-29 N13).
+func failing(obs *providers.Observation, err error) error {
+	if err == nil && obs != nil && obs.LaunchFailure != "" {
+		return errors.New(obs.LaunchFailure)
+	}
+	return err
 }
 
 // role returns the nodes' role ARN and instance profile (ensureRole), read
