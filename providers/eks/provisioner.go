@@ -96,6 +96,7 @@ type Provisioner struct {
 	pools     *instancePools
 	capacity  *podCapacity
 	warm      warmPools
+	failures  launchFailures
 
 	reads  *reads.Reads
 	notify atomic.Pointer[func(types.NamespacedName)] // set by Watch
@@ -490,7 +491,7 @@ func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, g
 			Weight:         instanceWeight(in, weights),
 		})
 	}
-	if obs.LaunchFailure, err = launchFailure(ctx, p.aws.AutoScaling, name, obs.Desired, obs.Instances); err != nil {
+	if obs.LaunchFailure, err = p.failures.read(ctx, p.aws.AutoScaling, name, obs.Desired, obs.Instances); err != nil {
 		return nil, err
 	}
 	if version > int64(p.opts.KeepVersions) {
