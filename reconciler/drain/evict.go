@@ -58,6 +58,9 @@ type evicting struct {
 //     waited for past UnreachablePodWait from its deletion request. The
 //     node's pods are listed again before Drained, so a pod that arrived
 //     meanwhile (one tolerating the cordon's taint) is evicted too.
+//     Then, on a Ready node, its volumes are awaited (volumes.go:
+//     Draining until its VolumeAttachments are detached, at most
+//     VolumeDetachWait).
 //   - Blocked once the node has been draining (AnnotationDrainStarted)
 //     longer than Timeout while an eviction is refused (HTTP 429
 //     TooManyRequests: a PodDisruptionBudget allows no disruption now).
@@ -77,7 +80,7 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 		return Draining, "", err
 	}
 	if len(pods) == 0 {
-		return Drained, "", nil
+		return d.detached(stepCtx, node, Drained, "", nil)
 	}
 	if d.DryRun != nil {
 		// Evictions with dryRun=All: the helper prints one line per pod
@@ -99,7 +102,8 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 		case err != nil: // the step's time is up
 			return d.verdict(node, batch)
 		case left == 0:
-			return relist(stepCtx, helper, node, batch)
+			res, msg, err := relist(stepCtx, helper, node, batch)
+			return d.detached(stepCtx, node, res, msg, err)
 		case !d.sleep(stepCtx):
 			return d.verdict(node, batch)
 		}
