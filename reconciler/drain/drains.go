@@ -315,7 +315,9 @@ func (d *Drains) dispatch() time.Time {
 // draining goes to the back of the queue, anything else ends the job and
 // notifies its group.
 func (d *Drains) step(job *drainJob) {
-	run := func(ctx context.Context, node string) (DrainResult, string, error) { return d.drainOnce(ctx, job.group, node) }
+	run := func(ctx context.Context, node string) (DrainResult, string, error) {
+		return d.drainOnce(ctx, job.group, node)
+	}
 	if d.stepFn != nil {
 		run = d.stepFn
 	}
