@@ -26,7 +26,7 @@ import (
 // its disruption taint in place from the start; this evicts them a few
 // times first, so that a replacement the scheduler puts elsewhere is not
 // lost.
-const MaxArrivalEvictions = 3
+const MaxArrivalEvictions = 5
 
 var podsLeft = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "instance_manager_drain_pods_left_total",
