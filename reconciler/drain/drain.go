@@ -58,7 +58,9 @@ const (
 // Kubernetes drain helper (k8s.io/kubectl/pkg/drain), so
 // PodDisruptionBudgets are honoured; DaemonSet and mirror pods are
 // skipped, pods with emptyDir data are evicted, finished pods are left
-// alone. It never deletes pods directly.
+// alone. It deletes pods directly only past the admin's drain deadline
+// (Deadline, see DrainFor). A Drainer is used by pointer: it keeps
+// per-node state (arrivals.go).
 type Drainer struct {
 	Kube   kubernetes.Interface
 	Client client.Client
