@@ -57,10 +57,25 @@ func (a *arrivals) of(node *corev1.Node) *drainArrivals {
 	started := node.Annotations[AnnotationDrainStarted]
 	r := a.drains[node.Name]
 	if r == nil || r.started != started {
+		a.prune()
 		r = &drainArrivals{started: started, evicted: map[string]int{}, left: map[types.UID]bool{}}
 		a.drains[node.Name] = r
 	}
 	return r
+}
+
+// forgetAfter is how long a node drain's record is kept: past it the node
+// is long gone or drained again (a new record).
+const forgetAfter = 7 * 24 * time.Hour
+
+// prune forgets the records of drains that started more than forgetAfter
+// ago, so nodes that are gone do not accumulate (a.mu held).
+func (a *arrivals) prune() {
+	for name, r := range a.drains {
+		if started, err := time.Parse(time.RFC3339, r.started); err != nil || time.Since(started) > forgetAfter {
+			delete(a.drains, name)
+		}
+	}
 }
 
 // evicted counts an accepted eviction of pod from node when pod arrived
