@@ -9,6 +9,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/middleware"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,7 +63,11 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if err != nil {
 		return err
 	}
-	drainer := &drain.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
+	drainer := &drain.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now,
+		Recorder: recorder,
+		// The boundary ConfigMap's data.drains as loaded now: a new
+		// deadline applies to the drains under way.
+		Deadline: func(group types.NamespacedName) time.Duration { return st.Get().Config.DrainDeadline(group.Namespace) }}
 	if dry != nil {
 		drainer.DryRun = dry
 	}

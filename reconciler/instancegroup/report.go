@@ -47,6 +47,7 @@ func (r *Reconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGr
 	st.NodesInService, st.NodesReady = inService, readyNodes
 	st.CreateFailure = obs.CreateFailure
 	st.ReconcileFailures = nil // this pass succeeded
+	r.setDrainDeadline(ctx, ig)
 
 	setCondition(ig, v1alpha1.ConditionNodesReady, readyNodes == inService && inService > 0 || obs.Managed && obs.Active,
 		"NodesReady", fmt.Sprintf("%d of %d in-service instance(s) have Ready nodes", readyNodes, inService))
