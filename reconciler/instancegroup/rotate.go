@@ -13,9 +13,12 @@ import (
 )
 
 // rotate decides what the pass does about the group's instances: a managed
-// group reports the cloud's own update (managedProgress); drifted instances
-// go to the upgrade strategy (rotateDrifted); otherwise a surge left by a
-// rollout is given back (settleSurge). A failure is UpgradeFailed.
+// group reports the cloud's own update (managedProgress); drifted instances,
+// or a last batch whose replacements are not Ready nodes yet, go to the
+// upgrade strategy (rotateDrifted, which keeps the slot meanwhile);
+// otherwise a surge left by a rollout is given back (settleSurge). Drifted
+// instances in Standby are left alone (upgrade.Rotating) and named in the
+// message. A failure is UpgradeFailed.
 func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error) {
 	s.progress = upgrade.Counted(s.obs)
 	s.progress.Done = true
@@ -23,24 +26,18 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 	switch {
 	case s.obs.Managed:
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)
-	case hasDrift(s.obs):
+	case upgrade.Rotating(s.ig, s.obs, s.nodes):
 		err = r.rotateDrifted(ctx, s)
 	default:
 		err = r.settleSurge(ctx, s)
+		if note := upgrade.StandbyNote(s.obs); err == nil && s.progress.Message == "" {
+			s.progress.Message = note
+		}
 	}
 	if err != nil {
 		return end(r.failure(ctx, s.ig, "UpgradeFailed", err))
 	}
 	return nil, nil
-}
-
-func hasDrift(obs *providers.Observation) bool {
-	for _, in := range obs.Instances {
-		if !in.UpToDate {
-			return true // terminating ones too: the rotation ends when they are gone
-		}
-	}
-	return false
 }
 
 // rotateDrifted runs one step of the group's strategy, unless the group

@@ -59,6 +59,13 @@ func standbyNote(ids []string) string {
 	return fmt.Sprintf("; %d drifted instance(s) in Standby left alone until they leave Standby: %s", len(ids), strings.Join(ids, ", "))
 }
 
+// StandbyNote says which of obs's drifted instances are in Standby and
+// left alone by the rotation ("" for none).
+func StandbyNote(obs *providers.Observation) string {
+	_, standby := driftedOf(obs)
+	return strings.TrimPrefix(standbyNote(standby), "; ")
+}
+
 // left reports whether a Terminating* instance counts as gone for the
 // rotation: it has no node (nothing to drain or wait for), or the rotation
 // terminated it after draining its node (AnnotationTerminated). Auto

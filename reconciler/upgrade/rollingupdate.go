@@ -317,7 +317,7 @@ func batchWait(obs *providers.Observation, nodes map[string]*corev1.Node, batchW
 	waiting := 0
 	inService := 0
 	for _, in := range obs.Instances {
-		if left(in, nodes) || in.LifecycleState == "Standby" {
+		if left(in, nodes) || providers.Standby(in) {
 			continue
 		}
 		if strings.HasPrefix(in.LifecycleState, "Terminating") || !in.InService() {
