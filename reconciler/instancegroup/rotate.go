@@ -23,6 +23,12 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 	s.progress = upgrade.Counted(s.obs)
 	s.progress.Done = true
 	var err error
+	if !s.obs.Managed {
+		// The resume annotation clears a stopped rotation first.
+		if _, err = r.Rolling.Resume(ctx, s.ig, s.obs); err != nil {
+			return end(r.failure(ctx, s.ig, "UpgradeFailed", err))
+		}
+	}
 	switch {
 	case s.obs.Managed:
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)

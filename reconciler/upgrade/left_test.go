@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -193,4 +192,3 @@ func TestTheLastBatchStops(t *testing.T) {
 	t.Fatal("not stopped")
 }
 
-var _ = corev1.NodeReady
