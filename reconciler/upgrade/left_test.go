@@ -191,4 +191,3 @@ func TestTheLastBatchStops(t *testing.T) {
 	}
 	t.Fatal("not stopped")
 }
-
