@@ -24,9 +24,16 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 	s.progress.Done = true
 	var err error
 	if !s.obs.Managed {
-		// The resume annotation clears a stopped rotation first.
-		if _, err = r.Rolling.Resume(ctx, s.ig, s.obs); err != nil {
+		// The resume annotation clears a stopped rotation; the next pass
+		// rotates, once the provisioner has pointed the group back at the
+		// latest version (a batch started now would be replaced from the
+		// last good one, which it does not claim).
+		resumed, err := r.Rolling.Resume(ctx, s.ig, s.obs)
+		if err != nil {
 			return end(r.failure(ctx, s.ig, "UpgradeFailed", err))
+		}
+		if resumed {
+			return end(ctrl.Result{RequeueAfter: time.Second}, nil)
 		}
 	}
 	switch {
