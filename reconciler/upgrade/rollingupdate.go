@@ -56,7 +56,9 @@ const (
 
 // Progress is what a strategy step reports.
 type Progress struct {
-	// Done is true when no drifted instance is left.
+	// Done is true when no drifted instance is left to replace (Standby
+	// ones are left alone) and the last batch's replacements are Ready
+	// nodes or forgone.
 	Done bool
 	// Waiting is true when the rotation has not started for lack of an
 	// upgrade slot (--max-concurrent-upgrades).
