@@ -98,7 +98,9 @@ func (r *RollingUpdate) judgeBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 	}
 	rec := stored.DeepCopy()
 	before := len(rec.NeverJoined)
+	owed := rec.Owed
 	if forgone := settleBatch(rec, obs, nodes, now, nodehealth.SettingsOf(ig).StartupTimeout); forgone != "" {
+		replacementsForgone.Add(float64(owed - rec.Owed))
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonReplacementForgone, "Rotate", "%s", forgone)
 	}
 	if rec.Owed > 0 && rec.JoinedCapacity >= rec.Owed {

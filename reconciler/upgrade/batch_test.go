@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -140,6 +142,16 @@ func TestSettleBatch(t *testing.T) {
 	}
 }
 
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 func equalBatch(a, b v1alpha1.RotationBatch) bool {
 	return a.Owed == b.Owed && a.JoinedCapacity == b.JoinedCapacity && slices.Equal(a.Existing, b.Existing) && slices.Equal(a.Pending, b.Pending) &&
 		slices.Equal(a.Joined, b.Joined) && slices.Equal(a.NeverJoined, b.NeverJoined)
@@ -197,7 +209,11 @@ func TestAReplacementRemovedWithADecrementIsForgone(t *testing.T) {
 	r.noNode = func(id string) bool { return id == "i-new1" }
 	var removed []string
 	r.between = r.caRemovesClaimed(func(id string) bool { return id == "i-new1" }, &removed)
+	before := counterValue(t, replacementsForgone)
 	r.run(40)
+	if got := counterValue(t, replacementsForgone) - before; got != 1 {
+		t.Errorf("replacements forgone metric rose by %v, want 1", got)
+	}
 	if !slices.Equal(removed, []string{"i-new1"}) {
 		t.Fatalf("removed %v, want the first replacement", removed)
 	}

@@ -135,6 +135,7 @@ func (r *RollingUpdate) warnHeld(ig *v1alpha1.InstanceGroup, obs *providers.Obse
 		if _, seen := r.warned.LoadOrStore(in.ID, true); seen {
 			continue
 		}
+		terminationsHeld.Inc()
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonTerminationHeld, "Rotate",
 			"Instance %s (node %s), drained and terminated by the rotation %s ago, is still held in Terminating:Wait by a terminate lifecycle hook of Auto Scaling group %s "+
 				"other than the controller's drain hook: a hook with no handler holds it until its heartbeat timeout, then applies its default result. "+
