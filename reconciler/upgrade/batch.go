@@ -194,7 +194,8 @@ func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes 
 
 // forgo lowers rec.Owed by need, the capacity the batch is owed beyond
 // its joined and pending replacements, when Auto Scaling will not launch
-// it: a replacement that never joined has left the group, the group holds
+// it: the replacements that never joined have all left the group (one
+// still listed may yet be replaced without a decrement), the group holds
 // its desired capacity (in capacity units, Standby instances left out, as
 // Auto Scaling counts them) and no instance is Pending or Terminating (a
 // termination without a decrement is followed by a launch). That is the
@@ -216,9 +217,12 @@ func forgo(rec *v1alpha1.RotationBatch, obs *providers.Observation, need int) st
 	}
 	var gone []string
 	for _, id := range rec.NeverJoined {
-		if !listed[id] {
-			gone = append(gone, id)
+		if listed[id] {
+			// Still in the group: node health replaces it without a
+			// decrement (or the group keeps it), so capacity may still come.
+			return ""
 		}
+		gone = append(gone, id)
 	}
 	if len(gone) == 0 {
 		return ""

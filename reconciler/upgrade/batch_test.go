@@ -94,6 +94,12 @@ func TestSettleBatch(t *testing.T) {
 		desired:   1,
 		want:      v1alpha1.RotationBatch{Owed: 1},
 	}, {
+		name:      "not forgone while a replacement that never joined is still in the group (node health replaces it without a decrement)",
+		rec:       v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}, Pending: []string{"i-b"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)), inst("i-b", true, now.Add(-16*time.Minute))},
+		desired:   2,
+		want:      v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a", "i-b"}},
+	}, {
 		name: "a Standby instance does not count toward the desired capacity",
 		rec:  v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
 		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)),

@@ -144,9 +144,14 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	g.Eventually(func() []string { return healthEvents(t, ig, upgrade.ReasonReplacementForgone) }, 2*time.Minute, time.Second).Should(
 		ContainElement(ContainSubstring(first)), "the batch forgoes the replacement Auto Scaling will not launch again")
 
-	// 2. The next batch's replacement never joins either; node health
-	// replaces it after the startup timeout; at the third the rotation
-	// stops.
+	// 2. The next batch drains the second old node; its replacement never
+	// joins either. Then the autoscaler raises the desired capacity again
+	// (pods pending somewhere): that replacement never joins; at the third
+	// the rotation stops.
+	g.Eventually(func() []string { olds, _ := inGroup(); return olds }, 3*time.Minute, time.Second).Should(HaveLen(1),
+		"the next batch replaced the second old instance")
+	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() string {
 		c := meta.FindStatusCondition(suite.Get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
 		if c == nil {
