@@ -9,6 +9,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/middleware"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -62,7 +63,11 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	if err != nil {
 		return err
 	}
-	drainer := &drain.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now}
+	drainer := &drain.Drainer{Kube: clientset, Client: kube, Timeout: drainTimeout, Step: min(10*time.Second, drainTimeout), Now: time.Now,
+		Recorder: recorder,
+		// The boundary ConfigMap's data.drains as loaded now: a new
+		// deadline applies to the drains under way.
+		Deadline: func(group types.NamespacedName) time.Duration { return st.Get().Config.DrainDeadline(group.Namespace) }}
 	if dry != nil {
 		drainer.DryRun = dry
 	}
@@ -88,7 +93,9 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 	}
 	managed := eksmanaged.New(clients, eksProvisioner.Reads(), kube, eksmanaged.Options{NodeRoleCNIPolicy: opts.NodeRoleCNIPolicy, Reader: mgr.GetAPIReader()})
 	fargate := eksfargate.New(clients, eksfargate.Options{Reads: eksProvisioner.Reads(), PollPeriod: opts.CloudPollPeriod, Reader: mgr.GetAPIReader()})
-	if err := mgr.Add(&gc.Collector{Client: kube, Drains: drains, Collectors: map[string]providers.Collector{
+	// The GC's pending owners live beside the upgrade slot Leases.
+	pending := &gc.Pending{Client: kube, Reader: mgr.GetAPIReader(), Namespace: opts.slotNamespace()}
+	if err := mgr.Add(&gc.Collector{Client: kube, Drains: drains, Pending: pending, Collectors: map[string]providers.Collector{
 		v1alpha1.ProvisionerEKS: eksProvisioner, v1alpha1.ProvisionerEKSManaged: managed, v1alpha1.ProvisionerEKSFargate: fargate,
 	}, Opts: gc.Options{
 		Period: orDuration(opts.GCPeriod, 10*time.Minute), Grace: orDuration(opts.GCGrace, 30*time.Minute), MaxDeletions: opts.GCMaxDeletions,
@@ -112,13 +119,14 @@ func setupInstanceGroups(mgr ctrl.Manager, kube client.Client, opts Options, st 
 			Client:   kube,
 			Reader:   mgr.GetAPIReader(),
 		},
-		CRD:            &upgrade.CRDStrategy{Client: kube, Recorder: recorder, Boundaries: st},
-		Slots:          slots,
-		StallTimeout:   opts.UpgradeStallTimeout,
-		NodeHealth:     &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: drain.AnnotationDrainStarted},
-		Recorder:       recorder,
-		PollInterval:   orDuration(opts.PollInterval, 5*time.Second),
-		ResyncInterval: orDuration(opts.ResyncInterval, 5*time.Minute),
+		CRD:             &upgrade.CRDStrategy{Client: kube, Recorder: recorder, Boundaries: st},
+		Slots:           slots,
+		StallTimeout:    opts.UpgradeStallTimeout,
+		NodeHealth:      &nodehealth.Repairer{Recorder: recorder, DrainAnnotation: drain.AnnotationDrainStarted},
+		Recorder:        recorder,
+		PollInterval:    orDuration(opts.PollInterval, 5*time.Second),
+		WaitingInterval: instancegroup.DefaultWaitingInterval,
+		ResyncInterval:  orDuration(opts.ResyncInterval, 5*time.Minute),
 
 		FailureBackoffMax: opts.FailureBackoffMax,
 		TransientAttempts: opts.TransientErrorAttempts, TransientGrace: opts.TransientErrorGrace,

@@ -38,7 +38,7 @@ const (
 )
 
 // dataKeys lists the allowed data keys, sorted, for messages.
-var dataKeys = []string{KeyAllowlists, KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyEnforcement, KeyExcludedNamespaces, KeyNodeIsolation, KeyQuotas, KeyRollout, KeySharedAnnotations}
+var dataKeys = []string{KeyAllowlists, KeyBoundaries, KeyConditionals, KeyCRDStrategy, KeyDefaults, KeyDrains, KeyEnforcement, KeyExcludedNamespaces, KeyNodeIsolation, KeyQuotas, KeyRollout, KeySharedAnnotations}
 
 // Config is a parsed boundary ConfigMap. Parse returns it validated; a
 // hand-built Config is accepted by Effective and Hash as well.
@@ -95,6 +95,10 @@ type Config struct {
 	// NodeIsolation gives every tenant group the isolation taint of its
 	// namespace (data.nodeIsolation: perNamespace; see isolation.go).
 	NodeIsolation bool
+	// Drains are the admin's drain bounds (data key drains, drains.go);
+	// nil: drains have no deadline. Not part of Hash: a new deadline
+	// applies to the drains under way and rotates no node.
+	Drains *DrainBounds
 }
 
 // Conditional is one entry of `conditionals`.
@@ -148,7 +152,7 @@ func parse(data map[string]string, revision bool) (*Config, error) {
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		switch k {
 		case KeyBoundaries, KeyDefaults, KeyConditionals, KeyEnforcement, KeyRollout,
-			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas, KeyAllowlists, KeyNodeIsolation:
+			KeyExcludedNamespaces, KeySharedAnnotations, KeyCRDStrategy, KeyQuotas, KeyAllowlists, KeyNodeIsolation, KeyDrains:
 		case KeyPins:
 			if !revision {
 				p.addf("data.%s: written by instance-manager (the AMI ids and cluster versions a boundaries revision pins, kept in the rollout record), never in the boundary ConfigMap; remove it", k)
@@ -181,6 +185,7 @@ func parse(data map[string]string, revision bool) (*Config, error) {
 	}
 	p.tenancy(c, data)
 	p.parseNodeIsolation(c, data)
+	p.parseDrains(c, data)
 	if v, ok := p.yaml(data, KeyAllowlists); ok {
 		c.Allowlists = p.allowlists(v)
 	}

@@ -167,7 +167,7 @@ func TestParseRejects(t *testing.T) {
 		want []string // one per problem, in order, each a substring
 	}{
 		{"unknown key", map[string]string{"boundary": "x", "defaults": "spec: {provisioner: eks}"},
-			[]string{"data.boundary: unknown key (valid: allowlists, boundaries, conditionals, crdStrategy, defaults, enforcement, excludedNamespaces, nodeIsolation, quotas, rollout, sharedAnnotations)"}},
+			[]string{"data.boundary: unknown key (valid: allowlists, boundaries, conditionals, crdStrategy, defaults, drains, enforcement, excludedNamespaces, nodeIsolation, quotas, rollout, sharedAnnotations)"}},
 		{"malformed YAML", map[string]string{"boundaries": "restricted: [spec.eks", "defaults": "spec:\n\tprovisioner: eks"},
 			[]string{"data.boundaries: malformed YAML: yaml: line 1", "data.defaults: malformed YAML: yaml: line 2"}},
 		{"duplicate YAML key", map[string]string{"boundaries": "restricted: [spec.strategy]\nrestricted: [spec.eks]"},

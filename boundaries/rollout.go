@@ -448,14 +448,15 @@ const revisionLength = 10
 
 // Revision names a version of the boundary ConfigMap's data: the first
 // hex digits of a SHA-256 over its keys and values, leaving out the
-// rollout key (which says how a revision rolls out, not what it is) and
-// blank values (which Parse treats as absent). The same data always gives
+// rollout key (which says how a revision rolls out, not what it is), the
+// drains key (how drains end, which applies at once and changes no
+// group) and blank values (which Parse treats as absent). The same data always gives
 // the same revision, so reverting the ConfigMap returns to the revision
 // it had.
 func Revision(data map[string]string) string {
 	kept := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(data)) {
-		if k == KeyRollout || strings.TrimSpace(data[k]) == "" {
+		if k == KeyRollout || k == KeyDrains || strings.TrimSpace(data[k]) == "" {
 			continue
 		}
 		kept[k] = data[k]

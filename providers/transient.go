@@ -53,11 +53,20 @@ var transientCodes = map[string]bool{
 // or instance profile created a moment ago has not propagated (IAM User
 // Guide, "Changes that I make are not always immediately visible"): EC2's
 // "Invalid IAM Instance Profile name", EKS's "role … cannot be assumed" /
-// "is not authorized to perform: sts:AssumeRole".
+// "is not authorized to perform: sts:AssumeRole", and EKS CreateNodegroup's
+// InvalidParameterException for a node role whose policy attachments or
+// trust policy it does not see yet ("The provided role doesn't have the
+// Amazon EKS Managed Policies associated with it", "Following required
+// service principals [ec2.amazonaws.com] were not found in the trust
+// relationships of nodeRole"). A role that really lacks them is reported
+// as an Error once the failure has lasted (reconciler/instancegroup
+// transient.go: 5 attempts and 5 minutes).
 var iamPropagation = []string{
 	"invalid iam instance profile",
 	"cannot be assumed",
 	"sts:assumerole",
+	"doesn't have the amazon eks managed policies",
+	"were not found in the trust relationships",
 }
 
 // ErrTransient marks an error of the project's own making as transient

@@ -48,6 +48,11 @@ func TestIsTransient(t *testing.T) {
 		{"EC2 InsufficientInstanceCapacity", sdkError("InsufficientInstanceCapacity", "We currently do not have sufficient m5.large capacity", 500), true},
 		{"IAM propagation: EC2 invalid instance profile", sdkError("InvalidParameterValue", "Value (p) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", 400), true},
 		{"IAM propagation: EKS role cannot be assumed", sdkError("InvalidParameterException", "Role arn:aws:iam::1:role/r cannot be assumed by EKS", 400), true},
+		{"IAM propagation: EKS node role policies not seen yet", sdkError("InvalidParameterException",
+			"The provided role doesn't have the Amazon EKS Managed Policies associated with it. Please ensure the following policies [arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy] are attached", 400), true},
+		{"IAM propagation: EKS node role trust not seen yet", sdkError("InvalidParameterException",
+			"Following required service principals [ec2.amazonaws.com] were not found in the trust relationships of nodeRole arn:aws:iam::1:role/r", 400), true},
+		{"EKS InvalidParameterException otherwise", sdkError("InvalidParameterException", "Subnets specified must be in at least two different AZs", 400), false},
 		// AWS: terminal.
 		{"Auto Scaling ValidationError", sdkError("ValidationError", "Max bound, 2, must be greater than or equal to min bound, 3", 400), false},
 		{"EC2 InvalidParameterValue", sdkError("InvalidParameterValue", "Invalid value 'x5.huge' for InstanceType.", 400), false},

@@ -318,6 +318,14 @@ type InstanceGroupStatus struct {
 	// +optional
 	ReconcileFailures *ReconcileFailures `json:"reconcileFailures,omitempty"`
 
+	// DrainDeadline is the admin's drain deadline (boundary ConfigMap
+	// data.drains) as it applies to the group's nodes being drained now:
+	// past a node's deadline its drain deletes the pods it could not
+	// evict. Nil while none of the group's nodes drains, or no deadline
+	// applies to the group (drains then wait for every eviction).
+	// +optional
+	DrainDeadline *DrainDeadline `json:"drainDeadline,omitempty"`
+
 	// Boundaries says which revision of the boundary ConfigMap the spec
 	// was computed from, and which newer one the group waits for while a
 	// progressive rollout holds it back.
@@ -436,4 +444,30 @@ type BoundariesStatus struct {
 	// once that wave started.
 	// +optional
 	Wave string `json:"wave,omitempty"`
+}
+
+// DrainDeadline is the drain deadline in force for a group's drains.
+type DrainDeadline struct {
+	// After is the deadline (a duration such as "30m0s"), counted from each
+	// node's drain start (its instancemgr.keikoproj.io/drain-started
+	// annotation): the group's namespace's entry of data.drains.namespaces,
+	// else data.drains.deadline.
+	After metav1.Duration `json:"after"`
+
+	// Nodes are the group's nodes being drained, sorted by name, each with
+	// the time its deadline passes.
+	// +optional
+	Nodes []NodeDrainDeadline `json:"nodes,omitempty"`
+}
+
+// NodeDrainDeadline is when the drain of one node passes its deadline.
+type NodeDrainDeadline struct {
+	// Node is the Node's name.
+	Node string `json:"node"`
+
+	// At is the node's drain start plus DrainDeadline.After: from then on
+	// the drain deletes the pods whose eviction is refused or fails (with
+	// a grace period of at most 60 s), each named in a Warning Event
+	// (reason DrainDeadlinePodDeleted) on the Node and the InstanceGroup.
+	At metav1.Time `json:"at"`
 }

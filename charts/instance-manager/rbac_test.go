@@ -67,6 +67,7 @@ func TestRBAC(t *testing.T) {
 			{verb: "list", resource: "pods"},
 			{verb: "create", resource: "pods", subresource: "eviction", namespace: "tenant", name: "web-0"},
 			{verb: "list", group: "policy", resource: "poddisruptionbudgets"},
+			{verb: "list", group: "storage.k8s.io", resource: "volumeattachments"},
 			{verb: "get", group: "apps", resource: "daemonsets", namespace: "kube-system", name: "aws-node"},
 			{verb: "get", group: "apps", resource: "replicasets", namespace: "tenant", name: "web-5d8f"},
 			{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews"},
@@ -85,6 +86,9 @@ func TestRBAC(t *testing.T) {
 			{verb: "list", group: "coordination.k8s.io", resource: "leases", namespace: ns},
 			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: ns, name: "instance-manager-upgrade-slot-0"},
 			{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: ns, name: "instance-manager-upgrade-slot-7"},
+			// The GC's pending owners (reconciler/gc.PendingLeaseName).
+			{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: ns, name: "instance-manager-gc-pending"},
+			{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: ns, name: "instance-manager-gc-pending"},
 			{verb: "update", resource: "configmaps", namespace: "kube-system", name: "aws-auth"},
 			{verb: "list", resource: "configmaps", namespace: "kube-system", name: "aws-auth"},
 			{verb: "watch", resource: "configmaps", namespace: "kube-system", name: "aws-auth"},
@@ -97,6 +101,7 @@ func TestRBAC(t *testing.T) {
 		}
 		denied := []access{
 			{verb: "get", resource: "configmaps", namespace: ns, name: "other"},
+			{verb: "delete", group: "storage.k8s.io", resource: "volumeattachments", name: "csi-0123"},
 			{verb: "list", resource: "configmaps", namespace: ns},
 			{verb: "update", resource: "configmaps", namespace: ns, name: "instance-manager"},
 			{verb: "update", resource: "configmaps", namespace: ns, name: "other"},

@@ -110,7 +110,8 @@ func (n nodeAccess) ensureAccessEntry(ctx context.Context, ig *v1alpha1.Instance
 	var nf *ekstypes.ResourceNotFoundException
 	switch {
 	case errors.As(err, &nf):
-		return fmt.Errorf("eks CreateAccessEntry %s for %s answered ResourceInUse, DescribeAccessEntry ResourceNotFound: retrying", cluster.Name, roleARN)
+		// An entry being deleted, or not yet readable: the next pass tries again.
+		return providers.Transient(fmt.Errorf("eks CreateAccessEntry %s for %s answered ResourceInUse, DescribeAccessEntry ResourceNotFound: retrying", cluster.Name, roleARN))
 	case err != nil:
 		return fmt.Errorf("eks DescribeAccessEntry %s for %s: %w", cluster.Name, roleARN, err)
 	case got.AccessEntry == nil:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -49,6 +51,61 @@ func launchFailure(ctx context.Context, api awsp.AutoScalingAPI, name string, de
 		return awssdk.ToString(a.Description), nil
 	}
 	return "", nil
+}
+
+// launchFailureTTL is how long launchFailures reuses a group's read while
+// the group stays short by the same amount: a group that cannot launch is
+// reconciled every poll interval (5 s), and DescribeScalingActivities draws
+// on the account's Auto Scaling API limits that the cluster-autoscaler
+// shares (review 2026-11-29 N7).
+const launchFailureTTL = 30 * time.Second
+
+// launchFailures caches launchFailure per Auto Scaling group. The zero
+// value is ready; safe for concurrent use.
+type launchFailures struct {
+	mu      sync.Mutex
+	byGroup map[string]launchRead
+	now     func() time.Time // tests; default time.Now
+}
+
+// launchRead is one launchFailure answer, for the desired capacity and
+// instances it was read for (key).
+type launchRead struct {
+	at       time.Time
+	key, msg string
+}
+
+// read is launchFailure, reusing the group's last answer for
+// launchFailureTTL while its desired capacity and instance count are
+// unchanged; a group not short reads nothing and forgets its answer.
+func (l *launchFailures) read(ctx context.Context, api awsp.AutoScalingAPI, name string, desired int, instances []providers.Instance) (string, error) {
+	now := time.Now
+	if l.now != nil {
+		now = l.now
+	}
+	l.mu.Lock()
+	if l.byGroup == nil {
+		l.byGroup = map[string]launchRead{}
+	}
+	if !short(desired, instances) {
+		delete(l.byGroup, name)
+		l.mu.Unlock()
+		return "", nil
+	}
+	key := fmt.Sprint(desired, "/", len(instances))
+	if r, ok := l.byGroup[name]; ok && r.key == key && now().Sub(r.at) < launchFailureTTL {
+		l.mu.Unlock()
+		return r.msg, nil
+	}
+	l.mu.Unlock()
+	msg, err := launchFailure(ctx, api, name, desired, instances)
+	if err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	l.byGroup[name] = launchRead{at: now(), key: key, msg: msg}
+	l.mu.Unlock()
+	return msg, nil
 }
 
 // short reports whether the capacity units of the instances counted toward

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sync"
@@ -90,10 +91,11 @@ func (l *launchedVersions) lookup(ctx context.Context, ids []string) (map[string
 	var missing []string
 	l.mu.Lock()
 	for _, id := range ids {
-		if v, ok := l.byID[id]; ok {
-			out[id] = v
-		} else {
+		switch v, ok := l.byID[id]; {
+		case !ok:
 			missing = append(missing, id)
+		case v != "": // "": read, carries no version tag
+			out[id] = v
 		}
 	}
 	l.mu.Unlock()
@@ -175,6 +177,7 @@ func (l *launchedVersions) notVisible(err error, ids []string, now time.Time) []
 func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]string, error) {
 	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	found, dns, launched := map[string]string{}, map[string]string{}, map[string]time.Time{}
+	answered := map[string]bool{}
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -182,6 +185,7 @@ func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]s
 		}
 		for _, r := range page.Reservations {
 			for _, in := range r.Instances {
+				answered[awssdk.ToString(in.InstanceId)] = true
 				if n := awssdk.ToString(in.PrivateDnsName); n != "" {
 					dns[awssdk.ToString(in.InstanceId)] = n
 				}
@@ -204,8 +208,11 @@ func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]s
 	for id, t := range launched {
 		l.launched[id] = t
 	}
-	for id, v := range found {
-		l.byID[id] = v
+	for id := range answered {
+		// An instance launched without the tag (attached to the group, or
+		// from a launch configuration) never gets it: remembered as ""
+		// so that it is not read again at every pass.
+		l.byID[id] = found[id]
 	}
 	for id, n := range dns {
 		l.dns[id] = n
@@ -248,7 +255,31 @@ func (l *launchedVersions) startedInService(ctx context.Context, ids []string) e
 	return nil
 }
 
-// forget drops instances that are gone.
+// forgetGone drops from the instances looked up those no listing shows
+// any more (terminated, or in a group no longer listed), once every
+// cluster has been listed, so the cache follows the fleet rather than
+// its history (review 2026-11-29 L2). An id dropped while still in use
+// is only read again.
+func (p *Provisioner) forgetGone() {
+	p.mu.Lock()
+	caches := slices.Collect(maps.Values(p.groups))
+	p.mu.Unlock()
+	keep := map[string]bool{}
+	for _, c := range caches {
+		groups, at := c.Listed()
+		if at.IsZero() {
+			return
+		}
+		for _, g := range groups {
+			for _, in := range g.Instances {
+				keep[awssdk.ToString(in.InstanceId)] = true
+			}
+		}
+	}
+	p.launched.forget(keep)
+}
+
+// forget drops instances that are gone: those not in keep.
 func (l *launchedVersions) forget(keep map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
@@ -102,5 +103,56 @@ func TestLookupEC2EventualConsistencyFreshInstanceNotFound(t *testing.T) {
 				t.Errorf("calls once visible %v, want only the ids not seen before", api.calls)
 			}
 		})
+	}
+}
+
+// untaggedEC2 answers DescribeInstances for every id asked, tagging only
+// those in tagged with version 3, and counts the ids asked.
+type untaggedEC2 struct {
+	awsp.EC2API
+	tagged map[string]bool
+	asked  map[string]int
+}
+
+func (e *untaggedEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	var out []ec2types.Instance
+	for _, id := range in.InstanceIds {
+		e.asked[id]++
+		i := ec2types.Instance{InstanceId: awssdk.String(id)}
+		if e.tagged[id] {
+			i.Tags = []ec2types.Tag{{Key: awssdk.String(tagLaunchVersion), Value: awssdk.String("3")}}
+		}
+		out = append(out, i)
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{{Instances: out}}}, nil
+}
+
+// Review 2026-11-29 L2: an instance without the launch version tag (one
+// attached to the group) is read once, not at every pass; instances no
+// listing shows any more are forgotten (and read again if they return).
+func TestLaunchedVersionsRemembersUntaggedAndForgetsGone(t *testing.T) {
+	ec2api := &untaggedEC2{tagged: map[string]bool{"i-1": true, "i-2": true}, asked: map[string]int{}}
+	asg := &listing{groups: []astypes.AutoScalingGroup{listedGroup("g", nil,
+		listedInstance("i-1", astypes.LifecycleStateInService), listedInstance("i-attached", astypes.LifecycleStateInService))}}
+	p := &Provisioner{aws: &awsp.Clients{AutoScaling: asg}, groups: map[string]*awsp.ScalingGroupCache{}, launched: &launchedVersions{api: ec2api}}
+	ctx := context.Background()
+	for range 3 {
+		got, err := p.launched.lookup(ctx, []string{"i-1", "i-2", "i-attached"})
+		if err != nil || len(got) != 2 || got["i-1"] != "3" {
+			t.Fatalf("lookup = %v (%v), want i-1 and i-2 at version 3, i-attached untold", got, err)
+		}
+	}
+	if ec2api.asked["i-attached"] != 1 {
+		t.Fatalf("the untagged instance was read %d times in 3 passes, want once", ec2api.asked["i-attached"])
+	}
+	if _, err := p.groupCache("prod").List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.forgetGone() // i-2 is in no listing
+	if _, err := p.launched.lookup(ctx, []string{"i-1", "i-2", "i-attached"}); err != nil {
+		t.Fatal(err)
+	}
+	if ec2api.asked["i-1"] != 1 || ec2api.asked["i-attached"] != 1 || ec2api.asked["i-2"] != 2 {
+		t.Fatalf("reads after forgetting what no listing shows: %v, want i-2 read again only", ec2api.asked)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -167,18 +169,26 @@ func setDefaultVersion(ctx context.Context, api awsp.EC2API, name string, versio
 	return nil
 }
 
-// pruneVersions deletes versions older than the newest keep, except those
-// instances still run (EC2 DescribeLaunchTemplateVersions,
-// DeleteLaunchTemplateVersions).
+// pruneVersions deletes versions older than the newest keep, except the
+// default and those instances still run: EC2 DescribeLaunchTemplateVersions
+// (every page) and DeleteLaunchTemplateVersions (at most
+// maxVersionsPerDelete per call). A version the answer lists under
+// UnsuccessfullyDeletedLaunchTemplateVersions is an error naming it and
+// the EC2 code (the prune is tried again at the next pass), except
+// launchTemplateVersionDoesNotExist: it is gone already.
 func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, inUse map[string]bool) error {
-	out, err := api.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name)})
-	if err != nil {
-		return fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
-	}
 	var versions []int64
-	for _, v := range out.LaunchTemplateVersions {
-		if !awssdk.ToBool(v.DefaultVersion) {
-			versions = append(versions, awssdk.ToInt64(v.VersionNumber))
+	pages := ec2.NewDescribeLaunchTemplateVersionsPaginator(api, &ec2.DescribeLaunchTemplateVersionsInput{
+		LaunchTemplateName: awssdk.String(name), MaxResults: awssdk.Int32(200)})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("ec2 DescribeLaunchTemplateVersions %s: %w", name, err)
+		}
+		for _, v := range out.LaunchTemplateVersions {
+			if !awssdk.ToBool(v.DefaultVersion) {
+				versions = append(versions, awssdk.ToInt64(v.VersionNumber))
+			}
 		}
 	}
 	sort.Slice(versions, func(i, j int) bool { return versions[i] > versions[j] })
@@ -189,18 +199,36 @@ func pruneVersions(ctx context.Context, api awsp.EC2API, name string, keep int, 
 			del = append(del, s)
 		}
 	}
-	if len(del) == 0 {
-		return nil
+	var failed []string
+	for chunk := range slices.Chunk(del, maxVersionsPerDelete) {
+		// Housekeeping gets one attempt: the next reconcile tries again, and a
+		// throttled or failing call retried with backoff (up to a minute)
+		// would hold the reconcile, and the rotation it drives, that long.
+		out, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: chunk},
+			func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+		if err != nil {
+			return fmt.Errorf("ec2 DeleteLaunchTemplateVersions %s %v: %w", name, chunk, err)
+		}
+		for _, u := range out.UnsuccessfullyDeletedLaunchTemplateVersions {
+			code, msg := "", ""
+			if u.ResponseError != nil {
+				code, msg = string(u.ResponseError.Code), awssdk.ToString(u.ResponseError.Message)
+			}
+			if u.ResponseError != nil && u.ResponseError.Code == ec2types.LaunchTemplateErrorCodeLaunchTemplateVersionDoesNotExist {
+				continue
+			}
+			failed = append(failed, fmt.Sprintf("version %d (%s: %s)", awssdk.ToInt64(u.VersionNumber), code, msg))
+		}
 	}
-	// Housekeeping gets one attempt: the next reconcile tries again, and a
-	// throttled or failing call retried with backoff (up to a minute)
-	// would hold the reconcile, and the rotation it drives, that long.
-	if _, err := api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{LaunchTemplateName: awssdk.String(name), Versions: del},
-		func(o *ec2.Options) { o.RetryMaxAttempts = 1 }); err != nil {
-		return fmt.Errorf("ec2 DeleteLaunchTemplateVersions %s %v: %w", name, del, err)
+	if len(failed) > 0 {
+		return fmt.Errorf("ec2 DeleteLaunchTemplateVersions %s: not deleted: %s", name, strings.Join(failed, "; "))
 	}
 	return nil
 }
+
+// maxVersionsPerDelete is how many versions one DeleteLaunchTemplateVersions
+// may name (EC2 API reference: up to 200).
+const maxVersionsPerDelete = 200
 
 // deleteLaunchTemplate removes the group's launch template if its
 // ownership tags name the group (EC2 DescribeLaunchTemplates,

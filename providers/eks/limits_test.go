@@ -3,6 +3,7 @@ package eks
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,18 +80,35 @@ func TestUserDataSize(t *testing.T) {
 	}
 }
 
-// pruneRecorder answers DescribeLaunchTemplateVersions with versions 1..5
-// and records the options of DeleteLaunchTemplateVersions.
+// pruneRecorder answers DescribeLaunchTemplateVersions with versions
+// 1..n (default 5, the newest the default), pageSize a page (0: all),
+// and records the options and versions of DeleteLaunchTemplateVersions,
+// answering fail's versions as UnsuccessfullyDeleted with their code.
 type pruneRecorder struct {
 	awsp.EC2API
-	opts ec2.Options
-	del  []string
+	n, pageSize int
+	fail        map[string]ec2types.LaunchTemplateErrorCode
+	opts        ec2.Options
+	del         []string
+	deletes     int
 }
 
-func (r *pruneRecorder) DescribeLaunchTemplateVersions(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+func (r *pruneRecorder) DescribeLaunchTemplateVersions(_ context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
+	n := r.n
+	if n == 0 {
+		n = 5
+	}
+	from := int64(1)
+	if in.NextToken != nil {
+		from, _ = strconv.ParseInt(*in.NextToken, 10, 64)
+	}
 	out := &ec2.DescribeLaunchTemplateVersionsOutput{}
-	for v := int64(1); v <= 5; v++ {
-		out.LaunchTemplateVersions = append(out.LaunchTemplateVersions, ec2types.LaunchTemplateVersion{VersionNumber: awssdk.Int64(v), DefaultVersion: awssdk.Bool(v == 5)})
+	for v := from; v <= int64(n); v++ {
+		if r.pageSize > 0 && len(out.LaunchTemplateVersions) == r.pageSize {
+			out.NextToken = awssdk.String(strconv.FormatInt(v, 10))
+			break
+		}
+		out.LaunchTemplateVersions = append(out.LaunchTemplateVersions, ec2types.LaunchTemplateVersion{VersionNumber: awssdk.Int64(v), DefaultVersion: awssdk.Bool(v == int64(n))})
 	}
 	return out, nil
 }
@@ -99,8 +117,50 @@ func (r *pruneRecorder) DeleteLaunchTemplateVersions(_ context.Context, in *ec2.
 	for _, fn := range optFns {
 		fn(&r.opts)
 	}
-	r.del = in.Versions
-	return &ec2.DeleteLaunchTemplateVersionsOutput{}, nil
+	r.deletes++
+	r.del = append(r.del, in.Versions...)
+	out := &ec2.DeleteLaunchTemplateVersionsOutput{}
+	for _, v := range in.Versions {
+		if code, ok := r.fail[v]; ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out.UnsuccessfullyDeletedLaunchTemplateVersions = append(out.UnsuccessfullyDeletedLaunchTemplateVersions, ec2types.DeleteLaunchTemplateVersionsResponseErrorItem{
+				VersionNumber: awssdk.Int64(n), ResponseError: &ec2types.ResponseError{Code: code, Message: awssdk.String("answered " + string(code))}})
+		}
+	}
+	return out, nil
+}
+
+// Review 2026-11-29 L10: every page of versions is read, at most 200
+// versions are named per call, and a version EC2 did not delete is an
+// error (the prune is not recorded done), unless it is gone already.
+func TestPruneVersionsPagesAndPartialFailures(t *testing.T) {
+	cases := []struct {
+		name        string
+		n, pageSize int
+		fail        map[string]ec2types.LaunchTemplateErrorCode
+		wantDeleted int // versions asked
+		wantCalls   int
+		wantErr     string
+	}{
+		{name: "versions on later pages are pruned", n: 7, pageSize: 2, wantDeleted: 5, wantCalls: 1},
+		{name: "more than 200 versions: two calls", n: 260, pageSize: 200, wantDeleted: 258, wantCalls: 2},
+		{name: "a version not deleted is an error naming it", n: 5, fail: map[string]ec2types.LaunchTemplateErrorCode{"2": ec2types.LaunchTemplateErrorCodeUnexpectedError},
+			wantDeleted: 3, wantCalls: 1, wantErr: "not deleted: version 2 (unexpectedError"},
+		{name: "a version gone already is not an error", n: 5, fail: map[string]ec2types.LaunchTemplateErrorCode{"2": ec2types.LaunchTemplateErrorCodeLaunchTemplateVersionDoesNotExist},
+			wantDeleted: 3, wantCalls: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &pruneRecorder{n: tc.n, pageSize: tc.pageSize, fail: tc.fail}
+			err := pruneVersions(context.Background(), r, "lt", 2, map[string]bool{})
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if len(r.del) != tc.wantDeleted || r.deletes != tc.wantCalls {
+				t.Errorf("asked to delete %d versions in %d calls, want %d in %d", len(r.del), r.deletes, tc.wantDeleted, tc.wantCalls)
+			}
+		})
+	}
 }
 
 // Pruning old launch template versions is housekeeping: one attempt, no

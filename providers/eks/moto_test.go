@@ -3,6 +3,7 @@ package eks
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -325,6 +326,20 @@ func testLaunchFailureIsReported(t *testing.T, cfg awssdk.Config, e *env.Environ
 	g.Expect(obs.LaunchFailure).To(And(ContainSubstring("InsufficientInstanceCapacity"),
 		ContainSubstring("We currently do not have sufficient t3.medium capacity")))
 	g.Expect(awsp.CallCounts().Since(before)).To(HaveKeyWithValue("Auto Scaling DescribeScalingActivities", 1.0))
+
+	// A group that cannot launch trusts what it read (role, instance
+	// profile, security groups: a deleted one is a cause) for
+	// FailingTTL only (review 2026-11-29 N13).
+	later := time.Now().Add(p.reads.FailingTTL + time.Second)
+	p.reads.Now = func() time.Time { return later }
+	before = awsp.CallCounts()
+	g.Expect(mustApply(t, p, ig).LaunchFailure).NotTo(BeEmpty())
+	reread := false
+	for call := range awsp.CallCounts().Since(before) {
+		reread = reread || strings.HasPrefix(call, "IAM ")
+	}
+	g.Expect(reread).To(BeTrue(), "the role is read again past FailingTTL while the group cannot launch: %v", awsp.CallCounts().Since(before))
+	p.reads.Now = time.Now
 
 	// Capacity back: the group launches at its next retry, and is no
 	// longer short: nothing is read.

@@ -96,6 +96,7 @@ type Provisioner struct {
 	pools     *instancePools
 	capacity  *podCapacity
 	warm      warmPools
+	failures  launchFailures
 
 	reads  *reads.Reads
 	notify atomic.Pointer[func(types.NamespacedName)] // set by Watch
@@ -222,6 +223,7 @@ func (p *Provisioner) Watch(ctx context.Context, changed func(types.NamespacedNa
 				log.FromContext(ctx).Info("could not list Auto Scaling groups", "cluster", cluster, "error", err.Error())
 			}
 		}
+		p.forgetGone()
 	}
 }
 
@@ -262,7 +264,7 @@ func settled(ig *v1alpha1.InstanceGroup) bool {
 // Reads and read again only when what it depends on changes, after
 // CloudResync, or sooner while the group fails: a Ready group whose spec and
 // Auto Scaling group have not changed makes no AWS call of its own.
-func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ *providers.Observation, err error) {
+func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (obs *providers.Observation, err error) {
 	if err := configured(ig); err != nil {
 		return nil, err
 	}
@@ -274,7 +276,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		if err != nil && stage != "" {
 			p.reads.Drop(gid, stage)
 		}
-		p.reads.Done(gid, err)
+		p.reads.Done(gid, failing(obs, err))
 	}()
 	b, err := p.buildTemplate(ctx, ig, gid, &stage)
 	if err != nil {
@@ -324,7 +326,8 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (_ 
 		}
 	}
 	if current == nil {
-		return nil, fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name)
+		// The tag-filtered listing may lag the create (eventual consistency).
+		return nil, providers.Transient(fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name))
 	}
 	ids := make([]string, 0, len(current.Instances))
 	for _, in := range current.Instances {
@@ -497,7 +500,7 @@ func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, g
 			Weight:         instanceWeight(in, weights),
 		})
 	}
-	if obs.LaunchFailure, err = launchFailure(ctx, p.aws.AutoScaling, name, obs.Desired, obs.Instances); err != nil {
+	if obs.LaunchFailure, err = p.failures.read(ctx, p.aws.AutoScaling, name, obs.Desired, obs.Instances); err != nil {
 		return nil, err
 	}
 	if version > int64(p.opts.KeepVersions) {
@@ -513,6 +516,17 @@ func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, g
 		}
 	}
 	return obs, nil
+}
+
+// failing is the outcome of an Apply for Reads: its error, or one for a
+// launch failure (the group cannot launch: a deleted instance profile or
+// security group is one cause, so what was read is trusted for
+// Reads.FailingTTL only, review 2026-11-29 N13).
+func failing(obs *providers.Observation, err error) error {
+	if err == nil && obs != nil && obs.LaunchFailure != "" {
+		return errors.New(obs.LaunchFailure)
+	}
+	return err
 }
 
 // role returns the nodes' role ARN and instance profile (ensureRole), read
@@ -780,7 +794,8 @@ func (p *Provisioner) AddCapacity(ctx context.Context, ig *v1alpha1.InstanceGrou
 		return 0, fmt.Errorf("autoscaling DescribeAutoScalingGroups %s: %w", name, err)
 	}
 	if len(out.AutoScalingGroups) == 0 {
-		return 0, fmt.Errorf("Auto Scaling group %s not found", name)
+		// Just created, or deleted out of band: Apply lists or creates it again.
+		return 0, providers.Transient(fmt.Errorf("Auto Scaling group %s not found", name))
 	}
 	g := out.AutoScalingGroups[0]
 	cur := int(awssdk.ToInt32(g.DesiredCapacity))

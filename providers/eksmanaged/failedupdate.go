@@ -22,10 +22,13 @@ type versionUpdates struct {
 	sent map[string]sentUpdate
 }
 
-// sentUpdate is a version update sent: its id, and whether with force.
+// sentUpdate is a version update sent: its id, and whether with force;
+// last is the update as read once it ended (Failed, Cancelled or
+// Successful: it changes no more), nil before.
 type sentUpdate struct {
 	id     string
 	forced bool
+	last   *ekstypes.Update
 }
 
 func (v *versionUpdates) put(key string, u sentUpdate) {
@@ -56,7 +59,15 @@ func lastVersionUpdate(ctx context.Context, api awsp.EKSAPI, recorded *versionUp
 		return out.Update, nil
 	}
 	if u := recorded.get(cluster + "/" + name); u.id != "" {
-		return describe(u.id)
+		if u.last != nil {
+			return u.last, nil
+		}
+		got, err := describe(u.id)
+		if err == nil && ended(got) {
+			u.last = got
+			recorded.put(cluster+"/"+name, u)
+		}
+		return got, err
 	}
 	list, err := api.ListUpdates(ctx, &eks.ListUpdatesInput{Name: awssdk.String(cluster), NodegroupName: awssdk.String(name), MaxResults: awssdk.Int32(10)})
 	if err != nil {
@@ -73,9 +84,18 @@ func lastVersionUpdate(ctx context.Context, api awsp.EKSAPI, recorded *versionUp
 		}
 	}
 	if last != nil {
-		recorded.put(cluster+"/"+name, sentUpdate{id: awssdk.ToString(last.Id)}) // forced or not: unknown, taken as not
+		u := sentUpdate{id: awssdk.ToString(last.Id)} // forced or not: unknown, taken as not
+		if ended(last) {
+			u.last = last
+		}
+		recorded.put(cluster+"/"+name, u)
 	}
 	return last, nil
+}
+
+// ended reports whether u has ended: its status changes no more.
+func ended(u *ekstypes.Update) bool {
+	return u != nil && (u.Status == ekstypes.UpdateStatusFailed || u.Status == ekstypes.UpdateStatusCancelled || u.Status == ekstypes.UpdateStatusSuccessful)
 }
 
 // failedAgain returns why in must not be sent: the node group's last

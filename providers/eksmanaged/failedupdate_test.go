@@ -85,3 +85,38 @@ func TestVersionUpdateIsSentWhenItsHistoryCannotBeRead(t *testing.T) {
 		t.Fatalf("calls %v, want the version update sent", calls)
 	}
 }
+
+// Review 2026-11-29 N7: a group waiting for an upgrade slot (reconciled
+// every poll interval) reads no update history; an update that ended is
+// read once, and its failure is then said without a call.
+func TestVersionUpdateHistoryIsReadOnlyWithASlot(t *testing.T) {
+	e := newEnv()
+	ig := managedGroup(v1alpha1.EKSManagedConfiguration{Subnets: []string{"subnet-a"}, Version: "1.29"})
+	e.apply(t, ig)
+	e.eks.settle()
+	e.eks.takeCalls()
+	ig.Spec.EKSManaged.Configuration.Version = "1.30"
+	e.eks.historyReads = 0
+	for range 3 {
+		if obs, calls := e.applyWith(t, ig, &fakeDisruptions{}); calls != nil || !obs.WaitingForSlot {
+			t.Fatalf("without a slot: calls %v, waiting for a slot %v", calls, obs.WaitingForSlot)
+		}
+	}
+	if e.eks.historyReads != 0 {
+		t.Fatalf("%d update history reads while waiting for a slot, want none", e.eks.historyReads)
+	}
+	e.eks.failNext = &ekstypes.ErrorDetail{ErrorCode: ekstypes.ErrorCodePodEvictionFailure, ErrorMessage: awssdk.String("evictions failed")}
+	if _, calls := e.applyWith(t, ig, &fakeDisruptions{admit: true}); !reflect.DeepEqual(calls, []string{"UpdateNodegroupVersion 1.30 "}) {
+		t.Fatalf("with a slot: calls %v, want the version update", calls)
+	}
+	e.eks.settle() // it fails
+	e.eks.historyReads = 0
+	for range 3 {
+		if obs, calls := e.applyWith(t, ig, &fakeDisruptions{}); calls != nil || !strings.Contains(obs.Message, "evictions failed") {
+			t.Fatalf("after the failure: calls %v, message %q", calls, obs.Message)
+		}
+	}
+	if e.eks.historyReads != 1 {
+		t.Fatalf("%d update history reads in 3 passes after the update failed, want 1", e.eks.historyReads)
+	}
+}

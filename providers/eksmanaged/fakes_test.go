@@ -43,6 +43,8 @@ type fakeEKS struct {
 	// listErr, when set, answers ListUpdates (a policy without
 	// eks:ListUpdates, an emulator without the call).
 	listErr error
+	// historyReads counts ListUpdates and DescribeUpdate calls.
+	historyReads int
 }
 
 type pendingUpdate struct {
@@ -53,6 +55,7 @@ type pendingUpdate struct {
 }
 
 func (f *fakeEKS) ListUpdates(_ context.Context, in *eks.ListUpdatesInput, _ ...func(*eks.Options)) (*eks.ListUpdatesOutput, error) {
+	f.historyReads++
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
@@ -60,6 +63,7 @@ func (f *fakeEKS) ListUpdates(_ context.Context, in *eks.ListUpdatesInput, _ ...
 }
 
 func (f *fakeEKS) DescribeUpdate(_ context.Context, in *eks.DescribeUpdateInput, _ ...func(*eks.Options)) (*eks.DescribeUpdateOutput, error) {
+	f.historyReads++
 	u, ok := f.updates[awssdk.ToString(in.UpdateId)]
 	if !ok {
 		return nil, notFound()

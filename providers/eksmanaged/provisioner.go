@@ -476,10 +476,24 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 		// The last update's outcome is advisory: when it cannot be read
 		// (an IAM policy without eks:ListUpdates, an emulator without the
 		// call) the update is sent as before rather than never.
-		if last, err := lastVersionUpdate(ctx, p.aws.EKS, &p.versions, want.cluster, want.name); err != nil {
-			log.FromContext(ctx).Info("could not read the node group's last version update; sending the update", "nodegroup", want.name, "error", err.Error())
-		} else if why := failedAgain(last, p.versions.get(want.cluster+"/"+want.name).forced, in); why != "" {
-			return "", "", &failedUpdate{why}
+		history := func() error {
+			if last, err := lastVersionUpdate(ctx, p.aws.EKS, &p.versions, want.cluster, want.name); err != nil {
+				log.FromContext(ctx).Info("could not read the node group's last version update; sending the update", "nodegroup", want.name, "error", err.Error())
+			} else if why := failedAgain(last, p.versions.get(want.cluster+"/"+want.name).forced, in); why != "" {
+				return &failedUpdate{why}
+			}
+			return nil
+		}
+		// An update this process sent (or read) costs one DescribeUpdate
+		// until it ends, none after: its failure is said without a slot.
+		// Listing the history (ListUpdates and up to 10 DescribeUpdate)
+		// waits for the slot: a group waiting for one is reconciled every
+		// poll interval, against EKS's low API limits (review 2026-11-29 N7).
+		known := p.versions.get(want.cluster+"/"+want.name).id != ""
+		if known {
+			if err := history(); err != nil {
+				return "", "", err
+			}
 		}
 		if d := providers.DisruptionsFrom(ctx); d != nil {
 			ok, err := d.Admit(ctx)
@@ -488,6 +502,11 @@ func (p *Provisioner) update(ctx context.Context, have *ekstypes.Nodegroup, want
 			}
 			if !ok {
 				return "", what, nil
+			}
+		}
+		if !known {
+			if err := history(); err != nil {
+				return "", "", err
 			}
 		}
 		out, err := p.aws.EKS.UpdateNodegroupVersion(ctx, in)

@@ -70,7 +70,7 @@ func Priorities(groups []v1alpha1.InstanceGroup) string {
 		if err != nil || p < 0 {
 			p = 0
 		}
-		by[p] = append(by[p], "^"+regexp.QuoteMeta(name)+"$")
+		by[p] = append(by[p], scalingGroupExpr(&ig, name))
 	}
 	var b strings.Builder
 	for _, p := range slices.Backward(slices.Sorted(maps.Keys(by))) {
@@ -82,6 +82,18 @@ func Priorities(groups []v1alpha1.InstanceGroup) string {
 		}
 	}
 	return b.String()
+}
+
+// scalingGroupExpr is the expander's expression for the Auto Scaling group
+// of ig, whose status names name: that exact name, or for eks-managed,
+// whose status names the node group, the Auto Scaling group EKS makes
+// for it, "eks-<node group>-<node group uuid>" (the cluster-autoscaler's
+// node groups are Auto Scaling groups; review 2026-11-29 L6).
+func scalingGroupExpr(ig *v1alpha1.InstanceGroup, name string) string {
+	if ig.Spec.Provisioner == v1alpha1.ProvisionerEKSManaged {
+		return "^eks-" + regexp.QuoteMeta(name) + "-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+	}
+	return "^" + regexp.QuoteMeta(name) + "$"
 }
 
 // Reconcile implements reconcile.Reconciler: any InstanceGroup change

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -56,7 +58,9 @@ const (
 // Kubernetes drain helper (k8s.io/kubectl/pkg/drain), so
 // PodDisruptionBudgets are honoured; DaemonSet and mirror pods are
 // skipped, pods with emptyDir data are evicted, finished pods are left
-// alone. It never deletes pods directly.
+// alone. It deletes pods directly only past the admin's drain deadline
+// (Deadline, see DrainFor). A Drainer is used by pointer: it keeps
+// per-node state (arrivals.go).
 type Drainer struct {
 	Kube   kubernetes.Interface
 	Client client.Client
@@ -72,7 +76,19 @@ type Drainer struct {
 	// evicted) and gets a line per eviction ("evicting pod <ns>/<name>
 	// (server dry run)"): the manager's --dry-run.
 	DryRun io.Writer
+	// Deadline returns the admin's drain deadline for the nodes of group
+	// (boundary ConfigMap data.drains), counted from each node's
+	// AnnotationDrainStarted; 0, or a nil Deadline: none. Past it a drain
+	// deletes the pods it could not evict (deadline.go).
+	Deadline func(group types.NamespacedName) time.Duration
+	// Recorder, when set, gets the Warning Events of bounded drains (pods
+	// deleted past the deadline, pods left on the node), on the Node and
+	// on the group's InstanceGroup.
+	Recorder events.EventRecorder
 
+	// arrivals counts the evictions of pods that keep coming back
+	// (arrivals.go).
+	arrivals arrivals
 	// retry is the time between two rounds of evictions and reads within
 	// a step (default evictRetry; tests).
 	retry time.Duration

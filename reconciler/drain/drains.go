@@ -335,7 +335,9 @@ func (d *Drains) dispatch() time.Time {
 // draining goes to the back of the queue, anything else ends the job and
 // notifies its group.
 func (d *Drains) step(job *drainJob) {
-	run := d.drainOnce
+	run := func(ctx context.Context, node string) (DrainResult, string, error) {
+		return d.drainOnce(ctx, job.group, node)
+	}
 	if d.stepFn != nil {
 		run = d.stepFn
 	}
@@ -392,9 +394,10 @@ func (d *Drains) step(job *drainJob) {
 var errNotDraining = errors.New("node no longer marked for a drain")
 
 // drainOnce reads the node (a node gone has nothing left to evict) and
-// runs one drain step on it, unless the node is no longer marked for a
+// runs one drain step on it for group (Drainer.DrainFor: the group's drain
+// deadline applies), unless the node is no longer marked for a
 // drain (errNotDraining).
-func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, string, error) {
+func (d *Drains) drainOnce(ctx context.Context, group types.NamespacedName, name string) (DrainResult, string, error) {
 	node := &corev1.Node{}
 	if err := d.Drainer.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -421,7 +424,7 @@ func (d *Drains) drainOnce(ctx context.Context, name string) (DrainResult, strin
 		}
 		node = live
 	}
-	return d.Drainer.Drain(ctx, node)
+	return d.Drainer.DrainFor(ctx, group, node)
 }
 
 func (d *Drains) signal() {

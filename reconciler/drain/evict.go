@@ -45,6 +45,8 @@ type evicting struct {
 	refusal string
 	refused bool
 	gone    bool
+	// forced: deleted past the drain deadline (deadline.go).
+	forced bool
 }
 
 // Drain evicts the pods of a node that Start cordoned, for at most Step
@@ -58,8 +60,12 @@ type evicting struct {
 //     waited for past UnreachablePodWait from its deletion request. The
 //     node's pods are listed again before Drained, so a pod that arrived
 //     meanwhile (one tolerating the cordon's taint) is evicted too.
-//   - Blocked once the node has been draining (AnnotationDrainStarted)
-//     longer than Timeout while an eviction is refused (HTTP 429
+//     Then, on a Ready node, its volumes are awaited (volumes.go:
+//     Draining until its VolumeAttachments are detached, at most
+//     VolumeDetachWait).
+//   - Blocked, when no drain deadline applies (see DrainFor), once the
+//     node has been draining (AnnotationDrainStarted) longer than Timeout
+//     while an eviction is refused (HTTP 429
 //     TooManyRequests: a PodDisruptionBudget allows no disruption now).
 //     The message names the node and those pods. Nothing else counts:
 //     a pod terminating, within its grace period or past it, is
@@ -68,16 +74,41 @@ type evicting struct {
 //   - Draining otherwise, with what it waits for.
 //
 // Errors name the node: its pods could not be listed or read.
+//
+// Drain is DrainFor a drain of no group: the cluster's deadline applies.
 func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, string, error) {
+	return d.DrainFor(ctx, types.NamespacedName{}, node)
+}
+
+// DrainFor is one drain step (see Drain) of node, a node of group, bounded
+// by the admin's drain deadline for group (Deadline, counted from the
+// node's AnnotationDrainStarted):
+//
+//   - Until the deadline every pod leaves through the Eviction API.
+//   - Past it, a pod whose eviction is refused (429) or fails is deleted
+//     instead, and a pod still terminating with more than
+//     DeadlineGracePeriod of its grace period left is deleted again with
+//     that cap; each deletion is a Warning Event (ReasonDrainDeadline) on
+//     the node and on group's InstanceGroup, and counts in
+//     instance_manager_drain_deadline_pods_deleted_total. Such a drain is
+//     never Blocked.
+//   - Pods that tolerate the cordon and came back to the node after their
+//     workload had MaxArrivalEvictions of them evicted (or after the
+//     deadline) are left on it, with a Warning (ReasonDrainPodsLeft):
+//     nothing keeps them off the node, so the drain ends instead of
+//     evicting them in a loop.
+func (d *Drainer) DrainFor(ctx context.Context, group types.NamespacedName, node *corev1.Node) (DrainResult, string, error) {
 	stepCtx, cancel := context.WithTimeout(ctx, d.Step)
 	defer cancel()
 	helper := d.helper(stepCtx, node)
+	deadline := d.deadlineAt(group, node)
 	pods, err := remaining(helper, node)
 	if err != nil {
 		return Draining, "", err
 	}
+	pods = d.leave(ctx, group, node, pods, d.past(deadline))
 	if len(pods) == 0 {
-		return Drained, "", nil
+		return d.detached(stepCtx, node, Drained, "", nil)
 	}
 	if d.DryRun != nil {
 		// Evictions with dryRun=All: the helper prints one line per pod
@@ -91,19 +122,33 @@ func (d *Drainer) Drain(ctx context.Context, node *corev1.Node) (DrainResult, st
 	for i := range pods {
 		batch[i] = &evicting{pod: pods[i]}
 	}
+	b := bound{group: group, deadline: deadline}
 	for {
-		left, err := d.round(stepCtx, helper, node, batch)
+		left, err := d.round(stepCtx, helper, node, batch, b)
 		switch {
 		case err != nil && stepCtx.Err() == nil:
 			return Draining, "", err
 		case err != nil: // the step's time is up
-			return d.verdict(node, batch)
+			return d.verdict(node, batch, deadline)
 		case left == 0:
-			return relist(stepCtx, helper, node, batch)
+			res, msg, err := relist(stepCtx, helper, node, batch)
+			return d.detached(stepCtx, node, res, msg, err)
 		case !d.sleep(stepCtx):
-			return d.verdict(node, batch)
+			return d.verdict(node, batch, deadline)
 		}
 	}
+}
+
+// bound is what a drain step needs to apply the admin's deadline: whose
+// drain it is (for Events) and when the deadline passes (zero: never).
+type bound struct {
+	group    types.NamespacedName
+	deadline time.Time
+}
+
+// past reports whether deadline (zero: none) has passed.
+func (d *Drainer) past(deadline time.Time) bool {
+	return !deadline.IsZero() && !d.Now().Before(deadline)
 }
 
 // relist ends a step whose pods (batch) are all gone: Drained, unless
@@ -135,11 +180,25 @@ func relist(ctx context.Context, h *kubedrain.Helper, node *corev1.Node, batch [
 
 // Remaining returns the pods a drain of node would still evict (as Drain
 // lists them: not DaemonSet or mirror pods, not finished, not abandoned
-// on an unreachable node), read from the API server: none means every
-// pod of the node was evicted and is gone, or has finished. Errors name
-// the node.
+// on an unreachable node, not left on it because they tolerate the
+// cordon and kept coming back, see DrainFor), read from the API server:
+// none means every pod of the node was evicted and is gone, or has
+// finished. Errors name the node.
 func (d *Drainer) Remaining(ctx context.Context, node *corev1.Node) ([]corev1.Pod, error) {
-	return remaining(d.helper(ctx, node), node)
+	return d.RemainingFor(ctx, types.NamespacedName{}, node)
+}
+
+// RemainingFor is Remaining for a node of group: pods left on the node
+// for the first time are named in a Warning Event on the node and on
+// group's InstanceGroup (ReasonDrainPodsLeft), and past group's drain
+// deadline every pod that tolerates the cordon and arrived during the
+// drain is left.
+func (d *Drainer) RemainingFor(ctx context.Context, group types.NamespacedName, node *corev1.Node) ([]corev1.Pod, error) {
+	pods, err := remaining(d.helper(ctx, node), node)
+	if err != nil {
+		return nil, err
+	}
+	return d.leave(ctx, group, node, pods, d.past(d.deadlineAt(group, node))), nil
 }
 
 // helper is the Kubernetes drain helper for one step on node: evictions
@@ -174,28 +233,38 @@ func remaining(h *kubedrain.Helper, node *corev1.Node) ([]corev1.Pod, error) {
 }
 
 // round tries the eviction of each pod not yet evicted and reads each one
-// evicted or terminating; it returns how many are not gone. An error of
+// evicted or terminating; it returns how many are not gone. Past b's
+// deadline it deletes the pods it could not evict (force). An error of
 // the step's context ending is returned as is.
-func (d *Drainer) round(ctx context.Context, h *kubedrain.Helper, node *corev1.Node, batch []*evicting) (int, error) {
+func (d *Drainer) round(ctx context.Context, h *kubedrain.Helper, node *corev1.Node, batch []*evicting, b bound) (int, error) {
 	left := 0
 	for _, e := range batch {
 		if e.gone {
 			continue
 		}
-		if e.pod.DeletionTimestamp == nil {
+		if e.pod.DeletionTimestamp == nil && !e.forced {
 			err := h.EvictPod(e.pod, policyv1.SchemeGroupVersion)
 			if ctx.Err() != nil {
 				return left, ctx.Err()
 			}
 			e.gone, e.refusal = judgeEviction(err)
 			e.refused = e.refusal != "" && apierrors.IsTooManyRequests(err)
-			if e.gone {
-				continue
+			if err == nil {
+				d.arrivals.evicted(node, &e.pod)
 			}
-			if e.refusal != "" {
-				left++
-				continue
+		}
+		if why := forceReason(e, d.Now()); why != "" && d.past(b.deadline) {
+			if err := d.force(ctx, b.group, node, e, why, b.deadline); err != nil {
+				return left, err
 			}
+			e.refusal, e.refused = "", false
+		}
+		if e.gone {
+			continue
+		}
+		if e.refusal != "" {
+			left++
+			continue
 		}
 		p, err := d.Kube.CoreV1().Pods(e.pod.Namespace).Get(ctx, e.pod.Name, metav1.GetOptions{})
 		switch {
@@ -248,13 +317,15 @@ func (d *Drainer) EvictUnbound(ctx context.Context, pod *corev1.Pod) (gone bool,
 }
 
 // verdict is the outcome of a step that ends with pods left (see Drain).
-func (d *Drainer) verdict(node *corev1.Node, batch []*evicting) (DrainResult, string, error) {
+func (d *Drainer) verdict(node *corev1.Node, batch []*evicting, deadline time.Time) (DrainResult, string, error) {
 	now := d.Now()
 	var blocking, waiting []string
 	for _, e := range batch {
 		name := e.pod.Namespace + "/" + e.pod.Name
 		switch p := &e.pod; {
 		case e.gone:
+		case e.forced:
+			waiting = append(waiting, name+": deleted past the drain deadline, terminating")
 		case e.refused:
 			blocking = append(blocking, fmt.Sprintf("%s: eviction refused: %s", name, e.refusal))
 		case e.refusal != "":
@@ -268,11 +339,16 @@ func (d *Drainer) verdict(node *corev1.Node, batch []*evicting) (DrainResult, st
 			waiting = append(waiting, fmt.Sprintf("%s: terminating, its grace period ends %s", name, p.DeletionTimestamp.UTC().Format(time.RFC3339)))
 		}
 	}
+	msg := strings.Join(append(blocking, waiting...), "; ")
+	if !deadline.IsZero() {
+		// The admin's deadline bounds the drain: it is never Blocked.
+		return Draining, strings.TrimPrefix(fmt.Sprintf("%s; the drain deadline deletes what is left at %s", msg, deadline.UTC().Format(time.RFC3339)), "; "), nil
+	}
 	started, err := time.Parse(time.RFC3339, node.Annotations[AnnotationDrainStarted])
 	if err == nil && now.Sub(started) > d.Timeout && len(blocking) > 0 {
-		return Blocked, fmt.Sprintf("node %s could not be drained within %s: %s", node.Name, d.Timeout, strings.Join(blocking, "; ")), nil
+		return Blocked, fmt.Sprintf("node %s could not be drained within %s: %s", node.Name, d.Timeout, msg), nil
 	}
-	return Draining, strings.Join(append(blocking, waiting...), "; "), nil
+	return Draining, msg, nil
 }
 
 // settled reports whether pod needs no eviction nor wait: it has finished,

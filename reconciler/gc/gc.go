@@ -70,8 +70,12 @@ type Collector struct {
 	// cluster-wide caps) as rotations and deletes. nil deletes without
 	// draining (tests of the sweep alone).
 	Drains *drain.Drains
-	Opts   Options
-	Now    func() time.Time
+	// Pending keeps the owners whose leftovers (FinishOrphan) are still
+	// to be deleted across restarts and leader changes; nil keeps them in
+	// memory only (tests of the sweep alone).
+	Pending *Pending
+	Opts    Options
+	Now     func() time.Time
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time       // orphan key -> first sweep that saw it orphaned
@@ -155,6 +159,9 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 	for i := range igs.Items {
 		live[igs.Items[i].Namespace+"/"+igs.Items[i].Name] = &igs.Items[i]
 	}
+	if err := c.loadPending(ctx); err != nil {
+		return rep, err
+	}
 	list, err := c.list(ctx, igs.Items)
 	if err != nil {
 		return rep, err
@@ -202,6 +209,13 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 		case budget == 0:
 			logger.Info("orphan left for the next sweep: deletion budget spent", "resource", f.r.Kind, "name", f.r.Name)
 		default:
+			// The owner is recorded before the deletion is asked, so a
+			// restart right after it still finishes the owner.
+			had, err := c.finish(ctx, fk, f.r.Owner)
+			if err != nil {
+				logger.Info("could not record an orphan's owner; retrying next sweep", "resource", f.r.Kind, "name", f.r.Name, "error", err.Error())
+				break
+			}
 			budget--
 			d, err := c.delete(ctx, f)
 			switch {
@@ -211,10 +225,15 @@ func (c *Collector) Sweep(ctx context.Context) (Report, error) {
 				logger.Info("deleted an orphan", "resource", f.r.Kind, "name", f.r.Name, "cluster", f.r.Owner.Cluster, "reason", why[f.key()])
 				orphansDeleted.WithLabelValues(f.r.Kind).Inc()
 				rep.Deleted = append(rep.Deleted, f.r.Kind+" "+f.r.Name)
-				c.finish(fk, f.r.Owner)
 				gone = d.Gone
 			default:
 				logger.Info("draining before deleting an orphan", "resource", f.r.Kind, "name", f.r.Name, "waiting", d.Waiting)
+			}
+			if !had && !d.Deleting && !d.Gone {
+				// nothing was deleted: not this owner's leftovers to finish yet
+				if err := c.forget(ctx, fk); err != nil {
+					logger.Info("could not forget an orphan's owner", "owner", f.r.Owner.String(), "error", err.Error())
+				}
 			}
 		}
 		if !gone {
@@ -335,15 +354,67 @@ func (c *Collector) delete(ctx context.Context, f found) (providers.Deletion, er
 	return d, err
 }
 
-// finish records that the owner key fk (collector + owner) had a resource
-// deleted: its leftovers are deleted once none of its resources is left.
-func (c *Collector) finish(fk string, o ownership.Owner) {
+// loadPending merges the owners Pending records (an earlier process's)
+// into those this process holds.
+func (c *Collector) loadPending(ctx context.Context) error {
+	if c.Pending == nil {
+		return nil
+	}
+	got, err := c.Pending.Load(ctx)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.finishing == nil {
 		c.finishing = map[string]ownership.Owner{}
 	}
-	c.finishing[fk] = o
+	for fk, o := range got {
+		c.finishing[fk] = o
+	}
+	return nil
+}
+
+// finish records that the owner key fk (collector + owner) is having a
+// resource deleted: its leftovers are deleted once none of its resources
+// is left. It reports whether fk was recorded already; with Pending, the
+// record is written there first (an error records nothing).
+func (c *Collector) finish(ctx context.Context, fk string, o ownership.Owner) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finishing == nil {
+		c.finishing = map[string]ownership.Owner{}
+	}
+	if _, had := c.finishing[fk]; had {
+		return true, nil
+	}
+	next := maps.Clone(c.finishing)
+	next[fk] = o
+	if c.Pending != nil {
+		if err := c.Pending.Save(ctx, next); err != nil {
+			return false, err
+		}
+	}
+	c.finishing = next
+	return false, nil
+}
+
+// forget drops fk from the owners to finish (and from Pending).
+func (c *Collector) forget(ctx context.Context, fk string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.finishing[fk]; !ok {
+		return nil
+	}
+	next := maps.Clone(c.finishing)
+	delete(next, fk)
+	if c.Pending != nil {
+		if err := c.Pending.Save(ctx, next); err != nil {
+			return err
+		}
+	}
+	c.finishing = next
+	return nil
 }
 
 // finishAll calls FinishOrphan for each owner recorded by finish that has
@@ -361,7 +432,11 @@ func (c *Collector) finishAll(ctx context.Context, left map[string]bool) []strin
 		}
 		o := pending[fk]
 		by, _, _ := strings.Cut(fk, "/")
-		done, err := c.Collectors[by].FinishOrphan(ctx, o)
+		col, ok := c.Collectors[by]
+		if !ok {
+			continue // recorded by a process that had this collector
+		}
+		done, err := col.FinishOrphan(ctx, o)
 		for _, d := range done {
 			kind, name, _ := strings.Cut(d, " ")
 			logger.Info("deleted an orphan", "resource", kind, "name", name, "owner", o.String())
@@ -372,9 +447,9 @@ func (c *Collector) finishAll(ctx context.Context, left map[string]bool) []strin
 			logger.Info("could not delete what an orphan's owner left; retrying next sweep", "owner", o.String(), "error", err.Error())
 			continue
 		}
-		c.mu.Lock()
-		delete(c.finishing, fk)
-		c.mu.Unlock()
+		if err := c.forget(ctx, fk); err != nil {
+			logger.Info("could not forget an orphan's owner; finishing it again next sweep", "owner", o.String(), "error", err.Error())
+		}
 	}
 	return deleted
 }

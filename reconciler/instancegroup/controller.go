@@ -72,6 +72,11 @@ type Reconciler struct {
 	// ResyncInterval how often a Ready group is (new AMIs, outside changes).
 	PollInterval   time.Duration
 	ResyncInterval time.Duration
+	// WaitingInterval is how often a group waiting for an upgrade slot or
+	// a maintenance window is re-checked (DefaultWaitingInterval in the
+	// manager; at least PollInterval). A slot this controller frees wakes
+	// the waiting groups at once.
+	WaitingInterval time.Duration
 	// FailureBackoffBase and FailureBackoffMax space the retries of a
 	// group whose reconcile keeps failing (defaults 1s and 5m); see
 	// failureBackoff.
@@ -94,7 +99,8 @@ type Reconciler struct {
 	Quotas QuotaCheck
 
 	backoff *failureBackoff
-	owners  nodeOwners // provider id -> group, for Nodes without the group's labels
+	waiters *slotWaiters // groups waiting for a slot or a window (SetupWithManager)
+	owners  nodeOwners   // provider id -> group, for Nodes without the group's labels
 }
 
 func (r *Reconciler) now() time.Time {
@@ -124,6 +130,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
 	if cloud != nil {
 		b = b.WatchesRawSource(cloud)
+	}
+	if r.Slots != nil {
+		// A slot freed wakes the groups waiting for one.
+		r.waiters = newSlotWaiters()
+		r.Slots = wakingSlots{SlotKeeper: r.Slots, waiters: r.waiters}
+		b = b.WatchesRawSource(source.Channel(r.waiters.ch, handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				q.Add(reconcile.Request{NamespacedName: e.Object})
+			},
+		}))
 	}
 	if r.Rolling != nil && r.Rolling.Drains != nil {
 		// A drain that ended (drained, blocked, failed) reconciles its group now.

@@ -167,7 +167,8 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 	if err != nil {
 		return false, err
 	}
-	var draining, blocked []string
+	var draining, blocked, waits []string
+	defer r.setDrainDeadline(ctx, ig)
 	for _, node := range nodes {
 		if drain.NeedsStart(node, drain.OwnerDelete) {
 			// A rotation's drain is taken over: no rotation path may
@@ -187,13 +188,17 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 		case drain.Drained:
 		case drain.Blocked:
 			blocked = append(blocked, msg)
-		default:
+		case drain.Draining:
 			draining = append(draining, node.Name)
+			if msg != "" { // what it waits for: which pods, and until when
+				waits = append(waits, node.Name+": "+msg)
+			}
 		}
 	}
 	switch {
 	case len(blocked) > 0:
-		msg := fmt.Sprintf("%s; retrying (set metadata.annotations[%s]: \"true\" to delete without draining)",
+		msg := fmt.Sprintf("%s; retrying (no drain deadline applies: the admin can set one in the boundary ConfigMap, data.drains, "+
+			"after which such pods are deleted; or set metadata.annotations[%s]: \"true\" to delete without draining)",
 			strings.Join(blocked, "; "), v1alpha1.AnnotationForceDelete)
 		if prev == nil || prev.Reason != ReasonDrainBlocked {
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Delete", "%s", msg)
@@ -214,8 +219,11 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 		// outcome is not announced again).
 		return false, nil
 	}
-	setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining,
-		fmt.Sprintf("draining %d of %d node(s) before deleting the cloud resources: %s", len(draining), len(nodes), strings.Join(draining, ", ")))
+	msg := fmt.Sprintf("draining %d of %d node(s) before deleting the cloud resources: %s", len(draining), len(nodes), strings.Join(draining, ", "))
+	if len(waits) > 0 {
+		msg += " (" + strings.Join(waits, "; ") + ")"
+	}
+	setCondition(ig, v1alpha1.ConditionDeleting, true, reasonDraining, msg)
 	return false, nil
 }
 
@@ -240,7 +248,7 @@ func stillBlocked(prev *metav1.Condition, draining []string) bool {
 func (r *Reconciler) undrained(ctx context.Context, ig *v1alpha1.InstanceGroup, nodes []*corev1.Node) ([]string, error) {
 	var out []string
 	for _, node := range nodes {
-		pods, err := r.Rolling.Drainer.Remaining(ctx, node)
+		pods, err := r.Rolling.Drainer.RemainingFor(ctx, client.ObjectKeyFromObject(ig), node)
 		if err != nil {
 			return nil, err
 		}

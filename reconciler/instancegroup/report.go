@@ -47,6 +47,7 @@ func (r *Reconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGr
 	st.NodesInService, st.NodesReady = inService, readyNodes
 	st.CreateFailure = obs.CreateFailure
 	st.ReconcileFailures = nil // this pass succeeded
+	r.setDrainDeadline(ctx, ig)
 
 	setCondition(ig, v1alpha1.ConditionNodesReady, readyNodes == inService && inService > 0 || obs.Managed && obs.Active,
 		"NodesReady", fmt.Sprintf("%d of %d in-service instance(s) have Ready nodes", readyNodes, inService))
@@ -132,8 +133,12 @@ func (r *Reconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGr
 	if written && st.CurrentState == v1alpha1.StateReady && before.Status.CurrentState != v1alpha1.StateReady {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonReady, "Reconcile", "Group %s is Ready: %s", obs.GroupName, readyMsg)
 	}
+	r.waiters.set(client.ObjectKeyFromObject(ig), progress.Waiting)
 	if st.CurrentState == v1alpha1.StateReady {
 		return ctrl.Result{RequeueAfter: r.ResyncInterval}, nil
+	}
+	if progress.Waiting {
+		return ctrl.Result{RequeueAfter: r.waitingRequeue()}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }

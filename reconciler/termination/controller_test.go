@@ -94,6 +94,9 @@ func TestController(t *testing.T) {
 		{name: "no action pending (completed elsewhere): done, not retried", gone: true, complete: true},
 		{name: "accepted from the queue, not listed yet: the node is found by instance id, drained, completed", node: node(nil), outcome: fakeeviction.Delete,
 			accepted: true, complete: true, evicted: 1, events: []string{EventDrainStarted, EventDrained}},
+		// Review 2026-11-29 N16 (docs/autoscaling.md, warm-pool instances).
+		{name: "a warm-pool instance from the queue (Warmed:Terminating:Wait, never listed, no node): completed at once",
+			accepted: true, complete: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)

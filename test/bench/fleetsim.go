@@ -174,7 +174,6 @@ func newFleetWorld(ctx context.Context, in fleetInputs) (*fleetWorld, error) {
 	// rollout.maxConcurrentUpgrades (always set here) over the flag's.
 	w.slots = &upgrade.LeaseSlots{Client: w.client, Reader: w.client, Namespace: fleetNamespace, Now: func() time.Time { return w.now },
 		Max: func() int { return w.state.Config.MaxConcurrentUpgrades }}
-	drainer := &drain.Drainer{Client: w.client, Timeout: 15 * time.Minute, Step: 2 * time.Millisecond, Now: func() time.Time { return w.now }}
 	unavailable := intstr.FromInt32(int32(in.MaxUnavailable))
 	for i := range in.Groups {
 		ns := fmt.Sprintf("team-%d", i%in.Namespaces)
@@ -185,8 +184,9 @@ func newFleetWorld(ctx context.Context, in fleetInputs) (*fleetWorld, error) {
 			return nil, err
 		}
 		g := &fleetGroup{key: types.NamespacedName{Namespace: ns, Name: ig.Name}, uid: ig.UID}
-		d := *drainer
-		g.ru = &upgrade.RollingUpdate{Drainer: &d, Recorder: &events.FakeRecorder{}, Client: w.client}
+		// A Drainer per group (it holds per-node state and is not copied).
+		d := &drain.Drainer{Client: w.client, Timeout: 15 * time.Minute, Step: 2 * time.Millisecond, Now: func() time.Time { return w.now }}
+		g.ru = &upgrade.RollingUpdate{Drainer: d, Recorder: &events.FakeRecorder{}, Client: w.client}
 		g.asg = &fleetASG{w: w, g: g, name: ns + "-" + ig.Name, ns: ns, min: in.NodesPerGroup, max: 2 * in.NodesPerGroup, want: in.NodesPerGroup, ver: 1}
 		for range in.NodesPerGroup {
 			g.asg.launch(fleetStart.Add(-time.Hour))
