@@ -256,6 +256,15 @@ func Capacity(instances []Instance, keep func(Instance) bool) int {
 // InService reports whether the instance serves traffic for its group.
 func (i Instance) InService() bool { return i.LifecycleState == "InService" }
 
+// Standby reports whether the instance is in Standby or entering it (EC2
+// Auto Scaling EnterStandby): Auto Scaling does not count it against the
+// desired capacity, and terminating it without a decrement launches
+// nothing (Amazon EC2 Auto Scaling User Guide, "Temporarily remove
+// instances from your Auto Scaling group").
+func Standby(in Instance) bool {
+	return in.LifecycleState == "Standby" || in.LifecycleState == "EnteringStandby"
+}
+
 // SpecError is an error in the spec, as opposed to a cloud or network
 // failure: it names the field path and what would be valid.
 type SpecError struct {

@@ -349,6 +349,17 @@ type SurgeReturn struct {
 	Capacity int `json:"capacity"`
 }
 
+// MaxNeverJoined is how many consecutive replacements may fail to become
+// Ready nodes before a rolling update stops (RotationBatch.NeverJoined).
+const MaxNeverJoined = 3
+
+// StoppedAt reports whether the record says the rotation to launch
+// template version stopped: MaxNeverJoined consecutive replacements
+// launched from it never joined. False for a nil record or another version.
+func (b *RotationBatch) StoppedAt(version string) bool {
+	return b != nil && b.LaunchTemplateVersion == version && len(b.NeverJoined) >= MaxNeverJoined
+}
+
 // RotationBatch is a rotation batch's replacements (status.rotationBatch).
 // Capacities are instances, or capacity units with weights.
 type RotationBatch struct {

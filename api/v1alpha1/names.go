@@ -76,6 +76,14 @@ const (
 	// are killed without eviction; PodDisruptionBudgets are not asked).
 	// It may be set before or during the deletion.
 	AnnotationForceDelete = "instancemgr.keikoproj.io/force-delete"
+	// AnnotationResumeRotation, any value, resumes a rolling update that
+	// stopped because MaxNeverJoined replacements never became Ready nodes
+	// (RotationStopped), for a cause that has passed (an Availability
+	// Zone impairment, a VPC endpoint outage): the controller forgets the
+	// replacements that never joined, launches from the group's latest
+	// launch template version again, and removes the annotation. It does
+	// nothing to a rotation that is not stopped (it is removed then too).
+	AnnotationResumeRotation = "instancemgr.keikoproj.io/resume-rotation"
 	// AnnotationRollout is a tenant's choice of when its group takes part
 	// in a boundaries rollout: RolloutApprove or RolloutDefer, where the
 	// boundary ConfigMap's rollout.tenants allows it (the validating

@@ -304,7 +304,16 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (ob
 			return nil, err
 		}
 	}
-	g := groupSpec{name: name, template: name, version: version, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
+	launchFrom := version
+	if current != nil {
+		// After a stopped rotation, the last good version (groupVersion).
+		versions, err := p.stoppedVersions(ctx, ig, version, current)
+		if err != nil {
+			return nil, err
+		}
+		launchFrom = groupVersion(ig, version, current.Instances, versions)
+	}
+	g := groupSpec{name: name, template: name, version: launchFrom, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
 		instanceTypes: instanceTypes, drainHeartbeat: p.opts.DrainHookHeartbeat}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {

@@ -13,35 +13,45 @@ import (
 )
 
 // rotate decides what the pass does about the group's instances: a managed
-// group reports the cloud's own update (managedProgress); drifted instances
-// go to the upgrade strategy (rotateDrifted); otherwise a surge left by a
-// rollout is given back (settleSurge). A failure is UpgradeFailed.
+// group reports the cloud's own update (managedProgress); drifted instances,
+// or a last batch whose replacements are not Ready nodes yet, go to the
+// upgrade strategy (rotateDrifted, which keeps the slot meanwhile);
+// otherwise a surge left by a rollout is given back (settleSurge). Drifted
+// instances in Standby are left alone (upgrade.Rotating) and named in the
+// message. A failure is UpgradeFailed.
 func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error) {
 	s.progress = upgrade.Counted(s.obs)
 	s.progress.Done = true
 	var err error
+	if !s.obs.Managed {
+		// The resume annotation clears a stopped rotation; the next pass
+		// rotates, once the provisioner has pointed the group back at the
+		// latest version (a batch started now would be replaced from the
+		// last good one, which it does not claim).
+		resumed, err := r.Rolling.Resume(ctx, s.ig, s.obs)
+		if err != nil {
+			return end(r.failure(ctx, s.ig, "UpgradeFailed", err))
+		}
+		if resumed {
+			return end(ctrl.Result{RequeueAfter: time.Second}, nil)
+		}
+	}
 	switch {
 	case s.obs.Managed:
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)
 		err = r.managedStall(ctx, s)
-	case hasDrift(s.obs):
+	case upgrade.Rotating(s.ig, s.obs, s.nodes):
 		err = r.rotateDrifted(ctx, s)
 	default:
 		err = r.settleSurge(ctx, s)
+		if note := upgrade.StandbyNote(s.obs); err == nil && s.progress.Message == "" {
+			s.progress.Message = note
+		}
 	}
 	if err != nil {
 		return end(r.failure(ctx, s.ig, "UpgradeFailed", err))
 	}
 	return nil, nil
-}
-
-func hasDrift(obs *providers.Observation) bool {
-	for _, in := range obs.Instances {
-		if !in.UpToDate {
-			return true // terminating ones too: the rotation ends when they are gone
-		}
-	}
-	return false
 }
 
 // rotateDrifted runs one step of the group's strategy, unless the group

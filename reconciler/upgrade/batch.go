@@ -23,7 +23,13 @@ import (
 
 // MaxNeverJoined is how many consecutive replacements may fail to become
 // Ready nodes before the rotation stops (status.rotationBatch.neverJoined).
-const MaxNeverJoined = 3
+const MaxNeverJoined = v1alpha1.MaxNeverJoined
+
+// ReasonReplacementForgone: a batch owed a replacement that Auto Scaling
+// will not launch (the group holds its desired capacity, lowered by
+// someone else, with nothing launching); the batch no longer waits for it
+// (Warning Event naming the replacement that went and why).
+const ReasonReplacementForgone = "ReplacementForgone"
 
 // ReasonRotationStopped: the rotation stopped because MaxNeverJoined
 // consecutive replacements never became Ready nodes (Warning Event, and
@@ -46,16 +52,28 @@ type batchVerdict struct {
 // restarts the rotation.
 func Stopped(ig *v1alpha1.InstanceGroup, obs *providers.Observation) string {
 	rec := ig.Status.RotationBatch
-	if rec == nil || rec.LaunchTemplateVersion != obs.LatestTemplateVersion || len(rec.NeverJoined) < MaxNeverJoined {
+	if !rec.StoppedAt(obs.LatestTemplateVersion) {
 		return ""
 	}
 	return stoppedMessage(obs, rec)
 }
 
+// Unsettled reports whether ig's batch record (as cached in ig) for obs's
+// latest launch template version still owes replacements that are not
+// Ready nodes, or stopped the rotation: the rotation is not done, and
+// keeps its upgrade slot, until the last batch's replacements joined or
+// were forgone, even once no drifted instance is left.
+func Unsettled(ig *v1alpha1.InstanceGroup, obs *providers.Observation) bool {
+	rec := ig.Status.RotationBatch
+	return rec != nil && rec.LaunchTemplateVersion == obs.LatestTemplateVersion &&
+		(rec.Owed > rec.JoinedCapacity || len(rec.NeverJoined) >= MaxNeverJoined)
+}
+
 func stoppedMessage(obs *providers.Observation, rec *v1alpha1.RotationBatch) string {
 	return fmt.Sprintf("rotation stopped: %d replacement instance(s) launched from launch template %s version %s never became Ready nodes (%s); "+
-		"no more old nodes are drained and the old nodes are kept; a new launch template version (fix the image or user data) restarts the rotation",
-		len(rec.NeverJoined), obs.LaunchTemplateName, rec.LaunchTemplateVersion, strings.Join(rec.NeverJoined, ", "))
+		"no more old nodes are drained, the old nodes are kept and the Auto Scaling group launches from the newest version its running instances have; "+
+		"a new launch template version (fix the image or user data) restarts the rotation, and so does the annotation %s on the InstanceGroup when the cause has passed",
+		len(rec.NeverJoined), obs.LaunchTemplateName, rec.LaunchTemplateVersion, strings.Join(rec.NeverJoined, ", "), v1alpha1.AnnotationResumeRotation)
 }
 
 // judgeBatch reads ig's batch record from the API server and settles it
@@ -80,7 +98,11 @@ func (r *RollingUpdate) judgeBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 	}
 	rec := stored.DeepCopy()
 	before := len(rec.NeverJoined)
-	settleBatch(rec, obs, nodes, now, nodehealth.SettingsOf(ig).StartupTimeout)
+	owed := rec.Owed
+	if forgone := settleBatch(rec, obs, nodes, now, nodehealth.SettingsOf(ig).StartupTimeout); forgone != "" {
+		replacementsForgone.Add(float64(owed - rec.Owed))
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonReplacementForgone, "Rotate", "%s", forgone)
+	}
 	if rec.Owed > 0 && rec.JoinedCapacity >= rec.Owed {
 		rec = nil // the batch's replacements are Ready
 	}
@@ -112,8 +134,10 @@ func (r *RollingUpdate) judgeBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 }
 
 // settleBatch updates rec in place (see judgeBatch): pending replacements
-// are judged, then new ones claimed. startup is the node startup timeout.
-func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes map[string]*corev1.Node, now time.Time, startup time.Duration) {
+// are judged, then new ones claimed, then what Auto Scaling will not
+// launch is forgone (forgo). startup is the node startup timeout. It
+// returns what was forgone and why ("" when nothing was).
+func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes map[string]*corev1.Node, now time.Time, startup time.Duration) string {
 	live := map[string]providers.Instance{}
 	for _, in := range obs.Instances {
 		if !strings.HasPrefix(in.LifecycleState, "Terminating") {
@@ -165,6 +189,62 @@ func settleBatch(rec *v1alpha1.RotationBatch, obs *providers.Observation, nodes 
 	}
 	// A replacement claimed and judged in the same pass: one already
 	// Ready or past its startup timeout is settled at the next pass.
+	return forgo(rec, obs, need)
+}
+
+// forgo lowers rec.Owed by need, the capacity the batch is owed beyond
+// its joined and pending replacements, when Auto Scaling will not launch
+// it: the replacements that never joined have all left the group (one
+// still listed may yet be replaced without a decrement), the group holds
+// its desired capacity (in capacity units, Standby instances left out, as
+// Auto Scaling counts them) and no instance is Pending or Terminating (a
+// termination without a decrement is followed by a launch). That is the
+// case when someone else lowered the desired capacity as it removed the
+// replacement: the cluster-autoscaler's cleanup of a node that never
+// registered terminates it with a decrement. Requiring a replacement that
+// left keeps a stale desired capacity (a cached listing taken before a
+// maxSurge scale-out) from forgoing a launch still to come. The
+// never-joined count is kept, so a cleanup that repeats still stops the
+// rotation at MaxNeverJoined. It returns the Event message ("" when
+// nothing is forgone).
+func forgo(rec *v1alpha1.RotationBatch, obs *providers.Observation, need int) string {
+	if need <= 0 {
+		return ""
+	}
+	listed := map[string]bool{}
+	for _, in := range obs.Instances {
+		listed[in.ID] = true
+	}
+	var gone []string
+	for _, id := range rec.NeverJoined {
+		if listed[id] {
+			// Still in the group: node health replaces it without a
+			// decrement (or the group keeps it), so capacity may still come.
+			return ""
+		}
+		gone = append(gone, id)
+	}
+	if len(gone) == 0 {
+		return ""
+	}
+	capacity := 0
+	for _, in := range obs.Instances {
+		switch {
+		case strings.HasPrefix(in.LifecycleState, "Pending"), strings.HasPrefix(in.LifecycleState, "Terminating"):
+			return ""
+		case providers.Standby(in):
+			continue
+		}
+		capacity += in.Units()
+	}
+	if capacity < obs.Desired {
+		return ""
+	}
+	rec.Owed -= need
+	return fmt.Sprintf("The rotation batch no longer waits for %d capacity unit(s) of replacements that Auto Scaling will not launch: "+
+		"replacement instance(s) %s left the group before becoming Ready nodes, and the group holds its desired capacity %d with no instance launching "+
+		"(someone else lowered it as the replacement went, e.g. the cluster-autoscaler removing a node that never registered); the never-joined count is kept",
+		need, strings.Join(gone, ", "), obs.Desired)
 }
 
 // owe records that the batch asked Auto Scaling for units more capacity

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -35,6 +37,7 @@ func TestSettleBatch(t *testing.T) {
 		rec       v1alpha1.RotationBatch
 		instances []providers.Instance
 		nodes     map[string]*corev1.Node
+		desired   int // the group's desired capacity; default: one more than it holds (a launch is due)
 		want      v1alpha1.RotationBatch
 	}{{
 		name: "claims an up-to-date instance the group did not hold when the batch began, not one it held nor a drifted one",
@@ -54,10 +57,55 @@ func TestSettleBatch(t *testing.T) {
 		nodes:     ready("i-a"),
 		want:      v1alpha1.RotationBatch{Owed: 2, Joined: []string{"i-a"}, JoinedCapacity: 1},
 	}, {
-		name:      "a pending replacement gone before it joined (the cluster-autoscaler's cleanup) never joined; nothing else to claim",
+		name:      "a pending replacement gone before it joined never joined; the group is below its desired capacity, so another comes",
 		rec:       v1alpha1.RotationBatch{Owed: 1, Pending: []string{"i-a"}},
 		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour))},
 		want:      v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+	}, {
+		name:      "a pending replacement removed with a decrement (the cluster-autoscaler's cleanup): at the desired capacity, nothing launching, it is forgone",
+		rec:       v1alpha1.RotationBatch{Owed: 2, Pending: []string{"i-a", "i-b"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)), inst("i-b", true, now.Add(-time.Minute))},
+		desired:   2,
+		want:      v1alpha1.RotationBatch{Owed: 1, Pending: []string{"i-b"}, NeverJoined: []string{"i-a"}},
+	}, {
+		name:      "a replacement removed earlier is forgone once the instance terminating meanwhile is gone",
+		rec:       v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour))},
+		desired:   1,
+		want:      v1alpha1.RotationBatch{Owed: 0, NeverJoined: []string{"i-a"}},
+	}, {
+		name: "not forgone while an instance is launching (Pending)",
+		rec:  v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)),
+			{ID: "i-c", ProviderID: "aws:///z/i-c", LifecycleState: "Pending", UpToDate: false}},
+		desired: 1,
+		want:    v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+	}, {
+		name: "not forgone while an instance is terminating (its replacement may follow)",
+		rec:  v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)),
+			{ID: "i-d", ProviderID: "aws:///z/i-d", LifecycleState: "Terminating:Wait", UpToDate: false}},
+		desired: 1,
+		want:    v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+	}, {
+		name:      "not forgone when no never-joined replacement left the group (a desired capacity read before a scale-out)",
+		rec:       v1alpha1.RotationBatch{Owed: 1},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour))},
+		desired:   1,
+		want:      v1alpha1.RotationBatch{Owed: 1},
+	}, {
+		name:      "not forgone while a replacement that never joined is still in the group (node health replaces it without a decrement)",
+		rec:       v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}, Pending: []string{"i-b"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)), inst("i-b", true, now.Add(-16*time.Minute))},
+		desired:   2,
+		want:      v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a", "i-b"}},
+	}, {
+		name: "a Standby instance does not count toward the desired capacity",
+		rec:  v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
+		instances: []providers.Instance{inst("i-old", false, since.Add(-time.Hour)),
+			{ID: "i-s", ProviderID: "aws:///z/i-s", LifecycleState: "Standby", UpToDate: false}},
+		desired: 2,
+		want:    v1alpha1.RotationBatch{Owed: 1, NeverJoined: []string{"i-a"}},
 	}, {
 		name: "a pending replacement terminating never joined; its replacement is claimed",
 		rec:  v1alpha1.RotationBatch{Owed: 1, Pending: []string{"i-a"}},
@@ -85,12 +133,29 @@ func TestSettleBatch(t *testing.T) {
 			rec := tc.rec.DeepCopy()
 			rec.Since = metav1.NewTime(since)
 			tc.want.Since = rec.Since
-			settleBatch(rec, &providers.Observation{Instances: tc.instances}, tc.nodes, now, 15*time.Minute)
+			desired := tc.desired
+			if desired == 0 {
+				desired = len(tc.instances) + 1
+			}
+			forgone := settleBatch(rec, &providers.Observation{Desired: desired, Instances: tc.instances}, tc.nodes, now, 15*time.Minute)
+			if (forgone != "") != (rec.Owed < tc.rec.Owed) {
+				t.Errorf("forgone %q with owed %d -> %d", forgone, tc.rec.Owed, rec.Owed)
+			}
 			if !equalBatch(*rec, tc.want) {
 				t.Errorf("got %+v, want %+v", *rec, tc.want)
 			}
 		})
 	}
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
 
 func equalBatch(a, b v1alpha1.RotationBatch) bool {
@@ -119,41 +184,84 @@ func (r *rollout) oldTerminated() []string {
 	return out
 }
 
-// A replacement the cluster-autoscaler removes with a decrement before it
-// joined (its cleanup of unregistered nodes) does not let the next batch
-// start: the group's totals match its lowered desired capacity, but the
-// batch's own replacement never became a Ready node. Before, each such
-// cycle drained and terminated one more good node.
-func TestAReplacementRemovedBeforeJoiningStartsNoBatch(t *testing.T) {
-	r := neverJoining(t, time.Hour) // only the removal tells it never joined
-	removed := 0
-	r.between = func(int) {
-		for _, in := range r.group.instances {
-			if strings.HasPrefix(in.ID, "i-new") {
-				r.group.scaleIn(in.ID) // the autoscaler: terminate with a decrement
-				removed++
-				return
+// caRemovesClaimed returns a between func that plays the
+// cluster-autoscaler's cleanup of unregistered nodes: it terminates, with
+// a decrement, each replacement the batch record has claimed (Pending)
+// that remove names, and counts them.
+func (r *rollout) caRemovesClaimed(remove func(id string) bool, removed *[]string) func(int) {
+	return func(int) {
+		stored := &v1alpha1.InstanceGroup{}
+		if err := r.kube.Get(context.Background(), client.ObjectKeyFromObject(r.ig), stored); err != nil {
+			r.t.Fatal(err)
+		}
+		if rec := stored.Status.RotationBatch; rec != nil {
+			for _, id := range rec.Pending {
+				if remove(id) && !slices.Contains(*removed, id) {
+					r.group.scaleIn(id)
+					*removed = append(*removed, id)
+				}
 			}
 		}
 	}
-	var last Progress
-	for i := range 20 {
-		r.between(i)
-		last = r.step()
+}
+
+// A replacement the cluster-autoscaler removes with a decrement before it
+// joined (its cleanup of unregistered nodes) is forgone with a Warning
+// naming it: Auto Scaling launches nothing for it, so the batch stops
+// waiting and the rotation finishes (before, it waited for good, stalling
+// and retrying). It still counts as never joined.
+func TestAReplacementRemovedWithADecrementIsForgone(t *testing.T) {
+	r := neverJoining(t, time.Hour)
+	r.noNode = func(id string) bool { return id == "i-new1" }
+	var removed []string
+	r.between = r.caRemovesClaimed(func(id string) bool { return id == "i-new1" }, &removed)
+	before := counterValue(t, replacementsForgone)
+	r.run(40)
+	if got := counterValue(t, replacementsForgone) - before; got != 1 {
+		t.Errorf("replacements forgone metric rose by %v, want 1", got)
 	}
-	if removed == 0 {
-		t.Fatal("no replacement was launched")
+	if !slices.Equal(removed, []string{"i-new1"}) {
+		t.Fatalf("removed %v, want the first replacement", removed)
 	}
-	if got := r.oldTerminated(); len(got) != 1 {
-		t.Errorf("old instances terminated %v: want only the first batch's", got)
+	if got := r.oldTerminated(); len(got) != 3 {
+		t.Errorf("old instances terminated %v: want all 3", got)
 	}
-	if !strings.Contains(last.Message, "waiting for this batch's replacements") || last.Stopped {
-		t.Errorf("last progress %+v: want waiting for the batch's replacement", last)
+	if r.group.desired != 2 {
+		t.Errorf("desired %d, want 2 (the autoscaler's decrement kept)", r.group.desired)
 	}
-	for _, n := range r.nodes() {
-		if n.Spec.Unschedulable {
-			t.Errorf("node %s cordoned: no second batch may start", n.Name)
+	found := false
+	for len(r.events.Events) > 0 {
+		if e := <-r.events.Events; strings.Contains(e, ReasonReplacementForgone) && strings.Contains(e, "i-new1") {
+			found = true
 		}
+	}
+	if !found {
+		t.Errorf("no %s Event naming i-new1", ReasonReplacementForgone)
+	}
+}
+
+// When the cluster-autoscaler removes every replacement before it joins,
+// each batch is forgone, and the rotation stops at MaxNeverJoined: the
+// group loses at most that many old nodes to the cleanup.
+func TestReplacementsRemovedEveryTimeStopTheRotation(t *testing.T) {
+	g := oldGroup(1, 8, 5)
+	r := newRollout(t, &v1alpha1.RollingUpdateStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, g)
+	r.ig.Spec.EKS = &v1alpha1.EKSSpec{NodeHealth: &v1alpha1.NodeHealthSpec{StartupTimeout: &metav1.Duration{Duration: time.Hour}}}
+	r.noNode = func(id string) bool { return strings.HasPrefix(id, "i-new") }
+	var removed []string
+	r.between = r.caRemovesClaimed(func(string) bool { return true }, &removed)
+	var last Progress
+	for i := range 40 {
+		r.between(i)
+		if last = r.step(); last.Stopped {
+			break
+		}
+	}
+	if !last.Stopped {
+		t.Fatalf("not stopped: %s", last.Message)
+	}
+	if got := r.oldTerminated(); len(got) != MaxNeverJoined {
+		t.Errorf("old instances terminated %v: want %d", got, MaxNeverJoined)
 	}
 }
 

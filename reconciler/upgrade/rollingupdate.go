@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,13 +46,19 @@ const (
 	// decrement because the desired capacity was at minSize.
 	ReasonSurgeAtMinSize = "SurgeNodeAtMinSize"
 	// ReasonInstanceGone: a fresh listing, read before a drained instance
-	// was terminated, no longer shows it in the group.
+	// was terminated, no longer shows it in the group, or shows it
+	// Terminating already.
 	ReasonInstanceGone = "InstanceAlreadyGone"
+	// ReasonStandbyLeftAlone: a fresh listing, read before a drained
+	// instance was terminated, shows it in Standby; it is not terminated.
+	ReasonStandbyLeftAlone = "StandbyLeftAlone"
 )
 
 // Progress is what a strategy step reports.
 type Progress struct {
-	// Done is true when no drifted instance is left.
+	// Done is true when no drifted instance is left to replace (Standby
+	// ones are left alone) and the last batch's replacements are Ready
+	// nodes or forgone.
 	Done bool
 	// Waiting is true when the rotation has not started for lack of an
 	// upgrade slot (--max-concurrent-upgrades).
@@ -136,30 +143,49 @@ type RollingUpdate struct {
 	// which may not have seen the last write yet: acting on a stale record
 	// would surge twice or give a surge back twice). Default: Client.
 	Reader client.Reader
+
+	// warned holds the instances ReasonTerminationHeld was emitted for.
+	warned sync.Map
 }
 
 // Step advances the rotation of ig by what can be done now and returns
-// the progress. nodes maps providerID to the group's Nodes. Errors come
-// from the API server or the cloud; a blocked drain is not an error (an
-// Event reports it and the node is skipped for now).
+// the progress. nodes maps providerID to the group's Nodes. Drifted
+// instances in Standby are left alone (the message names them). The
+// rotation is done once no drifted instance is left to replace or leaving
+// (see left), no surge is left to give back, and the last batch's
+// replacements are Ready nodes or forgone (judgeBatch); it may stop there
+// too. Errors come from the API server or the cloud; a blocked drain is
+// not an error (an Event reports it and the node is skipped for now).
 func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node, rot providers.Rotator) (Progress, error) {
-	p := Counted(obs)
-	var drifted []providers.Instance
-	for _, in := range obs.Instances {
-		if !in.UpToDate && !strings.HasPrefix(in.LifecycleState, "Terminating") {
-			drifted = append(drifted, in)
-		}
+	drifted, standby := driftedOf(obs)
+	p, err := r.step(ctx, ig, obs, nodes, rot, drifted)
+	if note := standbyNote(standby); note != "" {
+		p.Message = strings.TrimPrefix(p.Message+note, "; ")
 	}
+	return p, err
+}
+
+func (r *RollingUpdate) step(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
+	nodes map[string]*corev1.Node, rot providers.Rotator, drifted []providers.Instance) (Progress, error) {
+	p := Counted(obs)
 	surge, err := r.outstandingSurge(ctx, ig, obs)
 	if err != nil {
 		return p, err
 	}
-	leaving := Leaving(obs)
+	r.warnHeld(ig, obs, nodes)
+	leaving := leavingNow(obs, nodes)
 	if len(drifted) == 0 && surge == 0 && ig.Status.SurgeBaseCapacity == 0 && !GivingBack(obs, nodes) {
 		if len(leaving) > 0 {
 			p.Message = leavingMessage(leaving)
 			return p, nil
+		}
+		// The last batch is judged like the others: not done (the slot is
+		// kept) until its replacements are Ready nodes, and it may stop.
+		last, err := r.judgeBatch(ctx, ig, obs, nodes, r.Drainer.Now())
+		if err != nil || last.stopped != "" || last.waiting != "" {
+			p.Stopped, p.Message = last.stopped != "", last.stopped+last.waiting
+			return p, err
 		}
 		p.Done = true
 		if r.Drains != nil {
@@ -188,6 +214,9 @@ func (r *RollingUpdate) Step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 			p.Done = err == nil && p.Message == "" && len(drifted) == 0
 			if p.Done && len(leaving) > 0 {
 				p.Done, p.Message = false, leavingMessage(leaving)
+			}
+			if p.Done && batchState.waiting != "" {
+				p.Done, p.Message = false, batchState.waiting
 			}
 			return p, err
 		}
@@ -246,6 +275,9 @@ func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.Instanc
 			if surge, err = r.terminateBalanced(ctx, ig, obs, in, node.Annotations[drain.AnnotationSurge] == "true", surge, rot, zones); err != nil {
 				return "", surge, err
 			}
+			if err := r.markTerminated(ctx, node); err != nil {
+				return "", surge, err
+			}
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonNodeDrained, "Rotate",
 				"Node %s drained; instance %s terminated for replacement", node.Name, in.ID)
 			inflight = append(inflight, node.Name+" (terminating)")
@@ -289,7 +321,10 @@ func batchWait(obs *providers.Observation, nodes map[string]*corev1.Node, batchW
 	waiting := 0
 	inService := 0
 	for _, in := range obs.Instances {
-		if strings.HasPrefix(in.LifecycleState, "Terminating") || (!in.InService() && in.LifecycleState != "Standby") {
+		if left(in, nodes) || providers.Standby(in) {
+			continue
+		}
+		if strings.HasPrefix(in.LifecycleState, "Terminating") || !in.InService() {
 			waiting++
 			continue
 		}
@@ -508,11 +543,23 @@ func (r *RollingUpdate) terminateDrained(ctx context.Context, ig *v1alpha1.Insta
 	// else's termination (the cluster-autoscaler's scale in, a spot
 	// interruption): an instance no longer in the group is not terminated
 	// (nor is a replacement owed for it). One fresh listing per termination.
+	// One already Terminating* (a scale-in, a health replacement) is gone
+	// too: terminating it again would owe a replacement for a capacity
+	// drop made with a decrement. One put in Standby meanwhile is left
+	// alone: terminating it without a decrement launches nothing.
 	if now, ok, err := providers.Relist(ctx, ig, rot); err != nil {
 		return surge, false, fmt.Errorf("re-reading the group before terminating drained instance %s: %w", in.ID, err)
-	} else if _, there := now[in.ID]; ok && !there {
+	} else if fresh, there := now[in.ID]; ok && !there {
 		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonInstanceGone, "Rotate",
 			"Instance %s left the Auto Scaling group before the rotation terminated it (terminated by someone else)", in.ID)
+		return surge, false, nil
+	} else if ok && strings.HasPrefix(fresh.LifecycleState, "Terminating") {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonInstanceGone, "Rotate",
+			"Instance %s is already %s (terminated by someone else): the rotation does not terminate it again and owes no replacement for it", in.ID, fresh.LifecycleState)
+		return surge, false, nil
+	} else if ok && providers.Standby(fresh) {
+		r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonStandbyLeftAlone, "Rotate",
+			"Instance %s entered Standby before the rotation terminated it: it is left alone (Auto Scaling would launch no replacement for it)", in.ID)
 		return surge, false, nil
 	}
 	decrement := surged && surge >= in.Units()

@@ -19,16 +19,17 @@ import (
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
-// A launch template version whose instances never join (issue 24 item 4):
-// the first replacement is removed before it joins with a capacity
-// decrement, as the cluster-autoscaler's cleanup of unregistered nodes
-// does, and no second old node is drained for it (before, the group's
-// totals matched the lowered desired capacity and the next batch
-// started); the next two replacements time out and are replaced by node
-// health; at the third the rotation stops (Upgrading RotationStopped, a
-// Warning Event naming version 2), the two old nodes stay schedulable,
-// and an app of 3 replicas under a budget of minAvailable 2 never has
-// fewer than 2 available.
+// A launch template version whose instances never join (issue 24 item 4,
+// issue 36 item 2): the first replacement is removed before it joins with
+// a capacity decrement, as the cluster-autoscaler's cleanup of
+// unregistered nodes does; Auto Scaling launches nothing for it, so the
+// batch forgoes it (a ReplacementForgone Warning naming it; before, the
+// batch waited for it for good) and it counts as never joined; the next
+// batch's replacement and node health's replacement of it time out; at
+// the third the rotation stops (Upgrading RotationStopped, a Warning Event
+// naming version 2), the old node left stays schedulable, the group
+// launches from version 1 again, and an app of 3 replicas under a budget
+// of minAvailable 2 never has fewer than 2 available.
 func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	suite.Require(t)
 	g := NewWithT(t)
@@ -140,18 +141,15 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(first), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Consistently(func(g Gomega) {
-		olds, _ := inGroup()
-		g.Expect(olds).To(HaveLen(2), "no second old instance is terminated")
-		g.Expect(cordoned()).To(BeEmpty(), "no second old node is drained")
-	}, 45*time.Second, 2*time.Second).Should(Succeed())
-	g.Expect(suite.Get(t, ig).Status.Conditions).To(ContainElement(And(
-		HaveField("Type", v1alpha1.ConditionUpgrading), HaveField("Message", ContainSubstring("waiting for this batch's replacements")))))
+	g.Eventually(func() []string { return healthEvents(t, ig, upgrade.ReasonReplacementForgone) }, 2*time.Minute, time.Second).Should(
+		ContainElement(ContainSubstring(first)), "the batch forgoes the replacement Auto Scaling will not launch again")
 
-	// 2. The autoscaler raises the desired capacity again (pods pending
-	// somewhere): two more replacements never join; node health replaces
-	// the first after the startup timeout; at the third the rotation
-	// stops.
+	// 2. The next batch drains the second old node; its replacement never
+	// joins either. Then the autoscaler raises the desired capacity again
+	// (pods pending somewhere): that replacement never joins; at the third
+	// the rotation stops.
+	g.Eventually(func() []string { olds, _ := inGroup(); return olds }, 3*time.Minute, time.Second).Should(HaveLen(1),
+		"the next batch replaced the second old instance")
 	_, err = asg.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(name), DesiredCapacity: aws.Int32(3)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() string {
@@ -168,10 +166,19 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	g.Expect(stopped.Status.RotationBatch.NeverJoined).To(ContainElement(first))
 	g.Expect(healthEvents(t, ig, upgrade.ReasonRotationStopped)).To(ConsistOf(ContainSubstring("version 2 never became Ready nodes")))
 
-	// 3. Stopped: the old nodes stay, schedulable, and keep the app.
+	// 3. Stopped: the old node left (the cleanup's decrement let one more
+	// batch start) stays, schedulable, and keeps the app; the group
+	// launches from the last good version.
+	g.Eventually(func() string {
+		_, group := suite.ASGTags(t, name)
+		if group.LaunchTemplate == nil {
+			return ""
+		}
+		return aws.ToString(group.LaunchTemplate.Version)
+	}, time.Minute, time.Second).Should(Equal("1"), "after the stop the group launches from version 1")
 	g.Consistently(func(g Gomega) {
 		olds, _ := inGroup()
-		g.Expect(olds).To(HaveLen(2))
+		g.Expect(olds).To(HaveLen(1))
 		g.Expect(cordoned()).To(BeEmpty())
 		c := meta.FindStatusCondition(suite.Get(t, ig).Status.Conditions, v1alpha1.ConditionUpgrading)
 		g.Expect(c.Reason).To(Equal(upgrade.ReasonRotationStopped))
