@@ -24,7 +24,9 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 	case s.obs.Managed:
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)
 	case hasDrift(s.obs):
-		err = r.rotateDrifted(ctx, s)
+		if err = r.rotateDrifted(ctx, s); err == nil {
+			r.explainDrift(s)
+		}
 	default:
 		err = r.settleSurge(ctx, s)
 	}
