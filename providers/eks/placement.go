@@ -150,6 +150,7 @@ func driftReasons(instances []astypes.Instance, content func(astypes.Instance) s
 //     many capacity units as the excess: instances drifted already first
 //     (their replacements restore the share anyway), then the earliest
 //     launched, then by id.
+//
 // Auto Scaling launches each replacement in the market short of its
 // share. An instance launched under the current options is never judged
 // by market: AWS chose it for them.
