@@ -13,6 +13,10 @@ type TerminationWait struct {
 	// InstanceID is the EC2 instance id; ProviderID its Node's
 	// spec.providerID, aws:///<zone>/<id>.
 	InstanceID, ProviderID string
+	// LifecycleState is the instance's Auto Scaling lifecycle state in the
+	// listing it was found in (ScalingGroupOwners.InstanceOwner), such as
+	// InService or Terminating:Wait; "" when not known.
+	LifecycleState string
 	// Token is the LifecycleActionToken when the wait came from an
 	// EventBridge event (reconciler/interruption), else "". For logs: the
 	// action is completed by instance id, which names it as well.

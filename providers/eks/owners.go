@@ -67,7 +67,7 @@ func (p *Provisioner) InstanceOwner(id string) (providers.TerminationWait, bool)
 		for _, in := range g.Instances {
 			if awssdk.ToString(in.InstanceId) == id {
 				return providers.TerminationWait{Group: owner, ScalingGroup: awssdk.ToString(g.AutoScalingGroupName),
-					InstanceID: id, ProviderID: providerID(awssdk.ToString(in.AvailabilityZone), id)}, true
+					InstanceID: id, ProviderID: providerID(awssdk.ToString(in.AvailabilityZone), id), LifecycleState: string(in.LifecycleState)}, true
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // Node annotations that carry a rotation across reconciles and restarts.
 const (
 	// AnnotationDrainStarted (RFC 3339 time) marks a node this controller
-	// cordoned and is draining for a rotation.
+	// cordoned and is draining; AnnotationDrainOwner says for whom.
 	AnnotationDrainStarted = "instancemgr.keikoproj.io/drain-started"
 	// AnnotationDrainSkippedUntil (RFC 3339 time) marks a node whose drain
 	// was blocked (by a PodDisruptionBudget) and is left alone until then.
@@ -78,11 +78,17 @@ type Drainer struct {
 	retry time.Duration
 }
 
-// Start cordons node and marks the drain start (and, with surge, that its
-// instance gives its capacity back) and that the cluster-autoscaler must
-// not scale it down. Errors come from the API server.
-func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) error {
+// Start cordons node and marks the drain start, its owner
+// (AnnotationDrainOwner) and that the cluster-autoscaler must not scale it
+// down; OwnerSurge also marks that its instance gives its capacity back
+// (AnnotationSurge). On a node already draining, owner takes the drain
+// over only when it outranks the current owner (a termination or an
+// interruption takes over a rotation's drain; a rotation never takes over
+// theirs), and the drain start keeps its first time. Errors come from the
+// API server.
+func (d *Drainer) Start(ctx context.Context, node *corev1.Node, owner Owner) error {
 	patch := client.MergeFrom(node.DeepCopy())
+	cur := OwnerOf(node)
 	node.Spec.Unschedulable = true
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
@@ -90,12 +96,15 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) erro
 	if _, ok := node.Annotations[AnnotationDrainStarted]; !ok {
 		node.Annotations[AnnotationDrainStarted] = d.Now().UTC().Format(time.RFC3339)
 	}
+	if takesOver(owner, cur) {
+		node.Annotations[AnnotationDrainOwner] = string(owner)
+	}
 	delete(node.Annotations, AnnotationDrainSkippedUntil)
 	if _, ok := node.Annotations[AnnotationScaleDownDisabled]; !ok {
 		node.Annotations[AnnotationScaleDownDisabled] = "true"
 		node.Annotations[annotationScaleDownDisabledByRotation] = "true"
 	}
-	if surge {
+	if owner == OwnerSurge {
 		node.Annotations[AnnotationSurge] = "true"
 	}
 	if err := d.Client.Patch(ctx, node, patch); err != nil {
@@ -104,25 +113,32 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node, surge bool) erro
 	return nil
 }
 
-// Skip uncordons a blocked node and leaves it alone for one drain timeout,
-// so the rotation moves on to other nodes instead of forcing this one.
-func (d *Drainer) Skip(ctx context.Context, node *corev1.Node) error {
+// Release gives node back when one of owners started its drain
+// (OwnedBy): it uncordons the node, removes the drain's annotations and
+// leaves the node alone for one drain timeout (AnnotationDrainSkippedUntil),
+// so a rotation moves on to other nodes instead of forcing this one. A
+// node drained by anyone else (an interruption, a termination, a delete)
+// is left as it is and Release returns false: only a drain's owner stops
+// it. The caller stops the drain in the runner (Drains.Stop) first, so no
+// eviction follows the uncordon. Errors come from the API server.
+func (d *Drainer) Release(ctx context.Context, node *corev1.Node, owners ...Owner) (bool, error) {
+	if !OwnedBy(node, owners...) {
+		return false, nil
+	}
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Spec.Unschedulable = false
 	delete(node.Annotations, AnnotationDrainStarted)
+	delete(node.Annotations, AnnotationDrainOwner)
 	delete(node.Annotations, AnnotationSurge)
 	if node.Annotations[annotationScaleDownDisabledByRotation] == "true" {
 		delete(node.Annotations, AnnotationScaleDownDisabled)
 		delete(node.Annotations, annotationScaleDownDisabledByRotation)
 	}
-	if node.Annotations == nil {
-		node.Annotations = map[string]string{}
-	}
 	node.Annotations[AnnotationDrainSkippedUntil] = d.Now().Add(d.Timeout).UTC().Format(time.RFC3339)
 	if err := d.Client.Patch(ctx, node, patch); err != nil {
-		return fmt.Errorf("uncordoning blocked node %s: %w", node.Name, err)
+		return false, fmt.Errorf("uncordoning node %s (its %s drain released): %w", node.Name, OwnerOf(node), err)
 	}
-	return nil
+	return true, nil
 }
 
 // Skipped reports whether node is in its skip window (AnnotationDrainSkippedUntil).

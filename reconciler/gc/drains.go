@@ -99,7 +99,7 @@ func (d *orphanDrains) drain(ctx context.Context, nodes []*corev1.Node) (provide
 	key := types.NamespacedName{Namespace: d.owner.Namespace, Name: d.owner.Name}
 	var waiting, blocked []string
 	for _, n := range nodes {
-		if err := d.drains.Drainer.Start(ctx, n, false); err != nil {
+		if err := d.drains.Drainer.Start(ctx, n, drain.OwnerGC); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue // gone meanwhile: nothing to drain
 			}

@@ -169,8 +169,10 @@ func (r *Reconciler) drainForDelete(ctx context.Context, ig *v1alpha1.InstanceGr
 	}
 	var draining, blocked []string
 	for _, node := range nodes {
-		if _, ok := node.Annotations[drain.AnnotationDrainStarted]; !ok || !node.Spec.Unschedulable {
-			if err := r.Rolling.Drainer.Start(ctx, node, false); err != nil {
+		if drain.NeedsStart(node, drain.OwnerDelete) {
+			// A rotation's drain is taken over: no rotation path may
+			// give this node back any more.
+			if err := r.Rolling.Drainer.Start(ctx, node, drain.OwnerDelete); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue
 				}

@@ -18,7 +18,9 @@ import (
 // unwindHeld gives back what a group the admission gate holds keeps from
 // others (review M3): its upgrade slot (Slots.Release), and the nodes its
 // rotation cordoned, uncordoned through the drain path (releaseDrains: the
-// drain stopped first, Drainer.Skip), so that no node stays cordoned and
+// drain stopped first, then drain.Drainer.Release; only the rotation's own
+// drains, never an interruption's or a termination's), so that no node
+// stays cordoned and
 // no slot stays taken while the group waits for a re-admission that may
 // never come. Node health keeps running (NodeHealth.Check, on the NodesHealthy
 // condition the caller stores): an instance that never joined or stopped

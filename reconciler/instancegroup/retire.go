@@ -127,7 +127,7 @@ func (d groupDisruptions) retireNodes(ctx context.Context, nodes []*corev1.Node,
 	}
 	limit := upgrade.MaxUnavailable(d.ig, len(nodes))
 	for _, node := range fresh[:pace(len(undrained), limit, len(fresh))] {
-		if err := d.r.Rolling.Drainer.Start(ctx, node, false); err != nil {
+		if err := d.r.Rolling.Drainer.Start(ctx, node, drain.OwnerRetire); err != nil {
 			if apierrors.IsNotFound(err) {
 				drained++ // gone meanwhile: nothing to drain
 				continue

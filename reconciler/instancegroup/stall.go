@@ -95,14 +95,18 @@ func stalledMessage(at time.Time, timeout time.Duration) string {
 		timeout, at.UTC().Format(time.RFC3339), at.Add(timeout).UTC().Format(time.RFC3339))
 }
 
-// releaseDrains stops the drains (drain.Drains.Stop: a running step is
-// interrupted) and then uncordons (Drainer.Skip: for one drain timeout the
-// node is not picked again) the nodes of ig's drifted instances that are
-// not terminating and carry the drain annotations: ig holds no upgrade
-// slot, so no drain of it may go on, evicting pods from a node that is
-// schedulable again, and none may leave a node cordoned. Nodes of
-// up-to-date instances drained to give surge back are released too. It
-// returns the node names.
+// releaseDrains gives back the nodes of ig's drifted instances (and of
+// up-to-date ones drained to give surge back) whose drains ig's rotation
+// owns (drain.OwnerRotation, drain.OwnerSurge): ig holds no upgrade slot,
+// so no drain of its rotation may go on, evicting pods from a node that
+// is schedulable again, and none may leave a node cordoned. Each drain is
+// stopped in the runner (drain.Drains.Stop: a running step is
+// interrupted) and then the node uncordoned (drain.Drainer.Release: for
+// one drain timeout it is not picked again). A node drained for another
+// owner (a spot interruption, Auto Scaling's termination, the group's
+// deletion, the GC) is never touched: its instance goes whatever the
+// rotation does (review N1). Instances already terminating are skipped.
+// It returns the node names released.
 func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node) ([]string, error) {
 	if r.Rolling == nil || r.Rolling.Drainer == nil {
@@ -117,20 +121,20 @@ func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGro
 		if in.UpToDate && node.Annotations[drain.AnnotationSurge] != "true" {
 			continue // drained only to give surge back (upgrade.Settle)
 		}
-		if _, ok := node.Annotations[drain.AnnotationDrainStarted]; !ok {
+		if !drain.OwnedBy(node, drain.OwnerRotation, drain.OwnerSurge) {
 			continue
 		}
 		if r.Rolling.Drains != nil {
 			// Before the uncordon: no eviction may follow it.
 			r.Rolling.Drains.Stop(node.Name)
 		}
-		if err := r.Rolling.Drainer.Skip(ctx, node); err != nil {
+		if _, err := r.Rolling.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
 			return names, err
 		}
 		names = append(names, node.Name)
 	}
 	if len(names) > 0 {
-		log.FromContext(ctx).Info("uncordoned nodes whose drain stopped (no upgrade slot)", "group", client.ObjectKeyFromObject(ig), "nodes", names)
+		log.FromContext(ctx).Info("uncordoned nodes whose rotation drain stopped (no upgrade slot)", "group", client.ObjectKeyFromObject(ig), "nodes", names)
 	}
 	return names, nil
 }

@@ -12,6 +12,10 @@ const (
 	// EventDrainBlocked (Warning): evictions are still refused
 	// (PodDisruptionBudgets) past the drain timeout; they are retried.
 	EventDrainBlocked = "InterruptionDrainBlocked"
+	// EventSurvivorReleased (Normal): the node of an interrupted instance
+	// that is still InService with a Ready node long after its drain
+	// started is uncordoned (Handler.ReleaseAfter).
+	EventSurvivorReleased = "InterruptionDrainReleased"
 	// EventRebalance (Normal): EC2 recommends rebalancing the instance;
 	// nothing is done.
 	EventRebalance = "RebalanceRecommended"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,16 +70,29 @@ type Handler struct {
 	Drainer  *drain.Drainer
 	Drains   *drain.Drains
 	Recorder events.EventRecorder
+	// ReleaseAfter is how long after its drain started a node the
+	// interruption drained is given back (uncordoned, with an Event) when
+	// its instance survived: still InService in its Auto Scaling group and
+	// its Node Ready (a stop that was undone, a reclaim that did not
+	// come). Default DefaultReleaseAfter.
+	ReleaseAfter time.Duration
+	// Now returns the current time (tests); default time.Now.
+	Now func() time.Time
 
-	mu     sync.Mutex
-	drains map[string]*nodeDrain // by node name
+	mu       sync.Mutex
+	drains   map[string]*nodeDrain // by node name
+	lastScan time.Time             // of the Nodes for drains to adopt (adopt)
 }
 
-// nodeDrain is a drain the Handler started or joined for an interruption.
+// nodeDrain is a drain the Handler started, joined or adopted for an
+// interruption.
 type nodeDrain struct {
 	group     types.NamespacedName
 	instance  string
 	toldBlock bool
+	// drained: the node is empty; the Handler only watches whether its
+	// instance survives (releaseSurvivor).
+	drained bool
 }
 
 // Handle acts on ev and says what it came to. An error (only with
@@ -128,8 +142,10 @@ func (h *Handler) drain(ctx context.Context, ev Event) (Outcome, error) {
 	if tracked {
 		return OutcomeDraining, nil
 	}
-	if node.Annotations[drain.AnnotationDrainStarted] == "" {
-		if err := h.Drainer.Start(ctx, node, false); err != nil {
+	// The interruption owns the drain from now on, even one a rotation
+	// started: no rotation path may give the node back (review N1).
+	if drain.NeedsStart(node, drain.OwnerInterruption) {
+		if err := h.Drainer.Start(ctx, node, drain.OwnerInterruption); err != nil {
 			return OutcomeRetry, err
 		}
 	}
@@ -204,12 +220,15 @@ func (h *Handler) owned(ctx context.Context, id string) (*corev1.Node, types.Nam
 	return node, group, "", nil
 }
 
-// Pass advances every drain the Handler started: a drained node is
-// reported and forgotten (it stays cordoned: its instance is going); a
-// node gone, or given back (uncordoned: no drain-started annotation),
-// stops its drain; a drain blocked past the drain timeout is reported
-// once and started again.
+// Pass advances every drain the Handler owns (drain.OwnerInterruption):
+// it first adopts those it does not track (adopt: a restart or a new
+// leader, as the queue's message is gone by then); a drained node is
+// reported and then watched until it goes or its instance survives
+// (releaseSurvivor); a node gone, or given back (uncordoned by hand: no
+// drain-started annotation), stops its drain; a drain blocked past the
+// drain timeout is reported once and started again.
 func (h *Handler) Pass(ctx context.Context) {
+	h.adopt(ctx)
 	h.mu.Lock()
 	names := make([]string, 0, len(h.drains))
 	for name := range h.drains {
@@ -222,7 +241,7 @@ func (h *Handler) Pass(ctx context.Context) {
 		h.mu.Unlock()
 		node := &corev1.Node{}
 		err := h.Client.Get(ctx, client.ObjectKey{Name: name}, node)
-		if apierrors.IsNotFound(err) || (err == nil && node.Annotations[drain.AnnotationDrainStarted] == "") {
+		if apierrors.IsNotFound(err) || (err == nil && !drain.Marked(node)) {
 			h.forget(name)
 			continue
 		}
@@ -230,12 +249,19 @@ func (h *Handler) Pass(ctx context.Context) {
 			log.FromContext(ctx).WithName("interruption").Info("reading node", "node", name, "error", err.Error())
 			continue
 		}
+		if d.drained {
+			h.releaseSurvivor(ctx, d, node)
+			continue
+		}
 		res, msg, err := h.Drains.PollHeld(ctx, d.group, node)
 		switch {
 		case err != nil:
 			log.FromContext(ctx).WithName("interruption").Info("interruption drain", "node", name, "error", err.Error())
 		case res == drain.Drained:
-			h.forget(name)
+			h.Drains.Stop(name) // done; the node stays cordoned: its instance is going
+			h.mu.Lock()
+			d.drained = true
+			h.mu.Unlock()
 			h.event(ctx, d.group, node, corev1.EventTypeNormal, EventDrained, "Node %s of interrupted instance %s drained", name, d.instance)
 		case res == drain.Blocked && !d.toldBlock:
 			d.toldBlock = true
@@ -252,11 +278,18 @@ func (h *Handler) forget(node string) {
 	h.mu.Unlock()
 }
 
-// Tracked returns the nodes whose interruption drains are under way.
+// Tracked returns how many interruption drains are under way (drained
+// nodes watched for a surviving instance are not counted).
 func (h *Handler) Tracked() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.drains)
+	n := 0
+	for _, d := range h.drains {
+		if !d.drained {
+			n++
+		}
+	}
+	return n
 }
 
 // event records an Event on node and on the InstanceGroup (when it

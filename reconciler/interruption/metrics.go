@@ -16,8 +16,14 @@ var (
 		Name: "instance_manager_interruption_queue_errors_total",
 		Help: "Failed calls to the interruption queue, by call (ReceiveMessage, DeleteMessage).",
 	}, []string{"call"})
+	// survivorsReleased counts nodes given back because their interrupted
+	// instance survived (Handler.releaseSurvivor).
+	survivorsReleased = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "instance_manager_interruption_drains_released_total",
+		Help: "Nodes drained for an interruption and uncordoned again because their instance was still InService with a Ready node 10 minutes after the drain started.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(messages, receiveErrors)
+	metrics.Registry.MustRegister(messages, receiveErrors, survivorsReleased)
 }

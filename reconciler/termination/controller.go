@@ -227,8 +227,12 @@ func (c *Controller) handle(ctx context.Context, w providers.TerminationWait, no
 	case stepComplete:
 		return c.complete(ctx, w, st, "no_node", "")
 	case stepCordon:
-		if err := c.Drainer.Start(ctx, node, false); err != nil {
+		wasDraining := drain.Marked(node)
+		if err := c.Drainer.Start(ctx, node, drain.OwnerTermination); err != nil {
 			return err
+		}
+		if wasDraining {
+			break // a rotation's drain, taken over: it goes on, told already
 		}
 		st.started = true
 		c.event(ctx, w, corev1.EventTypeNormal, EventDrainStarted,

@@ -14,11 +14,13 @@ type step int
 const (
 	// stepComplete: nothing to drain; complete the lifecycle action.
 	stepComplete step = iota
-	// stepCordon: cordon the node (drain.Drainer.Start), then poll its
-	// drain.
+	// stepCordon: cordon the node, or take over a drain a rotation or a
+	// replacement started, which could be undone (drain.Drainer.Start with
+	// drain.OwnerTermination), then poll its drain.
 	stepCordon
-	// stepPoll: the node is cordoned for a drain (this controller's, a
-	// rotation's, a delete's, node health's): poll it.
+	// stepPoll: the node is cordoned for a drain of an instance that goes
+	// anyway (this controller's, an interruption's, a delete's, the
+	// GC's): poll it.
 	stepPoll
 )
 
@@ -28,7 +30,7 @@ func first(node *corev1.Node) step {
 	switch {
 	case node == nil:
 		return stepComplete
-	case node.Annotations[drain.AnnotationDrainStarted] == "":
+	case drain.NeedsStart(node, drain.OwnerTermination):
 		return stepCordon
 	default:
 		return stepPoll

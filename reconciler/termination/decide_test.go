@@ -15,6 +15,11 @@ func TestFirst(t *testing.T) {
 	cordoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{drain.AnnotationDrainStarted: "2026-11-26T12:00:00Z"}},
 		Spec: corev1.NodeSpec{Unschedulable: true}}
 	byHand := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	owned := func(o drain.Owner) *corev1.Node {
+		n := cordoned.DeepCopy()
+		n.Annotations[drain.AnnotationDrainOwner] = string(o)
+		return n
+	}
 	for _, tc := range []struct {
 		name string
 		node *corev1.Node
@@ -23,7 +28,13 @@ func TestFirst(t *testing.T) {
 		{"no node (never joined, or gone): complete at once", nil, stepComplete},
 		{"a node in service: cordon and drain", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, stepCordon},
 		{"cordoned by hand only: still cordoned and drained by us", byHand, stepCordon},
-		{"already draining (a rotation terminated it after its drain): poll", cordoned, stepPoll},
+		{"a rotation's drain (recorded before owners were): taken over", cordoned, stepCordon},
+		{"a rotation's drain: taken over, so no rotation gives it back", owned(drain.OwnerRotation), stepCordon},
+		{"a surge give-back's drain: taken over", owned(drain.OwnerSurge), stepCordon},
+		{"a replacement's drain: taken over", owned(drain.OwnerRetire), stepCordon},
+		{"already ours: poll", owned(drain.OwnerTermination), stepPoll},
+		{"an interruption's drain: poll, it stays the interruption's", owned(drain.OwnerInterruption), stepPoll},
+		{"the group's deletion drains it: poll", owned(drain.OwnerDelete), stepPoll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := first(tc.node); got != tc.want {

@@ -170,7 +170,7 @@ func (r *RollingUpdate) givebackInflight(ctx context.Context, ig *v1alpha1.Insta
 		case drain.Blocked:
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
 				"%s; the node is uncordoned and skipped for now (giving back surge)", msg)
-			if err := r.Drainer.Skip(ctx, node); err != nil {
+			if _, err := r.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
 				return err
 			}
 		default:
@@ -220,7 +220,7 @@ func (r *RollingUpdate) givebackMore(ctx context.Context, ig *v1alpha1.InstanceG
 			g.doing = append(g.doing, in.ID+" (never joined, terminating)")
 			continue
 		}
-		if err := r.Drainer.Start(ctx, node, true); err != nil {
+		if err := r.Drainer.Start(ctx, node, drain.OwnerSurge); err != nil {
 			return err
 		}
 		if r.Drains != nil {
@@ -274,12 +274,16 @@ func (r *RollingUpdate) terminateBalanced(ctx context.Context, ig *v1alpha1.Inst
 }
 
 // release stops the give-back drain of node and uncordons it
-// (drain.Drainer.Skip), with an Event.
+// (drain.Drainer.Release), with an Event; a node whose drain another owner
+// took over (an interruption, a termination) is left to it.
 func (r *RollingUpdate) release(ctx context.Context, ig *v1alpha1.InstanceGroup, node *corev1.Node) error {
+	if !drain.OwnedBy(node, drain.OwnerRotation, drain.OwnerSurge) {
+		return nil
+	}
 	if r.Drains != nil {
 		r.Drains.Stop(node.Name) // before the uncordon: no eviction may follow it
 	}
-	if err := r.Drainer.Skip(ctx, node); err != nil {
+	if _, err := r.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeForgone, "Rotate",

@@ -265,7 +265,7 @@ func TestGiveBackUnderWayWhenDriftAppears(t *testing.T) {
 	r.recordSurgeOf(2)
 	nodes := r.nodes()
 	a1 := nodes["aws:///a/a1"]
-	if err := r.strat.Drainer.Start(context.Background(), a1, true); err != nil {
+	if err := r.strat.Drainer.Start(context.Background(), a1, drain.OwnerSurge); err != nil {
 		t.Fatal(err)
 	}
 	rot := &auditedGroup{g, r.kube}

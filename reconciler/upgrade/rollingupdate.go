@@ -252,7 +252,9 @@ func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.Instanc
 		case drain.Blocked:
 			r.Recorder.Eventf(ig, nil, corev1.EventTypeWarning, ReasonDrainBlocked, "Rotate",
 				"%s; the node is uncordoned and skipped for now", msg)
-			if err := r.Drainer.Skip(ctx, node); err != nil {
+			// Only the rotation's own drain is given back; a node an
+			// interruption or a termination drains stays cordoned.
+			if _, err := r.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
 				return "", surge, err
 			}
 		default:
@@ -376,7 +378,11 @@ func (r *RollingUpdate) startBatch(ctx context.Context, ig *v1alpha1.InstanceGro
 			skipped = append(skipped, node.Name)
 			continue
 		}
-		if err := r.Drainer.Start(ctx, node, surging); err != nil {
+		owner := drain.OwnerRotation
+		if surging {
+			owner = drain.OwnerSurge
+		}
+		if err := r.Drainer.Start(ctx, node, owner); err != nil {
 			return p, err
 		}
 		if r.Drains != nil {

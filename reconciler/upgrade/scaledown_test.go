@@ -26,7 +26,7 @@ func TestRotatedNodesAreNotScaledDownByTheAutoscaler(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(nodes[0], nodes[1]).Build()
 	d := &drain.Drainer{Client: c, Timeout: time.Minute, Now: time.Now}
 	for _, n := range nodes {
-		if err := d.Start(ctx, n, false); err != nil {
+		if err := d.Start(ctx, n, drain.OwnerRotation); err != nil {
 			t.Fatal(err)
 		}
 		got := &corev1.Node{}
@@ -36,7 +36,7 @@ func TestRotatedNodesAreNotScaledDownByTheAutoscaler(t *testing.T) {
 		if !got.Spec.Unschedulable || got.Annotations[drain.AnnotationScaleDownDisabled] != "true" {
 			t.Errorf("node %s being rotated: unschedulable %v, annotations %v; want cordoned with %s=true", n.Name, got.Spec.Unschedulable, got.Annotations, drain.AnnotationScaleDownDisabled)
 		}
-		if err := d.Skip(ctx, got); err != nil {
+		if _, err := d.Release(ctx, got, drain.OwnerRotation); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(n), got); err != nil {
