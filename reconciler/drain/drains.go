@@ -34,7 +34,9 @@ import (
 //
 // Drains is a manager.Runnable (leader only): Start runs the dispatcher.
 // Poll may be called before Start; the drains wait in the queue. Safe for
-// concurrent use.
+// concurrent use. Drains of instances about to be taken away (an
+// interruption's, a termination hook's) step first and have a slot of
+// their own beyond Max.
 type Drains struct {
 	Drainer *Drainer
 	// Max caps the drain steps running at once cluster-wide
@@ -88,7 +90,17 @@ type drainJob struct {
 	// controller) depends on this drain; Retain and Cancel leave it, only
 	// Stop ends it.
 	held bool
+	// urgent: the node's instance is about to be taken (urgentOwner): the
+	// drain steps ahead of the others and may use the reserved slot.
+	urgent bool
 }
+
+// urgentOwner reports whether a drain by o races a deadline someone else
+// set: EC2 reclaims a spot instance two minutes after its warning, and
+// Auto Scaling ends a lifecycle hook's wait at its heartbeat timeout.
+// Such drains are not queued behind rotations, deletions and GC sweeps
+// (review N15).
+func urgentOwner(o Owner) bool { return o == OwnerInterruption || o == OwnerTermination }
 
 var (
 	drainsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -141,8 +153,11 @@ func (d *Drains) Poll(_ context.Context, group types.NamespacedName, node *corev
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	job := d.jobs[node.Name]
+	if job != nil && urgentOwner(OwnerOf(node)) {
+		job.urgent = true // taken over since it was queued
+	}
 	if job == nil {
-		job = &drainJob{group: group, node: node.Name}
+		job = &drainJob{group: group, node: node.Name, urgent: urgentOwner(OwnerOf(node))}
 		d.jobs[node.Name] = job
 		d.queue = append(d.queue, job)
 		d.signal()
@@ -280,32 +295,37 @@ func (d *Drains) Start(ctx context.Context) error {
 	}
 }
 
-// dispatch starts the queued drains that slots allow, oldest first, and
-// returns when the next queued drain may step (zero: none waits for
-// time). d.mu is held.
+// dispatch starts the queued drains that slots allow and returns when
+// the next queued drain may step (zero: none waits for time). Urgent
+// drains (urgentOwner) go first, whatever their age, are not held by the
+// PerGroup cap, and may use one slot beyond Max that only they use;
+// the others go oldest first. d.mu is held.
 func (d *Drains) dispatch() time.Time {
 	now := time.Now()
 	var next time.Time
 	limit := max(d.Max, 1)
-	for i := 0; i < len(d.queue) && d.running < limit; {
-		job := d.queue[i]
-		if d.PerGroup > 0 && d.perGroup[job.group] >= d.PerGroup {
-			i++
-			continue
-		}
-		if now.Before(job.nextAt) {
-			if next.IsZero() || job.nextAt.Before(next) {
-				next = job.nextAt
+	for _, urgent := range []bool{true, false} {
+		for i := 0; i < len(d.queue); {
+			job := d.queue[i]
+			free := d.running < limit || (urgent && d.running < limit+1)
+			if job.urgent != urgent || !free || (!urgent && d.PerGroup > 0 && d.perGroup[job.group] >= d.PerGroup) {
+				i++
+				continue
 			}
-			i++
-			continue
+			if now.Before(job.nextAt) {
+				if next.IsZero() || job.nextAt.Before(next) {
+					next = job.nextAt
+				}
+				i++
+				continue
+			}
+			d.queue = slices.Delete(d.queue, i, i+1)
+			job.state = jobRunning
+			job.ctx, job.cancel = context.WithCancel(d.ctx)
+			d.running++
+			d.perGroup[job.group]++
+			go d.step(job)
 		}
-		d.queue = slices.Delete(d.queue, i, i+1)
-		job.state = jobRunning
-		job.ctx, job.cancel = context.WithCancel(d.ctx)
-		d.running++
-		d.perGroup[job.group]++
-		go d.step(job)
 	}
 	d.gauges()
 	return next

@@ -411,3 +411,38 @@ func TestDrainsHeldOutlivesRetainAndCancel(t *testing.T) {
 		t.Errorf("draining %v after Stop(leaving), want none", got)
 	}
 }
+
+// A drain racing EC2 or Auto Scaling (an interruption's, a termination
+// hook's) does not wait behind rotation and deletion drains: with every
+// slot taken and others queued before it, it starts at once on the slot
+// kept for such drains, and that slot is not used by the others (review
+// N15).
+func TestDrainsUrgentDrainsStepFirst(t *testing.T) {
+	s := newSteps(func(string, int) DrainResult { return Drained })
+	d := &Drains{Max: 2, PerGroup: 1, Interval: time.Millisecond, stepFn: s.run}
+	startDrains(t, d)
+	ctx := context.Background()
+	g := types.NamespacedName{Namespace: "ns", Name: "g"}
+	s.mu.Lock()
+	s.group["spot"], s.group["g-rot"] = "g", "g"
+	s.mu.Unlock()
+	// Both slots taken, one of them by g's own rotation (g's only
+	// per-group slot); rot-3 queued before the interruption arrives.
+	d.Poll(ctx, types.NamespacedName{Namespace: "ns", Name: "other"}, nodeNamed("rot-1"))
+	d.Poll(ctx, g, nodeNamed("g-rot"))
+	waitFor(t, func() bool { return s.callsOf("rot-1") == 1 && s.callsOf("g-rot") == 1 })
+	d.Poll(ctx, types.NamespacedName{Namespace: "ns", Name: "third"}, nodeNamed("rot-3"))
+	spot := nodeNamed("spot")
+	spot.Annotations = map[string]string{AnnotationDrainStarted: "2026-11-29T09:00:00Z", AnnotationDrainOwner: string(OwnerInterruption)}
+	d.PollHeld(ctx, g, spot)
+	waitFor(t, func() bool { return s.callsOf("spot") == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if got := s.callsOf("rot-3"); got != 0 {
+		t.Errorf("rot-3 took the slot kept for urgent drains (%d steps)", got)
+	}
+	s.mu.Lock()
+	if s.total != 3 {
+		t.Errorf("%d steps at once, want Max 2 + the urgent one", s.total)
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,126 @@
+package rotation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/instancemgr/instance-manager/api/v1alpha1"
+	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/drain"
+	"github.com/instancemgr/instance-manager/reconciler/interruption"
+	"github.com/instancemgr/instance-manager/test/harness"
+)
+
+// A drifted group that may not rotate (a change freeze holds it outside
+// its maintenance windows, holding no upgrade slot) gets a spot
+// interruption warning for one of its instances: the interruption's drain
+// runs to the end and the node stays cordoned, although every pass of the
+// waiting group gives back the drains its own rotation started (review
+// N1: before drains had owners, the group uncordoned the node within a
+// second and the drain started again, in a loop). An app of 4 replicas
+// under minAvailable 3 keeps 3 Ready pods throughout.
+func TestSpotInterruptionWhileTheGroupWaitsIsDrainedToTheEnd(t *testing.T) {
+	suite.Require(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	const ns = "e2e-spot-held"
+	url := interruptionQueue(t, "e2e-spot-held")
+	opts := suite.ManagerOptions()
+	opts.InterruptionQueue = url
+	suite.ReplaceManager(t, opts)
+
+	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
+	now := time.Now().UTC()
+	data["rollout"] = fmt.Sprintf("maxConcurrentUpgrades: 5\nfreezes: [{from: %q, to: %q}]\n",
+		now.AddDate(0, 0, -1).Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly))
+	suite.SetBoundaries(t, data)
+	suite.Namespace(t, ns)
+	ig := harness.ShortGroup(ns, "frozen", 3, 5)
+	suite.Create(t, ig)
+	ready := suite.WaitReady(t, ig, 3*time.Minute)
+	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
+	app := suite.TeamApp(t, ns, 4, intstr.FromInt32(3))
+	labels := map[string]string{"app": "team-app"}
+	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 3*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+
+	// The tenant changes the instance type: every instance drifts, and the
+	// freeze keeps the rotation from starting.
+	patch := client.MergeFrom(ready.DeepCopy())
+	ready.Spec.EKS.Configuration.InstanceType = "m5.large"
+	g.Expect(suite.Admin.Patch(ctx, ready, patch)).To(Succeed())
+	waiting := func(g Gomega) {
+		cur := suite.Get(t, ig)
+		c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionUpgrading)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring("waiting to rotate"))
+		g.Expect(cur.Status.NodesUpdated).To(BeZero())
+	}
+	g.Eventually(waiting, 2*time.Minute, time.Second).Should(Succeed())
+
+	// A spot interruption warning for an instance running app pods.
+	var victim *corev1.Node
+	pods := &corev1.PodList{}
+	g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+	for _, n := range suite.GroupNodes(t, ig) {
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == n.Name && victim == nil {
+				victim = n.DeepCopy()
+			}
+		}
+	}
+	g.Expect(victim).NotTo(BeNil(), "no node runs an app pod")
+	id := providers.InstanceID(victim.Spec.ProviderID)
+	audit := suite.AuditPods(ns, labels)
+	detail, _ := json.Marshal(map[string]string{"instance-id": id, "instance-action": "terminate"})
+	out, err := eventbridge.NewFromConfig(suite.Env.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: aws.String("aws.ec2"), DetailType: aws.String(interruption.DetailSpotInterruption), Detail: aws.String(string(detail)),
+		Resources: []string{"arn:aws:ec2:us-west-2a:instance/" + id}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.FailedEntryCount).To(BeZero())
+	started := time.Now()
+	cordoned := func(g Gomega) {
+		n := &corev1.Node{}
+		g.Expect(suite.Admin.Get(ctx, client.ObjectKey{Name: victim.Name}, n)).To(Succeed())
+		g.Expect(n.Spec.Unschedulable).To(BeTrue(), "node %s uncordoned", n.Name)
+		g.Expect(drain.OwnerOf(n)).To(Equal(drain.OwnerInterruption), "node %s annotations %v", n.Name, n.Annotations)
+	}
+	g.Eventually(func(g Gomega) {
+		cordoned(g)
+		pods := &corev1.PodList{}
+		g.Expect(suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+		for _, p := range pods.Items {
+			g.Expect(p.Spec.NodeName).NotTo(Equal(victim.Name), "pod %s still on the interrupted node", p.Name)
+		}
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node drained within the 2-minute notice")
+	t.Logf("spot-interrupted node %s of a waiting group drained %s after the warning", victim.Name, time.Since(started).Round(time.Second))
+	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+
+	// The group keeps waiting, pass after pass: the node stays cordoned and
+	// the drain is not started again.
+	g.Consistently(func(g Gomega) {
+		cordoned(g)
+		waiting(g)
+	}, 20*time.Second, time.Second).Should(Succeed())
+	g.Expect(occurrences(t, ig, interruption.EventDrainStarted)).To(Equal(1), "one interruption drain, not a cordon-uncordon loop")
+	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
+	minReady, samples, orphans := audit.End()
+	t.Logf("audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
+	g.Expect(orphans).To(BeEmpty())
+	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+	if strings.Contains(suite.Get(t, ig).Status.CurrentState, "Error") {
+		t.Errorf("the waiting group went to Error")
+	}
+}
