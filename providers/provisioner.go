@@ -221,9 +221,15 @@ type Instance struct {
 	LifecycleState string
 	// Healthy is the Auto Scaling health status.
 	Healthy bool
-	// UpToDate is false when the instance was launched from another launch
-	// template version than the latest one: it has drifted.
+	// UpToDate is false when the instance has drifted from what the group
+	// launches now: by launch template content, and for Auto Scaling
+	// groups by subnet, instance type or purchase options (see
+	// docs/upgrades.md, "What counts as drift").
 	UpToDate bool
+	// Drift says why the instance is not UpToDate, for status and Events
+	// (such as "subnet subnet-0abc is no longer listed"); "" when it is,
+	// or when the provisioner does not tell.
+	Drift string
 	// PrivateDNSName is the instance's private DNS name from EC2, the name
 	// its Node registers with; "" when unknown.
 	PrivateDNSName string

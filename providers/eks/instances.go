@@ -35,7 +35,8 @@ var instanceIDPattern = regexp.MustCompile(`i-[0-9a-f]+`)
 
 // launchedVersions remembers which launch template version each instance
 // was launched from (EC2 DescribeInstances, tag aws:ec2launchtemplate:version)
-// and its private DNS name (the name its Node must have).
+// and its private DNS name (the name its Node must have), launch time,
+// subnet, market and purchase-options tag (placement).
 // The answers never change for an instance, so each is looked up once.
 // Drift is judged from it rather than from the Auto Scaling group's view of
 // the instance, which an emulator may report as the template's current
@@ -47,6 +48,9 @@ type launchedVersions struct {
 	byID     map[string]string
 	dns      map[string]string
 	launched map[string]time.Time
+	// placed is where and how each instance was launched (its subnet,
+	// market and purchase-options tag): placementDrift judges it.
+	placed map[string]placement
 	// inService holds the instances whose launch time was read while they
 	// were InService (startedInService).
 	inService map[string]bool
@@ -79,6 +83,20 @@ func (l *launchedVersions) dnsNames(ids []string) map[string]string {
 	for _, id := range ids {
 		if n, ok := l.dns[id]; ok {
 			out[id] = n
+		}
+	}
+	return out
+}
+
+// placements returns where and how each instance id looked up so far was
+// launched (lookup fills it).
+func (l *launchedVersions) placements(ids []string) map[string]placement {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]placement, len(ids))
+	for _, id := range ids {
+		if pl, ok := l.placed[id]; ok {
+			out[id] = pl
 		}
 	}
 	return out
@@ -178,6 +196,7 @@ func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]s
 	p := ec2.NewDescribeInstancesPaginator(l.api, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	found, dns, launched := map[string]string{}, map[string]string{}, map[string]time.Time{}
 	answered := map[string]bool{}
+	placed := map[string]placement{}
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -192,6 +211,7 @@ func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]s
 				if in.LaunchTime != nil {
 					launched[awssdk.ToString(in.InstanceId)] = *in.LaunchTime
 				}
+				placed[awssdk.ToString(in.InstanceId)] = placementOf(in)
 				for _, t := range in.Tags {
 					if awssdk.ToString(t.Key) == tagLaunchVersion {
 						found[awssdk.ToString(in.InstanceId)] = awssdk.ToString(t.Value)
@@ -204,6 +224,12 @@ func (l *launchedVersions) read(ctx context.Context, ids []string) (map[string]s
 	defer l.mu.Unlock()
 	if l.byID == nil {
 		l.byID, l.dns, l.launched = map[string]string{}, map[string]string{}, map[string]time.Time{}
+	}
+	if l.placed == nil {
+		l.placed = map[string]placement{}
+	}
+	for id, pl := range placed {
+		l.placed[id] = pl
 	}
 	for id, t := range launched {
 		l.launched[id] = t
@@ -288,6 +314,7 @@ func (l *launchedVersions) forget(keep map[string]bool) {
 			delete(l.byID, id)
 			delete(l.dns, id)
 			delete(l.launched, id)
+			delete(l.placed, id)
 			delete(l.inService, id)
 			delete(l.firstAsked, id)
 		}

@@ -36,6 +36,7 @@ func TestMoto(t *testing.T) {
 	}{
 		{"IdleGroupMakesNoCalls", testIdleGroupMakesNoCalls},
 		{"OutOfBandChangesAreNoticedFromTheListing", testOutOfBandChangesAreNoticed},
+		{"ASubnetSwapInTheSameZoneDrifts", testSubnetSwapDrifts},
 		{"InsufficientCapacityIsReadFromTheFailedScalingActivity", func(t *testing.T, cfg awssdk.Config) { testLaunchFailureIsReported(t, cfg, e) }},
 		{"AStaleAccessEntryIsReplacedAndTheGCDeletesItWithTheRole", func(t *testing.T, cfg awssdk.Config) { testAccessEntryLifecycle(t, cfg, e) }},
 	} {

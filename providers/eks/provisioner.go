@@ -315,6 +315,16 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (ob
 	}
 	g := groupSpec{name: name, template: name, version: launchFrom, subnets: subnets, min: int32(spec.MinSize), max: int32(spec.MaxSize),
 		instanceTypes: instanceTypes, drainHeartbeat: p.opts.DrainHookHeartbeat}
+	if current != nil {
+		if wrote, err := p.suspendBeforeChange(ctx, p.aws.AutoScaling, ig, g, target, current); err != nil {
+			return nil, err
+		} else if wrote {
+			cache.Invalidate()
+			if current, _, err = cache.Get(ctx, name); err != nil {
+				return nil, fmt.Errorf("autoscaling DescribeAutoScalingGroups (cluster %s): %w", c.ClusterName, err)
+			}
+		}
+	}
 	wrote, err := ensureScalingGroup(ctx, p.aws.AutoScaling, ig, g, current)
 	if err != nil {
 		return nil, err
@@ -329,22 +339,15 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (ob
 		// The tag-filtered listing may lag the create (eventual consistency).
 		return nil, providers.Transient(fmt.Errorf("Auto Scaling group %s was created but is not listed yet", name))
 	}
-	ids := make([]string, 0, len(current.Instances))
-	for _, in := range current.Instances {
-		ids = append(ids, awssdk.ToString(in.InstanceId))
-	}
-	launched, err := p.launched.lookup(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	upToDate, err := p.contents.upToDate(ctx, p.aws.EC2, name, target, launchVersions(current.Instances, launched))
+	ids := instanceIDs(current.Instances)
+	judged, err := p.instanceDrift(ctx, ig, g, target, current.Instances)
 	if err != nil {
 		return nil, err
 	}
 	// AZRebalance is suspended while the group rotates (drift or a surge
 	// recorded), judged from the cloud and the status, so a restarted
 	// controller keeps it suspended, and resumed after.
-	isRotating := rotating(ig, current.Instances, launched, upToDate)
+	isRotating := rotating(ig, current.Instances, judged.drift)
 	if wrote, err := ensureGroupFeatures(ctx, p.aws.AutoScaling, ig, current, isRotating); err != nil {
 		return nil, err
 	} else if wrote {
@@ -359,7 +362,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (ob
 	if err := p.grant(ctx, ig, gid, cluster, roleARN); err != nil {
 		return nil, err
 	}
-	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, upToDate, p.launched.lookup)
+	hold, wrote, err := p.warm.hold(ctx, p.aws.AutoScaling, ig, current, version, judged.upToDate, p.launched.lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +371,7 @@ func (p *Provisioner) Apply(ctx context.Context, ig *v1alpha1.InstanceGroup) (ob
 	}
 	stage = ""
 
-	return p.observe(ctx, ig, gid, b, current, launched, upToDate, ids, hold)
+	return p.observe(ctx, ig, gid, b, current, judged, ids, hold)
 }
 
 // built is what Apply has resolved and written before the Auto Scaling
@@ -461,10 +464,10 @@ func (p *Provisioner) buildTemplate(ctx context.Context, ig *v1alpha1.InstanceGr
 }
 
 // observe reports the group as Apply left it: sizes, the instances with
-// their launch template version judged (upToDate), weights and node names,
+// their drift judged (instanceDrift), weights and node names,
 // a launch failure, and prunes launch template versions no instance uses.
 func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, gid types.UID, b built, current *astypes.AutoScalingGroup,
-	launched map[string]string, upToDate func(string) bool, ids []string, hold string) (*providers.Observation, error) {
+	judged judgement, ids []string, hold string) (*providers.Observation, error) {
 	name, version, roleARN, instanceTypes := b.name, b.target.version, b.roleARN, b.instanceTypes
 	var err error
 	obs := &providers.Observation{
@@ -487,14 +490,16 @@ func (p *Provisioner) observe(ctx context.Context, ig *v1alpha1.InstanceGroup, g
 	weights := weightsOf(instanceTypes)
 	dnsNames, launchTimes := p.launched.dnsNames(ids), p.launched.launchTimes(ids)
 	for _, in := range current.Instances {
-		v := launchVersion(in, launched)
+		v := launchVersion(in, judged.launched)
 		inUse[v] = true
+		drift := judged.drift[awssdk.ToString(in.InstanceId)]
 		obs.Instances = append(obs.Instances, providers.Instance{
 			ID:             awssdk.ToString(in.InstanceId),
 			ProviderID:     fmt.Sprintf("aws:///%s/%s", awssdk.ToString(in.AvailabilityZone), awssdk.ToString(in.InstanceId)),
 			LifecycleState: string(in.LifecycleState),
 			Healthy:        awssdk.ToString(in.HealthStatus) == "Healthy",
-			UpToDate:       upToDate(v),
+			UpToDate:       drift == "",
+			Drift:          drift,
 			PrivateDNSName: dnsNames[awssdk.ToString(in.InstanceId)],
 			LaunchTime:     launchTimes[awssdk.ToString(in.InstanceId)],
 			Weight:         instanceWeight(in, weights),

@@ -173,6 +173,7 @@ func ensureScalingGroup(ctx context.Context, api awsp.AutoScalingAPI, ig *v1alph
 	if policy != nil {
 		mip = policy.sdk()
 		tags[tagMixedHash] = policy.hash()
+		tags[tagPurchaseOptions] = policy.purchaseOptions() // on each instance: see purchaseDrift
 	}
 	if current == nil {
 		// The cache lists only groups tagged for the cluster: a group of

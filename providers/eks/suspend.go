@@ -27,12 +27,12 @@ const processAZRebalance = "AZRebalance"
 const allProcesses = 9
 
 // rotating reports whether ig's group is being rotated, from state that
-// outlives a controller restart: an instance not terminating launched
-// from a launch template version that is not up to date (versions:
-// instance id to the version it was launched from; upToDate judges a
-// version by content, see versionContents), or a surge recorded in the
-// status (a give-back under way keeps it until its last instance goes).
-func rotating(ig *v1alpha1.InstanceGroup, instances []astypes.Instance, versions map[string]string, upToDate func(string) bool) bool {
+// outlives a controller restart: an instance not terminating that has
+// drifted (drift: instance id to why, see driftReasons: its launch
+// template content, subnet, instance type or purchase options), or a
+// surge recorded in the status (a give-back under way keeps it until its
+// last instance goes).
+func rotating(ig *v1alpha1.InstanceGroup, instances []astypes.Instance, drift map[string]string) bool {
 	if st := ig.Status; st.SurgeCapacity > 0 || st.SurgeBaseCapacity > 0 || st.SurgeReturn != nil {
 		return true
 	}
@@ -40,7 +40,7 @@ func rotating(ig *v1alpha1.InstanceGroup, instances []astypes.Instance, versions
 		if strings.HasPrefix(string(in.LifecycleState), "Terminating") {
 			continue
 		}
-		if !upToDate(launchVersion(in, versions)) {
+		if drift[awssdk.ToString(in.InstanceId)] != "" {
 			return true
 		}
 	}

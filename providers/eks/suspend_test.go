@@ -55,7 +55,7 @@ func TestRotatingIsReadFromState(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ig := &v1alpha1.InstanceGroup{Status: c.status}
-			if got := rotating(ig, c.instances, c.versions, is("3")); got != c.want {
+			if got := rotating(ig, c.instances, contentDrift(c.instances, c.versions, is("3"))); got != c.want {
 				t.Errorf("rotating %v, want %v", got, c.want)
 			}
 		})

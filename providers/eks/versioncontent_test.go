@@ -253,13 +253,13 @@ func TestVersionCreatedButNotDefaultIsFinished(t *testing.T) {
 func TestRotatingJudgesByContent(t *testing.T) {
 	same := func(v string) bool { return v == "3" || v == "1" }
 	ig := &v1alpha1.InstanceGroup{}
-	if rotating(ig, nil, nil, same) {
+	if rotating(ig, nil, contentDrift(nil, nil, same)) {
 		t.Error("an empty group rotates")
 	}
-	if got := rotating(ig, []astypes.Instance{instance("i-1", "1", "InService"), instance("i-2", "3", "InService")}, nil, same); got {
+	if got := rotating(ig, []astypes.Instance{instance("i-1", "1", "InService"), instance("i-2", "3", "InService")}, contentDrift([]astypes.Instance{instance("i-1", "1", "InService"), instance("i-2", "3", "InService")}, nil, same)); got {
 		t.Error("an instance of version 1, same content as 3, makes the group rotate")
 	}
-	if got := rotating(ig, []astypes.Instance{instance("i-1", "2", "InService")}, nil, same); !got {
+	if got := rotating(ig, []astypes.Instance{instance("i-1", "2", "InService")}, contentDrift([]astypes.Instance{instance("i-1", "2", "InService")}, nil, same)); !got {
 		t.Error("an instance of version 2 (other content) does not make the group rotate")
 	}
 }

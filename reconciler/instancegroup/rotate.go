@@ -41,7 +41,9 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)
 		err = r.managedStall(ctx, s)
 	case upgrade.Rotating(s.ig, s.obs, s.nodes):
-		err = r.rotateDrifted(ctx, s)
+		if err = r.rotateDrifted(ctx, s); err == nil {
+			r.explainDrift(s)
+		}
 	default:
 		err = r.settleSurge(ctx, s)
 		if note := upgrade.StandbyNote(s.obs); err == nil && s.progress.Message == "" {

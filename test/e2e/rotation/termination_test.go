@@ -196,16 +196,20 @@ func occurrences(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) int {
 	return n
 }
 
-// The admin removes a subnet from every group (a boundary default): Auto
-// Scaling moves the instances of the removed subnet's zone into the ones
-// left (AZ rebalancing, emulator behaviour "rebalance": it launches one,
-// then terminates one outside), and each termination passes the drain
-// hook. A group of 3 nodes over two subnets runs an app of 4 replicas
-// under a PodDisruptionBudget of minAvailable 3; sampled every 100 ms:
-// never fewer than 3 Ready pods, no pod bound to a Node whose instance is
-// gone, and every instance of the removed subnet is drained before it
-// goes.
-func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
+// The admin removes a subnet from every group (a boundary default). Auto
+// Scaling would move the instances of the removed subnet's zone itself (AZ
+// rebalancing, emulator behaviour "rebalance": launch one, terminate one
+// outside, through the drain hook), outside the rotation's slots and
+// windows; instead the instances in the removed subnet are drift ("subnet
+// ... is no longer listed", said by an InstancesDrifted Event),
+// AZRebalance is suspended before the new subnets are written, and the
+// controller's rotation drains and replaces them. A group of 3 nodes over
+// two subnets runs an app of 4 replicas under a PodDisruptionBudget of
+// minAvailable 3; sampled every 100 ms: never fewer than 3 Ready pods, no
+// pod bound to a Node whose instance is gone, every instance of the
+// removed subnet drained by the rotation before it goes, and no AZ
+// rebalancing activity.
+func TestRemovedSubnetIsEmptiedByTheRotation(t *testing.T) {
 	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -243,7 +247,7 @@ func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
 	app := suite.TeamApp(t, ns, 4, intstr.FromInt32(3))
 	labels := map[string]string{"app": "team-app"}
 	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
-	drainedBefore := harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})
+	rotatedBefore := harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "already_drained"})
 	audit := suite.AuditPods(ns, labels)
 	started := time.Now()
 
@@ -265,6 +269,33 @@ func TestRemovedSubnetMovesInstancesThroughTheDrain(t *testing.T) {
 	g.Expect(samples).To(BeNumerically(">", 10))
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
-	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(BeNumerically(">=", len(leaving)),
-		"each instance of the removed subnet was drained by the termination hook")
+
+	// The rotation did it: its drains came before each termination, and
+	// Auto Scaling rebalanced nothing.
+	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "already_drained"})-rotatedBefore).To(BeNumerically(">=", len(leaving)),
+		"each instance of the removed subnet was drained by the rotation before Auto Scaling was asked to terminate it")
+	acts, err := asg.DescribeScalingActivities(ctx, &autoscaling.DescribeScalingActivitiesInput{AutoScalingGroupName: aws.String(name)})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, a := range acts.Activities {
+		g.Expect(aws.ToString(a.Cause)).NotTo(ContainSubstring("Availability Zone rebalancing"), "AZRebalance was suspended before the subnets changed")
+	}
+	g.Eventually(func() []string { return notes(t, ig, "InstancesDrifted") }, 30*time.Second, time.Second).
+		Should(ContainElement(ContainSubstring("subnet " + suite.Cloud.Subnets[0] + " is no longer listed")))
+	g.Eventually(func() int { return occurrences(t, ig, "NodeDrained") }, 30*time.Second, time.Second).Should(BeNumerically(">=", len(leaving)))
+}
+
+// notes lists the notes of the group's Events of reason.
+func notes(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == ig.Name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
 }
