@@ -113,13 +113,8 @@ func TestAGroupWithoutASlotReleasesOnlyItsRotationsDrains(t *testing.T) {
 			}
 			st := &store.Store{}
 			st.SetValid(tc.cfg, "1")
-			r := &Reconciler{
-				Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckLister{}},
-				Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: events.NewFakeRecorder(100), Client: c},
-				Slots:   slots, StallTimeout: 30 * time.Minute, Now: clock, Boundaries: st,
-				Recorder: events.NewFakeRecorder(100), PollInterval: time.Second, ResyncInterval: time.Minute,
-				backoff: newFailureBackoff(time.Second, time.Minute),
-			}
+			r := slotReconciler(c, clock, stuckLister{}, 1, drainer, drains, events.NewFakeRecorder(100))
+			r.Slots, r.Boundaries = slots, st
 			key := client.ObjectKeyFromObject(ig)
 			node := func(name string) *corev1.Node {
 				n := &corev1.Node{}

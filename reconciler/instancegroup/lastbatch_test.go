@@ -18,7 +18,6 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
 // upToDateProvisioner reports two instances on the latest launch template
@@ -54,14 +53,7 @@ func TestTheLastBatchKeepsTheSlotUntilItsReplacementsAreReady(t *testing.T) {
 		WithObjects(ig, readyNode("last-a", "aws:///us-west-2a/last-a", nil), booting).Build()
 	recorder := events.NewFakeRecorder(100)
 	drainer := &drain.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
-	r := &Reconciler{
-		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: upToDateProvisioner{}},
-		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
-			StallTimeout: 30 * time.Minute},
-		StallTimeout: 30 * time.Minute, Now: clock,
-		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
-	}
+	r := slotReconciler(c, clock, upToDateProvisioner{}, 1, drainer, nil, recorder)
 	key := client.ObjectKeyFromObject(ig)
 	reconcile := func() *v1alpha1.InstanceGroup {
 		t.Helper()

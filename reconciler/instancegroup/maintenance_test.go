@@ -19,8 +19,6 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
-	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
@@ -55,14 +53,8 @@ func TestRotationsStartOnlyInsideMaintenanceWindows(t *testing.T) {
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	recorder := events.NewFakeRecorder(100)
 	drainer := &drain.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
-	r := &Reconciler{
-		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
-		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 5 }, Now: clock,
-			StallTimeout: 30 * time.Minute},
-		StallTimeout: 30 * time.Minute, Now: clock, Boundaries: st,
-		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
-	}
+	r := slotReconciler(c, clock, stuckProvisioner{}, 5, drainer, nil, recorder)
+	r.Boundaries = st
 	key := client.ObjectKeyFromObject(ig)
 	reconcile := func() metav1.Condition {
 		t.Helper()

@@ -77,14 +77,7 @@ func TestStalledRotationReleasesItsSlot(t *testing.T) {
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	recorder := events.NewFakeRecorder(100)
 	drainer := &drain.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
-	r := &Reconciler{
-		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
-		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
-			StallTimeout: 30 * time.Minute},
-		StallTimeout: 30 * time.Minute, Now: clock,
-		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
-	}
+	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, nil, recorder)
 	reconcile := func(name string) *v1alpha1.InstanceGroup {
 		t.Helper()
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(groups[name])}); err != nil {
@@ -175,6 +168,23 @@ func TestStalledRotationReleasesItsSlot(t *testing.T) {
 	}
 }
 
+// slotReconciler is the Reconciler of the rotation, slot and stall
+// tests: prov as the eks provisioner, the rolling update on drainer (and
+// drains, when not nil) recording to recorder, upgrade slots kept in
+// Leases (at most max at once), a 30-minute stall timeout, time from
+// clock.
+func slotReconciler(c client.Client, clock func() time.Time, prov providers.Provisioner, max int,
+	drainer *drain.Drainer, drains *drain.Drains, recorder *events.FakeRecorder) *Reconciler {
+	return &Reconciler{
+		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
+		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
+		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return max }, Now: clock,
+			StallTimeout: 30 * time.Minute},
+		StallTimeout: 30 * time.Minute, Now: clock,
+		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
+	}
+}
+
 func counter(t *testing.T) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -254,14 +264,7 @@ func TestStallStopsTheDrainsOfTheNodesItUncordons(t *testing.T) {
 	drains := &drain.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
 	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
-	r := &Reconciler{
-		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
-		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
-			StallTimeout: 30 * time.Minute},
-		StallTimeout: 30 * time.Minute, Now: clock,
-		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
-	}
+	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, drains, recorder)
 	key := client.ObjectKeyFromObject(ig)
 	reconcile := func() {
 		t.Helper()
@@ -319,14 +322,7 @@ func TestStoppedRotationStopsItsDrainsAndGivesItsSlotBack(t *testing.T) {
 	drains := &drain.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
 	runDrains(t, drains)
 	recorder := events.NewFakeRecorder(100)
-	r := &Reconciler{
-		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
-		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
-			StallTimeout: 30 * time.Minute},
-		StallTimeout: 30 * time.Minute, Now: clock,
-		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
-	}
+	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, drains, recorder)
 	key := client.ObjectKeyFromObject(ig)
 	reconcile := func() *v1alpha1.InstanceGroup {
 		t.Helper()
