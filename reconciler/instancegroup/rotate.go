@@ -40,7 +40,7 @@ func (r *Reconciler) rotate(ctx context.Context, s *scope) (*ctrl.Result, error)
 	case s.obs.Managed:
 		s.progress, s.releaseSlot = r.managedProgress(s.ig, s.obs, s.progress)
 		err = r.managedStall(ctx, s)
-	case upgrade.Rotating(s.ig, s.obs, s.nodes):
+	case upgrade.Rotating(s.ig, s.obs, s.nodes, r.now()):
 		if err = r.rotateDrifted(ctx, s); err == nil {
 			r.explainDrift(s)
 		}

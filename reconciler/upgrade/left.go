@@ -67,24 +67,32 @@ func StandbyNote(obs *providers.Observation) string {
 }
 
 // left reports whether a Terminating* instance counts as gone for the
-// rotation: it has no node (nothing to drain or wait for), or the rotation
-// terminated it after draining its node (AnnotationTerminated). Auto
-// Scaling may list such an instance for as long as a terminate lifecycle
-// hook holds it (a user's hook with no handler: its heartbeat timeout, up
-// to two hours, or longer with heartbeats), which must not hold every batch.
-func left(in providers.Instance, nodes map[string]*corev1.Node) bool {
+// rotation at now: it has no node (nothing to drain or wait for), or the
+// rotation terminated it after draining its node (AnnotationTerminated)
+// at least HeldTermination ago. Auto Scaling lists such an instance only
+// as long as a terminate lifecycle hook holds it: the controller's drain
+// hook completes at once for a drained node, so the rotation waits for it
+// to go (a rotation reported done leaves no old instance behind), while a
+// user's hook with no handler (its heartbeat timeout, up to two hours, or
+// longer with heartbeats) must not hold every batch past HeldTermination.
+func left(in providers.Instance, nodes map[string]*corev1.Node, now time.Time) bool {
 	if !strings.HasPrefix(in.LifecycleState, "Terminating") {
 		return false
 	}
 	node := nodes[in.ProviderID]
-	return node == nil || node.Annotations[AnnotationTerminated] != ""
+	if node == nil {
+		return true
+	}
+	at, err := time.Parse(time.RFC3339, node.Annotations[AnnotationTerminated])
+	return err == nil && now.Sub(at) >= HeldTermination
 }
 
-// leavingNow is Leaving without the instances that count as gone (left).
-func leavingNow(obs *providers.Observation, nodes map[string]*corev1.Node) []string {
+// leavingNow is Leaving without the instances that count as gone at now
+// (left).
+func leavingNow(obs *providers.Observation, nodes map[string]*corev1.Node, now time.Time) []string {
 	var ids []string
 	for _, in := range obs.Instances {
-		if !in.UpToDate && strings.HasPrefix(in.LifecycleState, "Terminating") && !left(in, nodes) {
+		if !in.UpToDate && strings.HasPrefix(in.LifecycleState, "Terminating") && !left(in, nodes, now) {
 			ids = append(ids, in.ID)
 		}
 	}
@@ -95,11 +103,11 @@ func leavingNow(obs *providers.Observation, nodes map[string]*corev1.Node) []str
 // instance to replace (driftedOf), a drifted instance still leaving whose
 // node is there (leavingNow), or a batch record that is not settled
 // (Unsettled: the last batch's replacements are not all Ready nodes).
-// Drifted Standby instances, and instances that count as gone (left), do
-// not keep a rotation going.
-func Rotating(ig *v1alpha1.InstanceGroup, obs *providers.Observation, nodes map[string]*corev1.Node) bool {
+// Drifted Standby instances, and instances that count as gone at now
+// (left), do not keep a rotation going.
+func Rotating(ig *v1alpha1.InstanceGroup, obs *providers.Observation, nodes map[string]*corev1.Node, now time.Time) bool {
 	replace, _ := driftedOf(obs)
-	return len(replace) > 0 || len(leavingNow(obs, nodes)) > 0 || Unsettled(ig, obs)
+	return len(replace) > 0 || len(leavingNow(obs, nodes, now)) > 0 || Unsettled(ig, obs)
 }
 
 // markTerminated annotates node with AnnotationTerminated (now), once.

@@ -43,7 +43,7 @@ func TestStandbyInstancesAreLeftAlone(t *testing.T) {
 			if n := r.nodes()["aws:///us-west-2a/i-standby"]; n.Spec.Unschedulable {
 				t.Error("the Standby instance's node was cordoned")
 			}
-			if Rotating(r.ig, g.observation(), r.nodes()) {
+			if Rotating(r.ig, g.observation(), r.nodes(), r.strat.Drainer.Now()) {
 				t.Error("Rotating with only a Standby instance drifted")
 			}
 		})
@@ -77,17 +77,21 @@ func TestTerminateDrainedLeavesTerminatingAndStandbyInstances(t *testing.T) {
 
 // A replaced instance held in Terminating:Wait (a user's terminate hook
 // with no handler) does not hold the rotation once its node was drained
-// and terminated by the rotation, or has no node; one whose node was not
-// drained by the rotation still does. After HeldTermination a Warning
-// names it, once.
+// and terminated by the rotation HeldTermination ago, or has no node; one
+// the rotation terminated a moment ago (the drain hook completes it at
+// once: the rotation waits for it to go), or whose node was not drained
+// by the rotation, still does. After HeldTermination a Warning names it,
+// once.
 func TestTerminatingInstancesHeldByAHook(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		annotate bool
+		recent   bool // terminated a minute ago, not HeldTermination ago
 		noNode   bool
 		done     bool
 	}{
-		{name: "drained and terminated by the rotation", annotate: true, done: true},
+		{name: "drained and terminated by the rotation, held past HeldTermination", annotate: true, done: true},
+		{name: "drained and terminated by the rotation a minute ago", annotate: true, recent: true, done: false},
 		{name: "no node", noNode: true, done: true},
 		{name: "node not drained by the rotation", done: false},
 	} {
@@ -105,7 +109,11 @@ func TestTerminatingInstancesHeldByAHook(t *testing.T) {
 			r.strat.Drainer.Now = func() time.Time { return now }
 			if tc.annotate {
 				n := r.nodes()["aws:///us-west-2a/i-old"]
-				n.Annotations = map[string]string{AnnotationTerminated: now.Add(-HeldTermination - time.Minute).UTC().Format(time.RFC3339)}
+				at := now.Add(-HeldTermination - time.Minute)
+				if tc.recent {
+					at = now.Add(-time.Minute)
+				}
+				n.Annotations = map[string]string{AnnotationTerminated: at.UTC().Format(time.RFC3339)}
 				if err := r.kube.Update(context.Background(), n); err != nil {
 					t.Fatal(err)
 				}
@@ -114,7 +122,7 @@ func TestTerminatingInstancesHeldByAHook(t *testing.T) {
 			if p.Done != tc.done {
 				t.Fatalf("done %v (%q), want %v", p.Done, p.Message, tc.done)
 			}
-			if got := Rotating(r.ig, g.observation(), r.nodes()); got == tc.done {
+			if got := Rotating(r.ig, g.observation(), r.nodes(), r.strat.Drainer.Now()); got == tc.done {
 				t.Errorf("Rotating = %v, want %v", got, !tc.done)
 			}
 			r.step()
@@ -124,7 +132,7 @@ func TestTerminatingInstancesHeldByAHook(t *testing.T) {
 					held++
 				}
 			}
-			if want := map[bool]int{true: 1}[tc.annotate]; held != want {
+			if want := map[bool]int{true: 1}[tc.annotate && !tc.recent]; held != want {
 				t.Errorf("%d %s Events, want %d", held, ReasonTerminationHeld, want)
 			}
 		})
@@ -150,7 +158,7 @@ func TestTheLastBatchIsJudged(t *testing.T) {
 	if !strings.Contains(p.Message, "waiting for this batch's replacements") {
 		t.Errorf("message %q: want waiting for the last batch", p.Message)
 	}
-	if !Rotating(r.ig, g.observation(), r.nodes()) {
+	if !Rotating(r.ig, g.observation(), r.nodes(), r.strat.Drainer.Now()) {
 		t.Error("not Rotating while the last batch is owed")
 	}
 	r.notReady = map[string]bool{}

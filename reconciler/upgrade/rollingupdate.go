@@ -174,7 +174,7 @@ func (r *RollingUpdate) step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 		return p, err
 	}
 	r.warnHeld(ig, obs, nodes)
-	leaving := leavingNow(obs, nodes)
+	leaving := leavingNow(obs, nodes, r.Drainer.Now())
 	if len(drifted) == 0 && surge == 0 && ig.Status.SurgeBaseCapacity == 0 && !GivingBack(obs, nodes) {
 		if len(leaving) > 0 {
 			p.Message = leavingMessage(leaving)
@@ -240,7 +240,7 @@ func (r *RollingUpdate) step(ctx context.Context, ig *v1alpha1.InstanceGroup, ob
 	if p.Message, surge, err = r.finishInflight(ctx, ig, obs, nodes, rot, drifted, surge, zones); err != nil || p.Message != "" {
 		return p, err
 	}
-	if p.Message = batchWait(obs, nodes, batchState.waiting); p.Message != "" {
+	if p.Message = batchWait(obs, nodes, batchState.waiting, r.Drainer.Now()); p.Message != "" {
 		return p, nil
 	}
 	return r.startBatch(ctx, ig, obs, nodes, rot, p, drifted, surge, zones)
@@ -314,14 +314,14 @@ func (r *RollingUpdate) finishInflight(ctx context.Context, ig *v1alpha1.Instanc
 // instance on the latest version is a Ready node and the group holds
 // its desired capacity (in capacity units: with weights, Desired
 // counts units, as Auto Scaling does).
-func batchWait(obs *providers.Observation, nodes map[string]*corev1.Node, batchWaiting string) string {
+func batchWait(obs *providers.Observation, nodes map[string]*corev1.Node, batchWaiting string, now time.Time) string {
 	if batchWaiting != "" {
 		return batchWaiting
 	}
 	waiting := 0
 	inService := 0
 	for _, in := range obs.Instances {
-		if left(in, nodes) || providers.Standby(in) {
+		if left(in, nodes, now) || providers.Standby(in) {
 			continue
 		}
 		if strings.HasPrefix(in.LifecycleState, "Terminating") || !in.InService() {
