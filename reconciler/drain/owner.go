@@ -56,11 +56,6 @@ func (o Owner) rank() int {
 	}
 }
 
-// Leaving reports whether o drains an instance that goes whatever the
-// group's rotation does (termination, interruption, delete, gc): such a
-// node is never uncordoned by a rotation.
-func (o Owner) Leaving() bool { return o.rank() == 2 }
-
 // OwnerOf returns who started node's drain, "" when it is not being
 // drained (no AnnotationDrainStarted). A drain started before owners were
 // recorded (no AnnotationDrainOwner) is a rotation's, or surge's when it
