@@ -15,6 +15,7 @@ import (
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
+	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 var (
@@ -50,6 +51,9 @@ func run(m *testing.M) int {
 		// other address is a caller the NetworkPolicy keeps out on a real
 		// cluster (webhookport_test.go).
 		WebhookAllowedSources: []string{apiServerSource},
+		// The chart's defaults (admissionflood_test.go floods past them).
+		WebhookRatePerSource: webhooks.DefaultSourceRate,
+		WebhookRatePerUser:   webhooks.DefaultUserRate, WebhookRatePerNamespace: webhooks.DefaultNamespaceRate,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
