@@ -185,6 +185,20 @@ func slotReconciler(c client.Client, clock func() time.Time, prov providers.Prov
 	}
 }
 
+// reconcileOnce runs one pass of r for key and returns the group as
+// stored after it; an error fails the test.
+func reconcileOnce(t *testing.T, r *Reconciler, c client.Client, key client.ObjectKey) *v1alpha1.InstanceGroup {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.InstanceGroup{}
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func counter(t *testing.T) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -324,17 +338,7 @@ func TestStoppedRotationStopsItsDrainsAndGivesItsSlotBack(t *testing.T) {
 	recorder := events.NewFakeRecorder(100)
 	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, drains, recorder)
 	key := client.ObjectKeyFromObject(ig)
-	reconcile := func() *v1alpha1.InstanceGroup {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
-			t.Fatal(err)
-		}
-		got := &v1alpha1.InstanceGroup{}
-		if err := c.Get(ctx, key, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	reconcile := func() *v1alpha1.InstanceGroup { return reconcileOnce(t, r, c, key) }
 
 	cur := reconcile() // takes the slot, cordons stuck-a, hands its drain to the runner
 	waitUntil(t, func() bool { return srv.Evictions("apps/web-1") >= 2 }, "the refused eviction to be tried again")
