@@ -17,6 +17,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -45,7 +46,7 @@ func TestRotationStallWaitsForTheGracePeriod(t *testing.T) {
 	recorder := events.NewFakeRecorder(100)
 	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: 2 * time.Hour, Step: 20 * time.Millisecond, Now: clock}
 	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, nil, recorder)
-	slots := r.Slots.(*upgrade.LeaseSlots)
+	slots := r.Slots.(*slots.Leases)
 	for i, p := range []struct {
 		after time.Duration
 		held  bool

@@ -54,7 +54,7 @@ func managedMarker(obs *providers.Observation, t *retireTally) string {
 //     waits on a pod inside its termination grace period (inGrace), gives
 //     the slot back (stallManaged).
 //
-// A group that holds no slot is never stalled (SlotKeeper.Progress).
+// A group that holds no slot is never stalled (slots.Keeper.Progress).
 func (r *Reconciler) managedStall(ctx context.Context, s *scope) error {
 	if r.StallTimeout <= 0 || r.Slots == nil {
 		return nil
@@ -83,7 +83,7 @@ func (r *Reconciler) managedStall(ctx context.Context, s *scope) error {
 	return r.stallManaged(ctx, s, marker, since, now)
 }
 
-// stallManaged releases a managed group's slot (SlotKeeper.Release; the
+// stallManaged releases a managed group's slot (slots.Keeper.Release; the
 // metric instance_manager_upgrade_stalls_total), stops and uncordons the
 // nodes its retirement cordoned (releaseRetirement), so the node group or
 // profile being replaced keeps serving whole, and says so in a Warning

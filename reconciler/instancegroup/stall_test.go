@@ -21,6 +21,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -178,7 +179,7 @@ func slotReconciler(c client.Client, clock func() time.Time, prov providers.Prov
 	return &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return max }, Now: clock,
+		Slots: &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return max }, Now: clock,
 			StallTimeout: 30 * time.Minute},
 		StallTimeout: 30 * time.Minute, Now: clock,
 		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
@@ -221,7 +222,7 @@ func TestFailingGroupReleasesItsSlotAfterTheStallTimeout(t *testing.T) {
 	}
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ig).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	recorder := events.NewFakeRecorder(100)
-	slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
+	slots := &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
 	r := &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: &failingProvisioner{}},
 		Slots: slots, StallTimeout: 30 * time.Minute, Now: clock,
