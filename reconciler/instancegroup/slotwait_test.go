@@ -13,8 +13,8 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // Review 2026-11-29 N7: a group waiting for an upgrade slot (or a
@@ -26,7 +26,7 @@ func TestGroupsWaitingForASlotAreWokenByReleases(t *testing.T) {
 	waiters := newSlotWaiters()
 	slots := &fakeslots.Slots{Max: func() int { return 1 }}
 	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), PollInterval: 5 * time.Second, ResyncInterval: time.Hour,
-		WaitingInterval: DefaultWaitingInterval, waiters: waiters, backoff: newFailureBackoff(time.Second, time.Minute), Slots: wakingSlots{SlotKeeper: slots, waiters: waiters}}
+		WaitingInterval: DefaultWaitingInterval, waiters: waiters, backoff: newFailureBackoff(time.Second, time.Minute), Slots: wakingSlots{Keeper: slots, waiters: waiters}}
 	ctx := context.Background()
 	cases := []struct {
 		progress upgrade.Progress

@@ -105,7 +105,7 @@ func stalledMessage(at time.Time, timeout time.Duration) string {
 // one drain timeout it is not picked again). A node drained for another
 // owner (a spot interruption, Auto Scaling's termination, the group's
 // deletion, the GC) is never touched: its instance goes whatever the
-// rotation does (review N1). Instances already terminating are skipped.
+// rotation does (review N1). Stop and uncordon are drain.GiveBack. Instances already terminating are skipped.
 // It returns the node names released.
 func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node) ([]string, error) {
@@ -121,17 +121,13 @@ func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGro
 		if in.UpToDate && node.Annotations[drain.AnnotationSurge] != "true" {
 			continue // drained only to give surge back (upgrade.Settle)
 		}
-		if !drain.OwnedBy(node, drain.OwnerRotation, drain.OwnerSurge) {
-			continue
-		}
-		if r.Rolling.Drains != nil {
-			// Before the uncordon: no eviction may follow it.
-			r.Rolling.Drains.Stop(node.Name)
-		}
-		if _, err := r.Rolling.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
+		released, err := drain.GiveBack(ctx, r.Rolling.Drains, r.Rolling.Drainer, node, drain.OwnerRotation, drain.OwnerSurge)
+		if err != nil {
 			return names, err
 		}
-		names = append(names, node.Name)
+		if released {
+			names = append(names, node.Name)
+		}
 	}
 	if len(names) > 0 {
 		log.FromContext(ctx).Info("uncordoned nodes whose rotation drain stopped (no upgrade slot)", "group", client.ObjectKeyFromObject(ig), "nodes", names)
