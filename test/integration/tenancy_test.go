@@ -475,3 +475,18 @@ func TestManagedAliasesDoNotEscapeARule(t *testing.T) {
 	g.Expect(c.InstanceType).To(Equal("m5.large"))
 	g.Expect(c.InstanceTypes).To(BeEmpty())
 }
+
+// Finding N31 (review 2026-11-29): with the VPC CNI's custom networking,
+// the ENIConfig label of a node picks its pods' subnet and security
+// groups; a tenant labelled its group's nodes with another team's
+// ENIConfig. The create is refused naming the label.
+func TestNetworkLabelsAreNotATenantsToSet(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-eniconfig")
+	g, ctx, tn := underBoundaries(t, nil, "eniconfig-tenant", ns)
+	ig := shortIG(ns, "borrowed-network")
+	ig.Spec.EKS.Configuration.Labels = map[string]string{"k8s.amazonaws.com/eniConfig": "team-b"}
+	g.Expect(tn.client.Create(ctx, ig)).To(MatchError(And(
+		ContainSubstring("InstanceGroup "+ns+"/borrowed-network"),
+		ContainSubstring("spec.eks.configuration.labels[k8s.amazonaws.com/eniConfig]: Forbidden"))))
+}
