@@ -172,7 +172,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 			g.Expect(p.Spec.NodeName).NotTo(Equal(victim.Name), "pod %s still on the interrupted node", p.Name)
 		}
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node drained within the 2-minute notice")
-	t.Logf("spot-interrupted node %s of a waiting group drained %s after the warning", victim.Name, time.Since(started).Round(time.Second))
+	t.Logf("spot-interrupted node %s of a group that holds no slot drained %s after the warning", victim.Name, time.Since(started).Round(time.Second))
 	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 
 	// The group keeps waiting, pass after pass: the node stays cordoned and
