@@ -14,6 +14,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
 // retireTally is what one pass's retirement drains saw (groupDisruptions
@@ -91,7 +92,7 @@ func (r *Reconciler) managedStall(ctx context.Context, s *scope) error {
 // replacement goes on when the group gets a slot again, one stall timeout
 // later at the earliest.
 func (r *Reconciler) stallManaged(ctx context.Context, s *scope, marker string, since, now time.Time) error {
-	if err := r.Slots.Release(ctx, s.key); err != nil {
+	if err := r.Slots.Release(ctx, s.key, slots.ReasonStalled); err != nil {
 		return err
 	}
 	upgradeStalls.Inc()

@@ -68,8 +68,8 @@ type wakingSlots struct {
 }
 
 // Release implements slots.Keeper.
-func (s wakingSlots) Release(ctx context.Context, key types.NamespacedName) error {
-	if err := s.Keeper.Release(ctx, key); err != nil {
+func (s wakingSlots) Release(ctx context.Context, key types.NamespacedName, reason slots.Reason) error {
+	if err := s.Keeper.Release(ctx, key, reason); err != nil {
 		return err
 	}
 	s.waiters.wake()

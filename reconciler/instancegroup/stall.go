@@ -15,6 +15,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -68,7 +69,7 @@ func (r *Reconciler) stalledAt(ig *v1alpha1.InstanceGroup, now time.Time) (time.
 // waits (condition Upgrading False, reason UpgradeStalled).
 func (r *Reconciler) stall(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node, progress upgrade.Progress, since, now time.Time) (upgrade.Progress, error) {
-	if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig)); err != nil {
+	if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig), slots.ReasonStalled); err != nil {
 		return progress, err
 	}
 	upgradeStalls.Inc()
@@ -150,7 +151,7 @@ func (r *Reconciler) stallFailing(ctx context.Context, ig *v1alpha1.InstanceGrou
 	if err != nil || !held || now.Sub(since) < r.StallTimeout {
 		return err
 	}
-	if err := r.Slots.Release(ctx, key); err != nil {
+	if err := r.Slots.Release(ctx, key, slots.ReasonStalled); err != nil {
 		return err
 	}
 	upgradeStalls.Inc()

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
@@ -44,8 +45,10 @@ type Keeper interface {
 	// already or now; false when the cap or its namespace's quota is
 	// reached. Errors come from the API server.
 	Acquire(ctx context.Context, key types.NamespacedName, uid types.UID) (bool, error)
-	// Release frees key's slot, if it holds one.
-	Release(ctx context.Context, key types.NamespacedName) error
+	// Release frees key's slot, if it holds one, for reason (counted
+	// and logged by the production keeper). Errors come from the API
+	// server.
+	Release(ctx context.Context, key types.NamespacedName, reason Reason) error
 	// Holders returns the groups holding slots, sorted, as last read.
 	Holders() []types.NamespacedName
 	// Progress records marker as the holder key's progress and returns
@@ -149,8 +152,10 @@ func (s *Leases) Acquire(ctx context.Context, key types.NamespacedName, uid type
 	return true, nil
 }
 
-// Release implements Keeper: it deletes every Lease key holds.
-func (s *Leases) Release(ctx context.Context, key types.NamespacedName) error {
+// Release implements Keeper: it deletes every Lease key holds and, when
+// there was one, counts the release by reason
+// (instance_manager_upgrade_slot_releases_total) and logs it.
+func (s *Leases) Release(ctx context.Context, key types.NamespacedName, reason Reason) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -159,6 +164,10 @@ func (s *Leases) Release(ctx context.Context, key types.NamespacedName) error {
 	for l := s.held(key); l != nil; l = s.held(key) {
 		if err := s.deleteLease(ctx, l); err != nil {
 			return err
+		}
+		if s.held(key) == nil && s.leases != nil {
+			releases.WithLabelValues(string(reason)).Inc()
+			log.FromContext(ctx).Info("upgrade slot released", "group", key, "reason", reason, "lease", l.Name)
 		}
 		if s.leases == nil { // changed meanwhile: read again
 			if err := s.load(ctx); err != nil {

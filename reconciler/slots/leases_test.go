@@ -104,7 +104,7 @@ func TestSlotsCapGroupsRotatingAtOnce(t *testing.T) {
 			if !acquire(t, s, a) {
 				t.Fatal("a holder keeps its slot")
 			}
-			if err := s.Release(context.Background(), a); err != nil {
+			if err := s.Release(context.Background(), a, ReasonDone); err != nil {
 				t.Fatal(err)
 			}
 			if !acquire(t, s, d) {
@@ -254,7 +254,7 @@ func TestLeaseSlotsSurviveARestart(t *testing.T) {
 			t.Errorf("Lease %s/%s: duration %v", l.Namespace, l.Name, l.Spec.LeaseDurationSeconds)
 		}
 	}
-	if err := second.Release(ctx, a); err != nil {
+	if err := second.Release(ctx, a, ReasonDone); err != nil {
 		t.Fatal(err)
 	}
 	if !acquire(t, second, d) {

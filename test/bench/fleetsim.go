@@ -414,7 +414,7 @@ func (w *fleetWorld) release(ctx context.Context, g *fleetGroup) error {
 	if !held {
 		return nil
 	}
-	if err := w.slots.Release(ctx, g.key); err != nil {
+	if err := w.slots.Release(ctx, g.key, slots.ReasonDone); err != nil {
 		return err
 	}
 	free := w.state.Config.MaxConcurrentUpgrades - len(w.slots.Holders())

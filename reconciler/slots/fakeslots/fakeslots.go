@@ -62,8 +62,8 @@ func (s *Slots) Acquire(_ context.Context, key types.NamespacedName, _ types.UID
 	return true, nil
 }
 
-// Release implements slots.Keeper; it never fails.
-func (s *Slots) Release(_ context.Context, key types.NamespacedName) error {
+// Release implements slots.Keeper; it never fails and counts nothing.
+func (s *Slots) Release(_ context.Context, key types.NamespacedName, _ slots.Reason) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.holders, key)
