@@ -16,8 +16,8 @@ import (
 
 // Issue 36: a group deleted during a running boundary rollout, mid-
 // rotation with its drain under way, finishes deleting in the time its
-// drains take, bounded by the admin's drain deadline (data.drains, 30s for
-// the canary's namespace). The canary group has one node running an app
+// drains take, bounded by the admin's drain deadline (data.drains: the
+// shortest, 1m, for the canary's namespace). The canary group has one node running an app
 // of 4 replicas under minAvailable 3, pinned to the group: the rotation's
 // drain evicts one pod, whose replacement has nowhere to run, and the
 // budget refuses the rest. The group is deleted then: its drain (taken
@@ -30,13 +30,13 @@ func TestGroupDeletedDuringARunningRolloutEndsWithinTheDrainDeadline(t *testing.
 	suite.Require(t)
 	g := NewWithT(t)
 	ctx := context.Background()
-	const canaryNS, replicas, deadline = "e2e-delrun-canary", 4, 30 * time.Second
+	const canaryNS, replicas, deadline = "e2e-delrun-canary", 4, boundaries.MinDrainDeadline
 	// afterDeadline covers what follows the drain: the pods' deletion
 	// (capped grace period; kwok's pods end at once), the instance's
 	// termination and the cloud resources' deletion.
 	const afterDeadline = 20 * time.Second
 	withDeadline := func(d map[string]string) map[string]string {
-		d["drains"] = "namespaces: {" + canaryNS + ": 30s}\n"
+		d["drains"] = "namespaces: {" + canaryNS + ": " + deadline.String() + "}\n"
 		return d
 	}
 	startFrom(t, suite.Cloud.AMIs[0], withDeadline(rolloutBoundaries(suite.Cloud.AMIs[0], canaryNS, "5s", "5m")))
