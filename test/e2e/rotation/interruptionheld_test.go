@@ -2,15 +2,11 @@ package rotation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -142,12 +138,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 	g.Expect(victim).NotTo(BeNil(), "no node runs an app pod")
 	id := providers.InstanceID(victim.Spec.ProviderID)
 	audit := suite.AuditPods(ns, labels)
-	detail, _ := json.Marshal(map[string]string{"instance-id": id, "instance-action": "terminate"})
-	out, err := eventbridge.NewFromConfig(suite.Env.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-		Source: aws.String("aws.ec2"), DetailType: aws.String(interruption.DetailSpotInterruption), Detail: aws.String(string(detail)),
-		Resources: []string{"arn:aws:ec2:us-west-2a:instance/" + id}}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.FailedEntryCount).To(BeZero())
+	g.Expect(harness.PutSpotInterruptionWarning(ctx, suite.Env.AWS, id)).To(Succeed())
 	started := time.Now()
 	cordoned := func(g Gomega) {
 		n := &corev1.Node{}
