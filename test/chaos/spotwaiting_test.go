@@ -241,7 +241,7 @@ func spotState(ctx context.Context, ig *v1alpha1.InstanceGroup) string {
 		return fmt.Sprintf("%d nodes updated: %s", cur.Status.NodesUpdated, c.Message)
 	}
 	for _, sg := range spotGroups[1:] {
-		if strings.HasPrefix(c.Message, sg.state) {
+		if strings.Contains(c.Message, sg.state) {
 			return sg.state
 		}
 	}
