@@ -146,8 +146,8 @@ func TestSpotInterruptionsWhileGroupsWait(t *testing.T) {
 // spotSetUp builds the test's world: the boundaries (only upgrade slot;
 // a freeze for the frozen and held namespaces), the groups, Ready with
 // their nodes, and their apps; the holder drifts first and takes the
-// slot; then a new image drifts every group, and a quota the held group
-// exceeds makes the admission gate hold it. It returns the groups in
+// slot; then a new image drifts every group, and another, with a quota
+// the held group exceeds, makes the admission gate hold it. It returns the groups in
 // spotGroups' order and their apps.
 func spotSetUp(t *testing.T) ([]*v1alpha1.InstanceGroup, []*appsv1.Deployment) {
 	t.Helper()
@@ -196,7 +196,9 @@ func spotSetUp(t *testing.T) ([]*v1alpha1.InstanceGroup, []*appsv1.Deployment) {
 		}
 		g.Eventually(func() string { return spotState(ctx, ig) }, 2*time.Minute, time.Second).Should(Equal(want), key(ig))
 	}
-	g.Expect(harness.SetBoundaries(ctx, admin, spotBoundaries(cloud.AMIs[1], frozen, spotGroups[4].namespace))).To(Succeed())
+	// A quota alone is no new revision: another image makes the fan-out
+	// re-admit every group, the held one refused.
+	g.Expect(harness.SetBoundaries(ctx, admin, spotBoundaries(cloud.AMIs[2], frozen, spotGroups[4].namespace))).To(Succeed())
 	g.Eventually(func() string { return spotState(ctx, groups[4]) }, 2*time.Minute, time.Second).Should(Equal(spotGroups[4].state), key(groups[4]))
 	return groups, deployments
 }
