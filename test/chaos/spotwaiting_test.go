@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +93,7 @@ func TestSpotInterruptionsWhileGroupsWait(t *testing.T) {
 		namespaces = append(namespaces, ig.Namespace)
 	}
 	watch := startSpotWatch(namespaces)
-	kills := spotWarn(t, rnd, mgr, watch, waiting)
+	kills, evicted := spotWarn(t, rnd, mgr, watch, waiting)
 
 	// Every interrupted node drained within the notice; then the watch
 	// goes on while the groups pass again.
@@ -114,6 +115,7 @@ func TestSpotInterruptionsWhileGroupsWait(t *testing.T) {
 	}
 	t.Logf("seed %d: %d samples; drain times %v; fewest Ready pods by namespace %v", seed, res.samples, res.drainTimes, res.minReady)
 	figure(t, "spot_warnings_sent", spotWarnings)
+	figure(t, "spot_app_pods_on_interrupted_nodes", evicted)
 	figure(t, "spot_drains_completed", fmt.Sprintf("%d/%d", len(res.drainTimes), spotWarnings))
 	figure(t, "spot_max_seconds_to_drain", int(maxDrain.Round(time.Second).Seconds()))
 	figure(t, "spot_min_ready_pods", fmt.Sprintf("%d (budget 3 of 4)", minReady))
@@ -262,38 +264,37 @@ func spotStates(ctx context.Context, groups []*v1alpha1.InstanceGroup) []string 
 }
 
 // spotWarn sends spotWarnings warnings, each for an instance of a waiting
-// group chosen by rnd (at most spotGroupSize-1 a group), rnd's delays
-// apart, and kills and restarts the manager after spotKills of them
-// chosen by rnd. It returns the kills made.
-func spotWarn(t *testing.T, rnd *rand.Rand, mgr *managerProcess, watch *spotWatch, waiting []*v1alpha1.InstanceGroup) int {
+// group chosen by rnd (at most spotGroupSize-1 a group; spotVictim picks
+// the node), rnd's delays apart, and kills and restarts the manager after
+// spotKills of them chosen by rnd. It returns the kills made and the app
+// pods the interrupted nodes ran at their warnings.
+func spotWarn(t *testing.T, rnd *rand.Rand, mgr *managerProcess, watch *spotWatch, waiting []*v1alpha1.InstanceGroup) (kills, pods int) {
 	t.Helper()
 	ctx := context.Background()
-	type victim struct{ group, node, instance string }
-	var pool []victim
-	for _, ig := range waiting {
-		nodes := harness.GroupNodes(t, admin, ig)
-		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-		rnd.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-		for _, n := range nodes[:min(len(nodes), spotGroupSize-1)] {
-			pool = append(pool, victim{key(ig), n.Name, providers.InstanceID(n.Spec.ProviderID)})
-		}
-	}
-	if len(pool) < spotWarnings {
-		t.Fatalf("%d instances to interrupt, want %d", len(pool), spotWarnings)
-	}
-	rnd.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
 	killAfter := map[int]bool{}
 	for _, i := range rnd.Perm(spotWarnings)[:spotKills] {
 		killAfter[i] = true
 	}
-	kills := 0
+	perGroup, warned := map[string]int{}, map[string]bool{}
 	var plan []string
-	for i, v := range pool[:spotWarnings] {
-		if err := harness.PutSpotInterruptionWarning(ctx, environment.AWS, v.instance); err != nil {
+	for i := 0; i < spotWarnings; i++ {
+		var open []*v1alpha1.InstanceGroup
+		for _, ig := range waiting {
+			if perGroup[key(ig)] < spotGroupSize-1 {
+				open = append(open, ig)
+			}
+		}
+		ig := open[rnd.Intn(len(open))]
+		node, onIt := spotVictim(t, rnd, ig, warned)
+		id := providers.InstanceID(node.Spec.ProviderID)
+		if err := harness.PutSpotInterruptionWarning(ctx, environment.AWS, id); err != nil {
 			t.Fatal(err)
 		}
-		watch.warn(v.node, time.Now())
-		plan = append(plan, fmt.Sprintf("%s/%s", v.group, v.instance))
+		watch.warn(node.Name, time.Now())
+		perGroup[key(ig)]++
+		warned[node.Name] = true
+		pods += onIt
+		plan = append(plan, fmt.Sprintf("%s/%s (%d pods)", key(ig), id, onIt))
 		time.Sleep(time.Duration(200+rnd.Intn(2800)) * time.Millisecond)
 		if killAfter[i] {
 			pid := mgr.kill()
@@ -306,7 +307,43 @@ func spotWarn(t *testing.T, rnd *rand.Rand, mgr *managerProcess, watch *spotWatc
 		}
 	}
 	t.Logf("warnings and kills (seed %d): %s", seed, strings.Join(plan, ", "))
-	return kills
+	return kills, pods
+}
+
+// spotVictim picks by rnd a node of ig not warned yet, among those running
+// app pods when one does, and returns it with the app pods on it.
+func spotVictim(t *testing.T, rnd *rand.Rand, ig *v1alpha1.InstanceGroup, warned map[string]bool) (corev1.Node, int) {
+	t.Helper()
+	nodes := harness.GroupNodes(t, admin, ig)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	pods := &corev1.PodList{}
+	if err := admin.List(context.Background(), pods, client.InNamespace(ig.Namespace), client.MatchingLabels{"app": "team-app"}); err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]int{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			on[p.Spec.NodeName]++
+		}
+	}
+	var with, without []corev1.Node
+	for _, n := range nodes {
+		switch {
+		case warned[n.Name]:
+		case on[n.Name] > 0:
+			with = append(with, n)
+		default:
+			without = append(without, n)
+		}
+	}
+	if len(with) == 0 {
+		with = without
+	}
+	if len(with) == 0 {
+		t.Fatalf("%s: no node left to interrupt", key(ig))
+	}
+	n := with[rnd.Intn(len(with))]
+	return n, on[n.Name]
 }
 
 // spotTearDown removes the apps (their budgets would hold the groups'
