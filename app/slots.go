@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/instancemgr/instance-manager/boundaries/store"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
 // slotNamespace is the namespace of the upgrade slot Leases: the leader
@@ -25,18 +25,18 @@ func (o *Options) slotNamespace() string {
 	return orString(orString(o.LeaderElectionNamespace, os.Getenv("POD_NAMESPACE")), o.ConfigNamespace)
 }
 
-// slotVerbs are what upgrade.LeaseSlots does with Leases.
+// slotVerbs are what slots.Leases does with Leases.
 var slotVerbs = []string{"create", "list", "update", "delete"}
 
 // upgradeSlots returns the cap on groups rotating at once, kept as Leases
-// in the API server (upgrade.LeaseSlots) in every mode: with --dry-run its
+// in the API server (slots.Leases) in every mode: with --dry-run its
 // writes are sent with dryRun=All (validated, stored nothing), so a dry
 // run counts the slots a real controller holds. It adds the readiness
 // check "upgrade-slots", which fails while RBAC does not let the
 // controller create, list, update and delete Leases in the slot namespace
 // (an image newer than the chart's RBAC): the cap is never kept somewhere
 // a restart forgets.
-func upgradeSlots(mgr ctrl.Manager, opts Options, st *store.Store) (upgrade.SlotKeeper, error) {
+func upgradeSlots(mgr ctrl.Manager, opts Options, st *store.Store) (slots.Keeper, error) {
 	max := func() int {
 		if c := st.Get().Config; c != nil && c.MaxConcurrentUpgrades > 0 {
 			return c.MaxConcurrentUpgrades
@@ -61,7 +61,7 @@ func upgradeSlots(mgr ctrl.Manager, opts Options, st *store.Store) (upgrade.Slot
 	if opts.DryRun {
 		writer = client.NewDryRunClient(writer)
 	}
-	return &upgrade.LeaseSlots{
+	return &slots.Leases{
 		Client: writer, Reader: mgr.GetAPIReader(), Namespace: ns,
 		Max: max, PerNamespace: perNamespace, StallTimeout: opts.UpgradeStallTimeout,
 	}, nil

@@ -70,6 +70,12 @@ var equivalents = []equivalent{
 	{[]string{"spec.eks.configuration.securityGroups", "spec.eks-managed.configuration.securityGroups"}, false},
 	{[]string{"spec.eks.configuration.keyPairName", "spec.eks-managed.configuration.keyPairName"}, false},
 	{[]string{"spec.eks.configuration.instanceType", "spec.eks-managed.configuration.instanceType"}, true},
+	// A managed node group also takes a list of types, and the deprecated
+	// nodeLabels beside labels (both applied): a rule follows to each
+	// alias (review N30), a default does not (a list is not a type; labels
+	// already gets the default).
+	{[]string{"spec.eks.configuration.instanceType", "spec.eks-managed.configuration.instanceTypes"}, false},
+	{[]string{"spec.eks.configuration.labels", "spec.eks-managed.configuration.nodeLabels"}, false},
 	// A managed node group's image is its AMI type, Kubernetes version and
 	// AMI release version: a rule on image governs each (one pair each, so
 	// that a rule on one of them does not spread to the other two).

@@ -89,6 +89,19 @@ func TestEffectiveRulesFollowTheProvisioner(t *testing.T) {
 			overrides: []Override{{"spec.eks-fargate.podExecutionRoleArn", "arn:aws:iam::1:role/admin", nil}},
 		},
 		{
+			name: "the managed node group's aliases instanceTypes and nodeLabels follow the rules on instanceType and labels (review N30)",
+			data: map[string]string{
+				"boundaries": "restricted: [spec.eks.configuration.instanceType, spec.eks.configuration.labels]",
+				"defaults":   "spec: {eks: {configuration: {instanceType: m5.large, labels: {team: a}}}}",
+			},
+			tenant: "provisioner: eks-managed\neks-managed: {configuration: {instanceTypes: [p4d.24xlarge], nodeLabels: {dedicated: payments}}}",
+			want:   "provisioner: eks-managed\neks: {configuration: {instanceType: m5.large, labels: {team: a}}}\neks-managed: {configuration: {instanceType: m5.large, labels: {team: a}}}",
+			overrides: []Override{
+				{"spec.eks-managed.configuration.instanceTypes", []any{"p4d.24xlarge"}, nil},
+				{"spec.eks-managed.configuration.nodeLabels", map[string]any{"dedicated": "payments"}, nil},
+			},
+		},
+		{
 			name:   "eks-managed amiType, version and releaseVersion are sensitive like image: removed when not shared",
 			data:   map[string]string{},
 			tenant: "provisioner: eks-managed\neks-managed: {configuration: {amiType: AL2_x86_64, version: '1.20', releaseVersion: 1.20.4-20210621, instanceType: m5.large}}",

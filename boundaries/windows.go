@@ -70,13 +70,15 @@ type Freeze struct {
 	From, To time.Time
 }
 
-// opens returns the activation of w at or before t whose window holds t,
-// if any.
+// holds reports whether an activation of w at or before t has a window
+// that still holds t.
 func (w Window) holds(t time.Time) bool {
 	// The first activation after t-Duration is the latest one that can
 	// still hold t.
 	a := w.schedule.Next(t.In(w.location).Add(-w.Duration))
-	return !a.After(t)
+	// The zero time is no activation at all (a schedule that never
+	// activates), not one long ago.
+	return !a.IsZero() && !a.After(t)
 }
 
 // next returns the first activation of w after t.
@@ -196,6 +198,11 @@ var (
 	freezeFields = []string{"from", "to", "timeZone"}
 	weekdays     = map[string]string{"mon": "MON", "tue": "TUE", "wed": "WED", "thu": "THU", "fri": "FRI", "sat": "SAT", "sun": "SUN"}
 	cronParser   = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
+	// cronReference is where a schedule is asked for its first activation
+	// at parse time: a five-field schedule repeats within four years (a
+	// February 29), so one that has none in the library's five-year search
+	// from any date never activates.
+	cronReference = time.Date(2024, time.January, 1, 0, 0, 0, 0, time.UTC)
 )
 
 // maintenance parses rollout.windows and rollout.freezes (either may be
@@ -333,8 +340,15 @@ func (p *parser) window(v any, at string) (Window, bool) {
 			p.addf("%s.schedule: expected a five-field cron schedule such as \"0 22 * * 1-5\", got %s", at, kindOf(sv))
 			break
 		}
-		if _, err := cronParser.Parse(s); err != nil {
+		sched, err := cronParser.Parse(s)
+		if err != nil {
 			p.addf("%s.schedule: %q is not a five-field cron schedule (minute hour day-of-month month day-of-week, e.g. \"0 22 * * 1-5\"): %v", at, s, err)
+			break
+		}
+		if sched.Next(cronReference).IsZero() {
+			// A date no month has (30 2, 31 4): the cron library finds no
+			// activation and returns the zero time (review N33).
+			p.addf("%s.schedule: %q never activates: no date matches its day of month and month (e.g. February 30, April 31); a window must open at least once", at, s)
 			break
 		}
 		spec, w.Text = s, s

@@ -75,6 +75,8 @@ func TestMaintenanceParseErrors(t *testing.T) {
 		{"bad day", `windows: [{days: [Sat, Caturday], start: "02:00", duration: 1h}]`, "data.rollout.windows[0].days[1]: Caturday is not a weekday (valid: Mon, Tue, Wed, Thu, Fri, Sat, Sun)"},
 		{"both forms", `windows: [{schedule: "0 2 * * *", start: "02:00", duration: 1h}]`, "data.rollout.windows[0]: set either schedule (cron) or days and start, not both"},
 		{"bad cron", `windows: [{schedule: "0 2 * *", duration: 1h}]`, `data.rollout.windows[0].schedule: "0 2 * *" is not a five-field cron schedule`},
+		{"a date no month has", `windows: [{schedule: "0 3 30 2 *", duration: 1h}]`, `data.rollout.windows[0].schedule: "0 3 30 2 *" never activates: no date matches its day of month and month`},
+		{"April 31 in a namespace's window", `namespaceMaintenance: {team-a: {windows: [{schedule: "0 3 31 4 *", duration: 1h}]}}`, `data.rollout.namespaceMaintenance.team-a.windows[0].schedule: "0 3 31 4 *" never activates`},
 		{"neither", `windows: [{duration: 1h}]`, "data.rollout.windows[0]: set start (and optionally days), or schedule"},
 		{"bad zone", `windows: [{start: "02:00", duration: 1h, timeZone: Mars/Olympus}]`, `data.rollout.windows[0].timeZone: "Mars/Olympus" is not an IANA time zone name`},
 		{"unknown field", `windows: [{start: "02:00", duration: 1h, zone: UTC}]`, `data.rollout.windows[0]: unknown field "zone"`},
@@ -153,5 +155,22 @@ namespaceMaintenance:
 	}
 	if open, _, _ := only.For("team-a").Open(utc("2026-11-27", "12:00")); open {
 		t.Error("namespace entries alone: the namespace's freeze does not hold")
+	}
+}
+
+// A schedule with no activation never holds (review N33: the cron
+// library's zero time read as an activation long ago held every instant),
+// and a leap day is a date that activates.
+func TestWindowWithoutActivationNeverHolds(t *testing.T) {
+	never, err := cronParser.Parse("0 3 30 2 *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Window{Duration: time.Hour, schedule: never, location: time.UTC}
+	if w.holds(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)) {
+		t.Error("a window that never activates holds")
+	}
+	if _, err := Parse(map[string]string{KeyRollout: `windows: [{schedule: "0 3 29 2 *", duration: 1h}]`}); err != nil {
+		t.Errorf("a leap-day window: %v", err)
 	}
 }

@@ -32,6 +32,13 @@ var (
 	kubeletLabelDomains = []string{"kubelet.kubernetes.io", "node.kubernetes.io"}
 	// poolOwnerDomains are the domains of other node-pool owners.
 	poolOwnerDomains = []string{"eks.amazonaws.com", "karpenter.sh", "karpenter.k8s.aws"}
+	// networkLabelDomains are the AWS VPC CNI's: with custom networking it
+	// gives a node's pods the subnet and security groups of the ENIConfig
+	// its label names (ENI_CONFIG_LABEL_DEF, k8s.amazonaws.com/eniConfig),
+	// and vpc.amazonaws.com labels say which network resources a node has
+	// (security groups for pods, trunk interfaces): set by a group, its
+	// pods would get another team's pod network (review N31).
+	networkLabelDomains = []string{"k8s.amazonaws.com", "vpc.amazonaws.com"}
 )
 
 func inDomain(domain, base string) bool {
@@ -53,6 +60,8 @@ func reservedLabel(key string) string {
 			strings.Join(derivedLabelDomains, ", ") + " domains are refused): a node would pass for another node, zone or type"
 	case slices.ContainsFunc(poolOwnerDomains, func(d string) bool { return inDomain(domain, d) }):
 		return "the " + strings.Join(poolOwnerDomains, ", ") + " domains belong to other node-pool owners (EKS managed node groups, Karpenter): their pods would be placed on this group's nodes"
+	case slices.ContainsFunc(networkLabelDomains, func(d string) bool { return inDomain(domain, d) }):
+		return "the " + strings.Join(networkLabelDomains, ", ") + " domains are the VPC CNI's (the ENIConfig label picks the pods' subnet and security groups): a group's pods would get another network"
 	case inDomain(domain, "kubernetes.io") || inDomain(domain, "k8s.io"):
 		if slices.Contains(kubeletLabelDomains, domain) {
 			return ""

@@ -136,6 +136,9 @@ func TestValidateInstanceGroup(t *testing.T) {
 			ig.Spec.EKSManaged = &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{ClusterName: "c", Subnets: []string{"s"},
 				NodeLabels: map[string]string{"karpenter.sh/nodepool": "x"}, Labels: map[string]string{"kubernetes.io/hostname": "h"}}}
 		}, []string{"spec.eks-managed.configuration.nodeLabels[karpenter.sh/nodepool]: Forbidden", "spec.eks-managed.configuration.labels[kubernetes.io/hostname]: Forbidden"}},
+		{"labels of the VPC CNI's domains (N31)", func(ig *v1alpha1.InstanceGroup) {
+			ig.Spec.EKS.Configuration.Labels = map[string]string{"k8s.amazonaws.com/eniConfig": "team-b", "vpc.amazonaws.com/has-trunk-attached": "true", "team.example.com/tier": "web"}
+		}, []string{"spec.eks.configuration.labels[k8s.amazonaws.com/eniConfig]: Forbidden", "spec.eks.configuration.labels[vpc.amazonaws.com/has-trunk-attached]: Forbidden", "the VPC CNI's"}},
 		{"fargate selectors", func(ig *v1alpha1.InstanceGroup) {
 			ig.Spec.Provisioner = v1alpha1.ProvisionerEKSFargate
 			ig.Spec.Strategy.Type = v1alpha1.StrategyManaged

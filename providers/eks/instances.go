@@ -60,43 +60,35 @@ type launchedVersions struct {
 	now func() time.Time
 }
 
-// launchTimes returns the EC2 launch time of each instance id looked up so
+// launchTimes returns the launch time of each instance id looked up so
 // far (lookup fills it).
 func (l *launchedVersions) launchTimes(ids []string) map[string]time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]time.Time, len(ids))
-	for _, id := range ids {
-		if t, ok := l.launched[id]; ok {
-			out[id] = t
-		}
-	}
-	return out
+	return known(l, func() map[string]time.Time { return l.launched }, ids)
 }
 
 // dnsNames returns the private DNS name of each instance id looked up so
 // far (lookup fills it).
 func (l *launchedVersions) dnsNames(ids []string) map[string]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]string, len(ids))
-	for _, id := range ids {
-		if n, ok := l.dns[id]; ok {
-			out[id] = n
-		}
-	}
-	return out
+	return known(l, func() map[string]string { return l.dns }, ids)
 }
 
 // placements returns where and how each instance id looked up so far was
 // launched (lookup fills it).
 func (l *launchedVersions) placements(ids []string) map[string]placement {
+	return known(l, func() map[string]placement { return l.placed }, ids)
+}
+
+// known returns the entries for ids of the cache that cache names (read
+// under l's lock: lookup replaces the maps); ids not looked up yet are
+// left out.
+func known[T any](l *launchedVersions, cache func() map[string]T, ids []string) map[string]T {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]placement, len(ids))
+	m := cache()
+	out := make(map[string]T, len(ids))
 	for _, id := range ids {
-		if pl, ok := l.placed[id]; ok {
-			out[id] = pl
+		if v, ok := m[id]; ok {
+			out[id] = v
 		}
 	}
 	return out

@@ -135,8 +135,8 @@ func (d *Drainer) Start(ctx context.Context, node *corev1.Node, owner Owner) err
 // so a rotation moves on to other nodes instead of forcing this one. A
 // node drained by anyone else (an interruption, a termination, a delete)
 // is left as it is and Release returns false: only a drain's owner stops
-// it. The caller stops the drain in the runner (Drains.Stop) first, so no
-// eviction follows the uncordon. Errors come from the API server.
+// it. A drain still in the runner is stopped first (GiveBack does both),
+// so no eviction follows the uncordon. Errors come from the API server.
 func (d *Drainer) Release(ctx context.Context, node *corev1.Node, owners ...Owner) (bool, error) {
 	if !OwnedBy(node, owners...) {
 		return false, nil
@@ -155,6 +155,22 @@ func (d *Drainer) Release(ctx context.Context, node *corev1.Node, owners ...Owne
 		return false, fmt.Errorf("uncordoning node %s (its %s drain released): %w", node.Name, OwnerOf(node), err)
 	}
 	return true, nil
+}
+
+// GiveBack ends a drain that one of owners started (OwnedBy) and gives
+// its node back: it first stops the drain in runner (Drains.Stop; nil
+// runner: none), so no eviction follows the uncordon, then releases the
+// node (Drainer.Release). A node drained by anyone else is left as it is
+// and GiveBack returns false, nil. Errors come from the API server and
+// name the node.
+func GiveBack(ctx context.Context, runner *Drains, d *Drainer, node *corev1.Node, owners ...Owner) (bool, error) {
+	if !OwnedBy(node, owners...) {
+		return false, nil
+	}
+	if runner != nil {
+		runner.Stop(node.Name)
+	}
+	return d.Release(ctx, node, owners...)
 }
 
 // Skipped reports whether node is in its skip window (AnnotationDrainSkippedUntil).

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -14,7 +15,7 @@ import (
 
 // A drain is its owner's: a later Start takes it over only for an
 // instance that goes anyway, and Release gives the node back only to the
-// owner that started it.
+// owner that started it (GiveBack: the runner's drain stopped first).
 func TestDrainOwnership(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -82,13 +83,21 @@ func TestDrainOwnership(t *testing.T) {
 			if NeedsStart(n, tc.wantOwner) {
 				t.Errorf("NeedsStart(%s) on its own cordoned node = true", tc.wantOwner)
 			}
-			released, err := d.Release(ctx, n, tc.release...)
+			// The node's drain queued in a runner: GiveBack stops it only
+			// with the release.
+			runner := &Drains{Max: 1, stepFn: func(context.Context, string) (DrainResult, string, error) { return Draining, "", nil }}
+			group := types.NamespacedName{Namespace: "ns", Name: "g"}
+			runner.Poll(ctx, group, nodeNamed("n"))
+			released, err := GiveBack(ctx, runner, d, n, tc.release...)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if stopped := len(runner.Draining(group)) == 0; stopped != tc.released {
+				t.Errorf("GiveBack(%v): drain stopped in the runner %v, want %v", tc.release, stopped, tc.released)
+			}
 			n = get()
 			if released != tc.released || n.Spec.Unschedulable == tc.released || Marked(n) == tc.released {
-				t.Errorf("Release(%v) = %v (unschedulable %v, annotations %v), want released %v", tc.release, released, n.Spec.Unschedulable, n.Annotations, tc.released)
+				t.Errorf("GiveBack(%v) = %v (unschedulable %v, annotations %v), want released %v", tc.release, released, n.Spec.Unschedulable, n.Annotations, tc.released)
 			}
 			if tc.released && (n.Annotations[AnnotationDrainOwner] != "" || !d.Skipped(n)) {
 				t.Errorf("released node keeps its owner or is not skipped: %v", n.Annotations)

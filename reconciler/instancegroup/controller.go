@@ -30,6 +30,7 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -56,9 +57,9 @@ type Reconciler struct {
 	Provisioners map[string]providers.Provisioner
 	Rolling      *upgrade.RollingUpdate
 	CRD          *upgrade.CRDStrategy
-	// Slots caps the groups rotating at once (upgrade.LeaseSlots in the
+	// Slots caps the groups rotating at once (slots.Leases in the
 	// API server; upgrade.Slots in memory).
-	Slots upgrade.SlotKeeper
+	Slots slots.Keeper
 	// StallTimeout is how long a group holding an upgrade slot may make no
 	// rotation progress (progressMarker) before its slot is released
 	// (stall); 0: never.
@@ -136,7 +137,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Slots != nil {
 		// A slot freed wakes the groups waiting for one.
 		r.waiters = newSlotWaiters()
-		r.Slots = wakingSlots{SlotKeeper: r.Slots, waiters: r.waiters}
+		r.Slots = wakingSlots{Keeper: r.Slots, waiters: r.waiters}
 		b = b.WatchesRawSource(source.Channel(r.waiters.ch, handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
 			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				q.Add(reconcile.Request{NamespacedName: e.Object})

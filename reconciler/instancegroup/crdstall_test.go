@@ -20,6 +20,7 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries"
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -49,7 +50,7 @@ func TestCRDRotationStalls(t *testing.T) {
 	bounds := &store.Store{}
 	bounds.SetValid(cfg, "1")
 	recorder := events.NewFakeRecorder(100)
-	slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
+	slots := &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
 	r := &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
 		CRD:   &upgrade.CRDStrategy{Client: c, Recorder: recorder, Boundaries: bounds},

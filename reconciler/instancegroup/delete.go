@@ -20,6 +20,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
 // Reasons of the Deleting condition (besides ReasonDrainBlocked and
@@ -46,7 +47,7 @@ func (r *Reconciler) delete(ctx context.Context, ig *v1alpha1.InstanceGroup, pro
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(ig)
-	if err := r.Slots.Release(ctx, key); err != nil {
+	if err := r.Slots.Release(ctx, key, slots.ReasonDeleted); err != nil {
 		return ctrl.Result{}, err
 	}
 	if prov != nil {

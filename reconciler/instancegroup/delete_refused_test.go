@@ -19,7 +19,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 )
 
 // failingDelete is oneNodeProvisioner whose Delete fails with err (nil:

@@ -21,8 +21,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // A deleted group whose drain a budget refuses (started an hour ago, past

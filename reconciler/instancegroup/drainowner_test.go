@@ -19,7 +19,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
 // stuckLister is stuckProvisioner that also lists its instances without
@@ -56,22 +56,22 @@ func TestAGroupWithoutASlotReleasesOnlyItsRotationsDrains(t *testing.T) {
 		// hash is the group's boundaries hash annotation ("": cfg's).
 		hash string
 		// prepare sets the state up before the pass.
-		prepare func(ig *v1alpha1.InstanceGroup, slots *upgrade.LeaseSlots)
+		prepare func(ig *v1alpha1.InstanceGroup, slots *slots.Leases)
 	}{
-		{name: "waiting for an upgrade slot", cfg: plain, prepare: func(_ *v1alpha1.InstanceGroup, slots *upgrade.LeaseSlots) {
+		{name: "waiting for an upgrade slot", cfg: plain, prepare: func(_ *v1alpha1.InstanceGroup, slots *slots.Leases) {
 			if held, err := slots.Acquire(context.Background(), types.NamespacedName{Namespace: "team-b", Name: "other"}, "uid-other"); err != nil || !held {
 				t.Fatalf("the other group's Acquire = %v, %v", held, err)
 			}
 		}},
 		{name: "outside the maintenance windows", cfg: windows},
-		{name: "released for a stall", cfg: plain, prepare: func(ig *v1alpha1.InstanceGroup, _ *upgrade.LeaseSlots) {
+		{name: "released for a stall", cfg: plain, prepare: func(ig *v1alpha1.InstanceGroup, _ *slots.Leases) {
 			ig.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionUpgrading, Status: metav1.ConditionFalse,
 				Reason: ReasonUpgradeStalled, LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}
 		}},
-		{name: "stopped after replacements that never joined", cfg: plain, prepare: func(ig *v1alpha1.InstanceGroup, _ *upgrade.LeaseSlots) {
+		{name: "stopped after replacements that never joined", cfg: plain, prepare: func(ig *v1alpha1.InstanceGroup, _ *slots.Leases) {
 			ig.Status.RotationBatch = &v1alpha1.RotationBatch{NeverJoined: []string{"i-x", "i-y", "i-z"}}
 		}},
-		{name: "held by the admission gate", cfg: plain, hash: "old", prepare: func(ig *v1alpha1.InstanceGroup, _ *upgrade.LeaseSlots) {
+		{name: "held by the admission gate", cfg: plain, hash: "old", prepare: func(ig *v1alpha1.InstanceGroup, _ *slots.Leases) {
 			ig.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionBoundariesApplied, Status: metav1.ConditionFalse,
 				Reason: "Rejected", Message: "quota exceeded", LastTransitionTime: metav1.NewTime(now)}}
 		}},
@@ -103,7 +103,7 @@ func TestAGroupWithoutASlotReleasesOnlyItsRotationsDrains(t *testing.T) {
 			drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: time.Hour, Step: time.Hour, Now: clock}
 			drains := &drain.Drains{Drainer: drainer, Max: 5, Interval: time.Millisecond}
 			runDrains(t, drains)
-			slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
+			slots := &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock,
 				StallTimeout: 30 * time.Minute}
 			if tc.prepare != nil {
 				tc.prepare(ig, slots)

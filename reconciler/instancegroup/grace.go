@@ -50,7 +50,7 @@ func (r *Reconciler) inGrace(ctx context.Context, nodes []string, now time.Time)
 func drainingNodes(nodes map[string]*corev1.Node) []string {
 	var out []string
 	for _, n := range nodes {
-		if _, ok := n.Annotations[drain.AnnotationDrainStarted]; ok {
+		if drain.Marked(n) {
 			out = append(out, n.Name)
 		}
 	}

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -45,13 +45,8 @@ func TestRotationStallWaitsForTheGracePeriod(t *testing.T) {
 			Spec: corev1.PodSpec{NodeName: "stuck-a", TerminationGracePeriodSeconds: &grace}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	recorder := events.NewFakeRecorder(100)
 	drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: 2 * time.Hour, Step: 20 * time.Millisecond, Now: clock}
-	slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
-	r := &Reconciler{
-		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: stuckProvisioner{}},
-		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},
-		Slots:   slots, StallTimeout: 30 * time.Minute, Now: clock,
-		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
-	}
+	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, nil, recorder)
+	slots := r.Slots.(*slots.Leases)
 	for i, p := range []struct {
 		after time.Duration
 		held  bool

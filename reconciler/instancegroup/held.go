@@ -10,6 +10,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -97,7 +98,7 @@ func (r *Reconciler) unwindHeld(ctx context.Context, ig *v1alpha1.InstanceGroup,
 			}
 		}
 	}
-	if err := r.Slots.Release(ctx, key); err != nil {
+	if err := r.Slots.Release(ctx, key, slots.ReasonHeld); err != nil {
 		return err
 	}
 	return healthErr

@@ -18,8 +18,8 @@ import (
 	"github.com/instancemgr/instance-manager/boundaries/store"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 )

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -55,17 +54,7 @@ func TestTheLastBatchKeepsTheSlotUntilItsReplacementsAreReady(t *testing.T) {
 	drainer := &drain.Drainer{Kube: fake.NewClientset(), Client: c, Timeout: time.Hour, Step: time.Second, Now: clock}
 	r := slotReconciler(c, clock, upToDateProvisioner{}, 1, drainer, nil, recorder)
 	key := client.ObjectKeyFromObject(ig)
-	reconcile := func() *v1alpha1.InstanceGroup {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
-			t.Fatal(err)
-		}
-		got := &v1alpha1.InstanceGroup{}
-		if err := c.Get(ctx, key, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	reconcile := func() *v1alpha1.InstanceGroup { return reconcileOnce(t, r, c, key) }
 
 	got := reconcile()
 	cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionUpgrading)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
 // retireTally is what one pass's retirement drains saw (groupDisruptions
@@ -54,7 +55,7 @@ func managedMarker(obs *providers.Observation, t *retireTally) string {
 //     waits on a pod inside its termination grace period (inGrace), gives
 //     the slot back (stallManaged).
 //
-// A group that holds no slot is never stalled (SlotKeeper.Progress).
+// A group that holds no slot is never stalled (slots.Keeper.Progress).
 func (r *Reconciler) managedStall(ctx context.Context, s *scope) error {
 	if r.StallTimeout <= 0 || r.Slots == nil {
 		return nil
@@ -83,7 +84,7 @@ func (r *Reconciler) managedStall(ctx context.Context, s *scope) error {
 	return r.stallManaged(ctx, s, marker, since, now)
 }
 
-// stallManaged releases a managed group's slot (SlotKeeper.Release; the
+// stallManaged releases a managed group's slot (slots.Keeper.Release; the
 // metric instance_manager_upgrade_stalls_total), stops and uncordons the
 // nodes its retirement cordoned (releaseRetirement), so the node group or
 // profile being replaced keeps serving whole, and says so in a Warning
@@ -91,7 +92,7 @@ func (r *Reconciler) managedStall(ctx context.Context, s *scope) error {
 // replacement goes on when the group gets a slot again, one stall timeout
 // later at the earliest.
 func (r *Reconciler) stallManaged(ctx context.Context, s *scope, marker string, since, now time.Time) error {
-	if err := r.Slots.Release(ctx, s.key); err != nil {
+	if err := r.Slots.Release(ctx, s.key, slots.ReasonStalled); err != nil {
 		return err
 	}
 	upgradeStalls.Inc()
@@ -118,11 +119,10 @@ func (r *Reconciler) stallManaged(ctx context.Context, s *scope, marker string, 
 }
 
 // releaseRetirement stops the drains of the named nodes that the
-// retirement owns (drain.OwnerRetire; drain.Drains.Stop, before the
-// uncordon: no eviction may follow it) and gives them back
-// (Drainer.Release). A node gone meanwhile, or whose drain another owner
-// took over (an interruption, a termination), is left. It returns the
-// names uncordoned.
+// retirement owns (drain.OwnerRetire) and gives them back
+// (drain.GiveBack: the drain stopped before the uncordon). A node gone
+// meanwhile, or whose drain another owner took over (an interruption, a
+// termination), is left. It returns the names uncordoned.
 func (r *Reconciler) releaseRetirement(ctx context.Context, names []string) ([]string, error) {
 	if r.Rolling == nil || r.Rolling.Drainer == nil {
 		return nil, nil
@@ -136,16 +136,14 @@ func (r *Reconciler) releaseRetirement(ctx context.Context, names []string) ([]s
 			}
 			return out, err
 		}
-		if !drain.OwnedBy(node, drain.OwnerRetire) {
-			continue // an interruption's or a termination's drain goes on
-		}
-		if r.Rolling.Drains != nil {
-			r.Rolling.Drains.Stop(name)
-		}
-		if _, err := r.Rolling.Drainer.Release(ctx, node, drain.OwnerRetire); err != nil {
+		// An interruption's or a termination's drain goes on.
+		released, err := drain.GiveBack(ctx, r.Rolling.Drains, r.Rolling.Drainer, node, drain.OwnerRetire)
+		if err != nil {
 			return out, err
 		}
-		out = append(out, name)
+		if released {
+			out = append(out, name)
+		}
 	}
 	return out, nil
 }

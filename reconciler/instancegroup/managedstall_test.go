@@ -20,6 +20,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -91,7 +92,7 @@ func TestManagedReplacementStalls(t *testing.T) {
 			srv := fakeeviction.New(clock, func(*corev1.Pod) fakeeviction.Outcome { return tc.outcome }, pod)
 			recorder := events.NewFakeRecorder(100)
 			drainer := &drain.Drainer{Kube: srv.Kube, Client: c, Timeout: 10 * time.Minute, Step: 20 * time.Millisecond, Now: clock}
-			slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
+			slots := &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
 			r := &Reconciler{
 				Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: retiringProvisioner{}},
 				Rolling: &upgrade.RollingUpdate{Drainer: drainer, Recorder: recorder, Client: c},

@@ -18,7 +18,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 )
 
 // Focused tests of the phases of Reconcile (reconcile.go), each run on a

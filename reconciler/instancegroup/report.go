@@ -15,6 +15,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 )
 
@@ -121,7 +122,11 @@ func (r *Reconciler) report(ctx context.Context, before, ig *v1alpha1.InstanceGr
 		return ctrl.Result{}, err
 	}
 	if releaseSlot {
-		if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig)); err != nil {
+		reason := slots.ReasonDone
+		if progress.Stopped {
+			reason = slots.ReasonStopped
+		}
+		if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig), reason); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

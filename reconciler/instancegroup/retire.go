@@ -31,8 +31,8 @@ type groupDisruptions struct {
 
 var _ providers.Disruptions = groupDisruptions{}
 
-// Admit takes (or finds held) the group's upgrade slot (SlotKeeper
-// .Acquire, a Lease with upgrade.LeaseSlots). Outside the maintenance
+// Admit takes (or finds held) the group's upgrade slot (slots.Keeper
+// .Acquire, a Lease with slots.Leases). Outside the maintenance
 // windows only a group that holds its slot already (a replacement under
 // way) is admitted: none starts. A group whose slot was released for lack
 // of progress less than the stall timeout ago is not admitted

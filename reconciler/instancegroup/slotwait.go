@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
 // DefaultWaitingInterval is how often a group waiting for an upgrade slot
@@ -60,16 +60,16 @@ func (w *slotWaiters) wake() {
 	}
 }
 
-// wakingSlots is a SlotKeeper whose successful Release wakes the groups
+// wakingSlots is a slots.Keeper whose successful Release wakes the groups
 // waiting for a slot.
 type wakingSlots struct {
-	upgrade.SlotKeeper
+	slots.Keeper
 	waiters *slotWaiters
 }
 
-// Release implements upgrade.SlotKeeper.
-func (s wakingSlots) Release(ctx context.Context, key types.NamespacedName) error {
-	if err := s.SlotKeeper.Release(ctx, key); err != nil {
+// Release implements slots.Keeper.
+func (s wakingSlots) Release(ctx context.Context, key types.NamespacedName, reason slots.Reason) error {
+	if err := s.Keeper.Release(ctx, key, reason); err != nil {
 		return err
 	}
 	s.waiters.wake()

@@ -13,8 +13,9 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
 )
 
 // Review 2026-11-29 N7: a group waiting for an upgrade slot (or a
@@ -24,9 +25,9 @@ func TestGroupsWaitingForASlotAreWokenByReleases(t *testing.T) {
 	ig := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "waits", Generation: 1}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ig).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	waiters := newSlotWaiters()
-	slots := &fakeslots.Slots{Max: func() int { return 1 }}
+	keeper := &fakeslots.Slots{Max: func() int { return 1 }}
 	r := &Reconciler{Client: c, Recorder: events.NewFakeRecorder(10), PollInterval: 5 * time.Second, ResyncInterval: time.Hour,
-		WaitingInterval: DefaultWaitingInterval, waiters: waiters, backoff: newFailureBackoff(time.Second, time.Minute), Slots: wakingSlots{SlotKeeper: slots, waiters: waiters}}
+		WaitingInterval: DefaultWaitingInterval, waiters: waiters, backoff: newFailureBackoff(time.Second, time.Minute), Slots: wakingSlots{Keeper: keeper, waiters: waiters}}
 	ctx := context.Background()
 	cases := []struct {
 		progress upgrade.Progress
@@ -50,7 +51,7 @@ func TestGroupsWaitingForASlotAreWokenByReleases(t *testing.T) {
 	if ok, err := r.Slots.Acquire(ctx, holder, "u"); !ok || err != nil {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	if err := r.Slots.Release(ctx, holder); err != nil {
+	if err := r.Slots.Release(ctx, holder, slots.ReasonDone); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -62,7 +63,7 @@ func TestGroupsWaitingForASlotAreWokenByReleases(t *testing.T) {
 		t.Fatal("a released slot woke no waiting group")
 	}
 	r.waiters.set(client.ObjectKeyFromObject(ig), false) // it took the slot
-	if err := r.Slots.Release(ctx, holder); err != nil {
+	if err := r.Slots.Release(ctx, holder, slots.ReasonDone); err != nil {
 		t.Fatal(err)
 	}
 	if len(waiters.ch) != 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -68,7 +69,7 @@ func (r *Reconciler) stalledAt(ig *v1alpha1.InstanceGroup, now time.Time) (time.
 // waits (condition Upgrading False, reason UpgradeStalled).
 func (r *Reconciler) stall(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node, progress upgrade.Progress, since, now time.Time) (upgrade.Progress, error) {
-	if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig)); err != nil {
+	if err := r.Slots.Release(ctx, client.ObjectKeyFromObject(ig), slots.ReasonStalled); err != nil {
 		return progress, err
 	}
 	upgradeStalls.Inc()
@@ -105,7 +106,7 @@ func stalledMessage(at time.Time, timeout time.Duration) string {
 // one drain timeout it is not picked again). A node drained for another
 // owner (a spot interruption, Auto Scaling's termination, the group's
 // deletion, the GC) is never touched: its instance goes whatever the
-// rotation does (review N1). Instances already terminating are skipped.
+// rotation does (review N1). Stop and uncordon are drain.GiveBack. Instances already terminating are skipped.
 // It returns the node names released.
 func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGroup, obs *providers.Observation,
 	nodes map[string]*corev1.Node) ([]string, error) {
@@ -121,17 +122,13 @@ func (r *Reconciler) releaseDrains(ctx context.Context, ig *v1alpha1.InstanceGro
 		if in.UpToDate && node.Annotations[drain.AnnotationSurge] != "true" {
 			continue // drained only to give surge back (upgrade.Settle)
 		}
-		if !drain.OwnedBy(node, drain.OwnerRotation, drain.OwnerSurge) {
-			continue
-		}
-		if r.Rolling.Drains != nil {
-			// Before the uncordon: no eviction may follow it.
-			r.Rolling.Drains.Stop(node.Name)
-		}
-		if _, err := r.Rolling.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
+		released, err := drain.GiveBack(ctx, r.Rolling.Drains, r.Rolling.Drainer, node, drain.OwnerRotation, drain.OwnerSurge)
+		if err != nil {
 			return names, err
 		}
-		names = append(names, node.Name)
+		if released {
+			names = append(names, node.Name)
+		}
 	}
 	if len(names) > 0 {
 		log.FromContext(ctx).Info("uncordoned nodes whose rotation drain stopped (no upgrade slot)", "group", client.ObjectKeyFromObject(ig), "nodes", names)
@@ -154,7 +151,7 @@ func (r *Reconciler) stallFailing(ctx context.Context, ig *v1alpha1.InstanceGrou
 	if err != nil || !held || now.Sub(since) < r.StallTimeout {
 		return err
 	}
-	if err := r.Slots.Release(ctx, key); err != nil {
+	if err := r.Slots.Release(ctx, key, slots.ReasonStalled); err != nil {
 		return err
 	}
 	upgradeStalls.Inc()

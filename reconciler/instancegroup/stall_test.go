@@ -21,6 +21,7 @@ import (
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -178,11 +179,25 @@ func slotReconciler(c client.Client, clock func() time.Time, prov providers.Prov
 	return &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKS: prov},
 		Rolling: &upgrade.RollingUpdate{Drainer: drainer, Drains: drains, Recorder: recorder, Client: c},
-		Slots: &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return max }, Now: clock,
+		Slots: &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return max }, Now: clock,
 			StallTimeout: 30 * time.Minute},
 		StallTimeout: 30 * time.Minute, Now: clock,
 		Recorder: recorder, PollInterval: time.Second, ResyncInterval: time.Minute, backoff: newFailureBackoff(time.Second, time.Minute),
 	}
+}
+
+// reconcileOnce runs one pass of r for key and returns the group as
+// stored after it; an error fails the test.
+func reconcileOnce(t *testing.T, r *Reconciler, c client.Client, key client.ObjectKey) *v1alpha1.InstanceGroup {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1alpha1.InstanceGroup{}
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func counter(t *testing.T) float64 {
@@ -207,7 +222,7 @@ func TestFailingGroupReleasesItsSlotAfterTheStallTimeout(t *testing.T) {
 	}
 	c := crfake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ig).WithStatusSubresource(&v1alpha1.InstanceGroup{}).Build()
 	recorder := events.NewFakeRecorder(100)
-	slots := &upgrade.LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
+	slots := &slots.Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: func() int { return 1 }, Now: clock}
 	r := &Reconciler{
 		Client: c, Provisioners: map[string]providers.Provisioner{v1alpha1.ProvisionerEKSManaged: &failingProvisioner{}},
 		Slots: slots, StallTimeout: 30 * time.Minute, Now: clock,
@@ -324,17 +339,7 @@ func TestStoppedRotationStopsItsDrainsAndGivesItsSlotBack(t *testing.T) {
 	recorder := events.NewFakeRecorder(100)
 	r := slotReconciler(c, clock, stuckProvisioner{}, 1, drainer, drains, recorder)
 	key := client.ObjectKeyFromObject(ig)
-	reconcile := func() *v1alpha1.InstanceGroup {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
-			t.Fatal(err)
-		}
-		got := &v1alpha1.InstanceGroup{}
-		if err := c.Get(ctx, key, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	reconcile := func() *v1alpha1.InstanceGroup { return reconcileOnce(t, r, c, key) }
 
 	cur := reconcile() // takes the slot, cordons stuck-a, hands its drain to the runner
 	waitUntil(t, func() bool { return srv.Evictions("apps/web-1") >= 2 }, "the refused eviction to be tried again")

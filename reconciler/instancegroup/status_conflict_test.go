@@ -16,7 +16,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 )
 
 // activeProvisioner reports an active managed group.

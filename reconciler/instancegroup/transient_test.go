@@ -17,7 +17,7 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/providers"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 )
 
 // flakyProvisioner fails its first failures Applies with err, then

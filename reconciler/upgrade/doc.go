@@ -1,5 +1,5 @@
 // Package upgrade holds the upgrade strategies that rotate drifted nodes
-// (rollingUpdate, crd) and the cluster-wide cap on groups rotating at once
-// (LeaseSlots, judged by SlotsFull). Nodes are drained through
-// reconciler/drain.
+// (rollingUpdate, crd). Nodes are drained through reconciler/drain; the
+// cap on groups rotating at once is reconciler/slots, which the
+// InstanceGroup reconciler takes before it steps a strategy.
 package upgrade

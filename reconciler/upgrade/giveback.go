@@ -274,16 +274,11 @@ func (r *RollingUpdate) terminateBalanced(ctx context.Context, ig *v1alpha1.Inst
 }
 
 // release stops the give-back drain of node and uncordons it
-// (drain.Drainer.Release), with an Event; a node whose drain another owner
+// (drain.GiveBack), with an Event; a node whose drain another owner
 // took over (an interruption, a termination) is left to it.
 func (r *RollingUpdate) release(ctx context.Context, ig *v1alpha1.InstanceGroup, node *corev1.Node) error {
-	if !drain.OwnedBy(node, drain.OwnerRotation, drain.OwnerSurge) {
-		return nil
-	}
-	if r.Drains != nil {
-		r.Drains.Stop(node.Name) // before the uncordon: no eviction may follow it
-	}
-	if _, err := r.Drainer.Release(ctx, node, drain.OwnerRotation, drain.OwnerSurge); err != nil {
+	released, err := drain.GiveBack(ctx, r.Drains, r.Drainer, node, drain.OwnerRotation, drain.OwnerSurge)
+	if err != nil || !released {
 		return err
 	}
 	r.Recorder.Eventf(ig, nil, corev1.EventTypeNormal, ReasonSurgeForgone, "Rotate",

@@ -26,6 +26,7 @@ import (
 	"github.com/instancemgr/instance-manager/providers"
 	"github.com/instancemgr/instance-manager/reconciler/drain/fakeeviction"
 	"github.com/instancemgr/instance-manager/reconciler/rollout"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/reconciler/upgrade"
 
 	"github.com/instancemgr/instance-manager/reconciler/drain"
@@ -96,7 +97,7 @@ const fleetNamespace = "instance-manager"
 
 // fleetWorld is one simulated rollout. Real: rollout.Step (waves, soak,
 // judging), store.State.Desired (which groups the fan-out moves),
-// upgrade.LeaseSlots with upgrade.SlotsFull (the cap), and
+// slots.Leases with slots.Full (the cap), and
 // upgrade.RollingUpdate.Step with its Drainer (batches, cordons, evictions,
 // terminations, the batch record) against a controller-runtime fake client
 // and a fakeeviction clientset. Modelled: fleetASG (Auto Scaling, EC2 and
@@ -107,7 +108,7 @@ type fleetWorld struct {
 	in     fleetInputs
 	now    time.Time
 	client client.Client
-	slots  *upgrade.LeaseSlots
+	slots  *slots.Leases
 	groups []*fleetGroup
 
 	state    store.State // the boundaries: old (stable) and new (current) revision
@@ -172,7 +173,7 @@ func newFleetWorld(ctx context.Context, in fleetInputs) (*fleetWorld, error) {
 		WithObjectTracker(clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())).Build()
 	// The cap as app.upgradeSlots reads it: the ConfigMap's
 	// rollout.maxConcurrentUpgrades (always set here) over the flag's.
-	w.slots = &upgrade.LeaseSlots{Client: w.client, Reader: w.client, Namespace: fleetNamespace, Now: func() time.Time { return w.now },
+	w.slots = &slots.Leases{Client: w.client, Reader: w.client, Namespace: fleetNamespace, Now: func() time.Time { return w.now },
 		Max: func() int { return w.state.Config.MaxConcurrentUpgrades }}
 	unavailable := intstr.FromInt32(int32(in.MaxUnavailable))
 	for i := range in.Groups {
@@ -413,7 +414,7 @@ func (w *fleetWorld) release(ctx context.Context, g *fleetGroup) error {
 	if !held {
 		return nil
 	}
-	if err := w.slots.Release(ctx, g.key); err != nil {
+	if err := w.slots.Release(ctx, g.key, slots.ReasonDone); err != nil {
 		return err
 	}
 	free := w.state.Config.MaxConcurrentUpgrades - len(w.slots.Holders())

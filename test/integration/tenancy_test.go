@@ -443,3 +443,50 @@ func TestAdminCanTightenTheCRDStrategy(t *testing.T) {
 	g.Expect(err).To(MatchError(And(ContainSubstring("spec.strategy.crd.spec"),
 		ContainSubstring("kind RollingUpgrade.upgrademgr.keikoproj.io is not allowed by the boundary ConfigMap's crdStrategy.allowedKinds (allowed: none)"))))
 }
+
+// Finding N30 (review 2026-11-29): an eks-managed group also takes its
+// instance types as a list (instanceTypes) and its labels under the
+// deprecated nodeLabels, and the rules on instanceType and labels did not
+// follow to those aliases: a tenant under restricted instanceType asked
+// for any type through the list. In deny mode the create is refused
+// naming the alias; without it the group gets the admin's type.
+func TestManagedAliasesDoNotEscapeARule(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-alias")
+	data := exampleConfigMapData(t)
+	data["enforcement"] = "deny"
+	data["boundaries"] = strings.Replace(data["boundaries"], "restricted:\n", "restricted:\n- spec.eks.configuration.instanceType\n", 1)
+	data["defaults"] = strings.Replace(data["defaults"], "      eks:\n        configuration:\n", "      eks:\n        configuration:\n          instanceType: m5.large\n", 1)
+	g, ctx, tn := underBoundaries(t, data, "alias-tenant", ns)
+
+	managed := &v1alpha1.InstanceGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "managed"},
+		Spec: v1alpha1.InstanceGroupSpec{Provisioner: v1alpha1.ProvisionerEKSManaged, Strategy: v1alpha1.AwsUpgradeStrategy{Type: v1alpha1.StrategyManaged},
+			EKSManaged: &v1alpha1.EKSManagedSpec{MinSize: 1, MaxSize: 2, Configuration: &v1alpha1.EKSManagedConfiguration{
+				InstanceTypes: []string{"m5.24xlarge"},
+			}}},
+	}
+	err := tn.client.Create(ctx, managed)
+	g.Expect(err).To(MatchError(ContainSubstring("spec.eks-managed.configuration.instanceTypes is restricted")))
+
+	managed.Spec.EKSManaged.Configuration.InstanceTypes = nil
+	g.Expect(tn.client.Create(ctx, managed)).To(Succeed())
+	c := getIG(t, ns, "managed").Spec.EKSManaged.Configuration
+	g.Expect(c.InstanceType).To(Equal("m5.large"))
+	g.Expect(c.InstanceTypes).To(BeEmpty())
+}
+
+// Finding N31 (review 2026-11-29): with the VPC CNI's custom networking,
+// the ENIConfig label of a node picks its pods' subnet and security
+// groups; a tenant labelled its group's nodes with another team's
+// ENIConfig. The create is refused naming the label.
+func TestNetworkLabelsAreNotATenantsToSet(t *testing.T) {
+	requireEnv(t)
+	ns := uniqueNamespace("team-eniconfig")
+	g, ctx, tn := underBoundaries(t, nil, "eniconfig-tenant", ns)
+	ig := shortIG(ns, "borrowed-network")
+	ig.Spec.EKS.Configuration.Labels = map[string]string{"k8s.amazonaws.com/eniConfig": "team-b"}
+	g.Expect(tn.client.Create(ctx, ig)).To(MatchError(And(
+		ContainSubstring("InstanceGroup "+ns+"/borrowed-network"),
+		ContainSubstring("spec.eks.configuration.labels[k8s.amazonaws.com/eniConfig]: Forbidden"))))
+}

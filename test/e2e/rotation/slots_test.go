@@ -17,14 +17,14 @@ import (
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/instancegroup"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
 
 // slotHolders lists the holders of the upgrade slot Leases.
 func slotHolders(ctx context.Context) ([]string, error) {
 	list := &coordinationv1.LeaseList{}
-	if err := suite.Admin.List(ctx, list, client.InNamespace(harness.ConfigNamespace), client.MatchingLabels{upgrade.SlotLabel: "true"}); err != nil {
+	if err := suite.Admin.List(ctx, list, client.InNamespace(harness.ConfigNamespace), client.MatchingLabels{slots.Label: "true"}); err != nil {
 		return nil, err
 	}
 	var out []string

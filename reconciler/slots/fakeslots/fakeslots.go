@@ -1,6 +1,6 @@
-// Package fakeslots is an upgrade.SlotKeeper in memory for unit tests of
+// Package fakeslots is a slots.Keeper in memory for unit tests of
 // the reconciler: the same cap and per-namespace share as the production
-// keeper, upgrade.LeaseSlots (both judge with upgrade.SlotsFull), without
+// keeper, slots.Leases (both judge with slots.Full), without
 // an API server.
 package fakeslots
 
@@ -12,12 +12,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/instancemgr/instance-manager/reconciler/upgrade"
+	"github.com/instancemgr/instance-manager/reconciler/slots"
 )
 
-// Slots is an upgrade.SlotKeeper in memory (a test fake: a restart
+// Slots is a slots.Keeper in memory (a test fake: a restart
 // forgets it). It caps how many InstanceGroups rotate nodes at once as
-// upgrade.LeaseSlots does. Safe for concurrent use.
+// slots.Leases does. Safe for concurrent use.
 type Slots struct {
 	// Max returns the current cap; 0 or less means no cap.
 	Max func() int
@@ -39,9 +39,9 @@ type memorySlot struct {
 	changed time.Time
 }
 
-var _ upgrade.SlotKeeper = &Slots{}
+var _ slots.Keeper = &Slots{}
 
-// Acquire implements upgrade.SlotKeeper; it never fails.
+// Acquire implements slots.Keeper; it never fails.
 func (s *Slots) Acquire(_ context.Context, key types.NamespacedName, _ types.UID) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -55,22 +55,22 @@ func (s *Slots) Acquire(_ context.Context, key types.NamespacedName, _ types.UID
 	for k := range s.holders {
 		held = append(held, k)
 	}
-	if upgrade.SlotsFull(held, key.Namespace, s.Max, s.PerNamespace) {
+	if slots.Full(held, key.Namespace, s.Max, s.PerNamespace) {
 		return false, nil
 	}
 	s.holders[key] = &memorySlot{changed: s.now()}
 	return true, nil
 }
 
-// Release implements upgrade.SlotKeeper; it never fails.
-func (s *Slots) Release(_ context.Context, key types.NamespacedName) error {
+// Release implements slots.Keeper; it never fails and counts nothing.
+func (s *Slots) Release(_ context.Context, key types.NamespacedName, _ slots.Reason) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.holders, key)
 	return nil
 }
 
-// Holders implements upgrade.SlotKeeper.
+// Holders implements slots.Keeper.
 func (s *Slots) Holders() []types.NamespacedName {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,7 +82,7 @@ func (s *Slots) Holders() []types.NamespacedName {
 	return out
 }
 
-// Progress implements upgrade.SlotKeeper; it never fails.
+// Progress implements slots.Keeper; it never fails.
 func (s *Slots) Progress(_ context.Context, key types.NamespacedName, marker string) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,7 +96,7 @@ func (s *Slots) Progress(_ context.Context, key types.NamespacedName, marker str
 	return h.changed, nil
 }
 
-// LastProgress implements upgrade.SlotKeeper; it never fails.
+// LastProgress implements slots.Keeper; it never fails.
 func (s *Slots) LastProgress(_ context.Context, key types.NamespacedName) (time.Time, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,4 @@
-package upgrade
+package slots
 
 import (
 	"testing"
@@ -26,8 +26,8 @@ func TestSlotsFull(t *testing.T) {
 		{"namespace quota not reached", limit(10), perNS, "b", false},
 		{"namespace without quota", limit(10), perNS, "c", false},
 	} {
-		if got := SlotsFull(held, c.namespace, c.max, c.perNS); got != c.want {
-			t.Errorf("%s: SlotsFull(%q) = %v, want %v", c.name, c.namespace, got, c.want)
+		if got := Full(held, c.namespace, c.max, c.perNS); got != c.want {
+			t.Errorf("%s: Full(%q) = %v, want %v", c.name, c.namespace, got, c.want)
 		}
 	}
 }

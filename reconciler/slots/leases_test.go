@@ -1,4 +1,4 @@
-package upgrade_test
+package slots_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
-	. "github.com/instancemgr/instance-manager/reconciler/upgrade"
-	"github.com/instancemgr/instance-manager/reconciler/upgrade/fakeslots"
+	. "github.com/instancemgr/instance-manager/reconciler/slots"
+	"github.com/instancemgr/instance-manager/reconciler/slots/fakeslots"
 )
 
 // clock is a settable time for the slots under test.
@@ -45,19 +45,19 @@ func slotScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-// slotsUnderTest builds each SlotKeeper with a cap and a per-namespace
+// slotsUnderTest builds each Keeper with a cap and a per-namespace
 // quota; leases also returns the fake API server's client.
 type slotsUnderTest struct {
 	name string
-	make func(t *testing.T, c client.Client, clk *clock, max func() int, perNS func(string) int) SlotKeeper
+	make func(t *testing.T, c client.Client, clk *clock, max func() int, perNS func(string) int) Keeper
 }
 
 var keepers = []slotsUnderTest{
-	{"memory", func(_ *testing.T, _ client.Client, clk *clock, max func() int, perNS func(string) int) SlotKeeper {
+	{"memory", func(_ *testing.T, _ client.Client, clk *clock, max func() int, perNS func(string) int) Keeper {
 		return &fakeslots.Slots{Max: max, PerNamespace: perNS, Now: clk.now}
 	}},
-	{"leases", func(_ *testing.T, c client.Client, clk *clock, max func() int, perNS func(string) int) SlotKeeper {
-		return &LeaseSlots{Client: c, Reader: c, Namespace: "instance-manager", Max: max, PerNamespace: perNS, Now: clk.now,
+	{"leases", func(_ *testing.T, c client.Client, clk *clock, max func() int, perNS func(string) int) Keeper {
+		return &Leases{Client: c, Reader: c, Namespace: "instance-manager", Max: max, PerNamespace: perNS, Now: clk.now,
 			StallTimeout: 30 * time.Minute}
 	}},
 }
@@ -79,7 +79,7 @@ func groupsClient(t *testing.T, keys ...types.NamespacedName) client.Client {
 	return fake.NewClientBuilder().WithScheme(slotScheme(t)).WithObjects(objs...).Build()
 }
 
-func acquire(t *testing.T, s SlotKeeper, k types.NamespacedName) bool {
+func acquire(t *testing.T, s Keeper, k types.NamespacedName) bool {
 	t.Helper()
 	ok, err := s.Acquire(context.Background(), k, "")
 	if err != nil {
@@ -104,7 +104,7 @@ func TestSlotsCapGroupsRotatingAtOnce(t *testing.T) {
 			if !acquire(t, s, a) {
 				t.Fatal("a holder keeps its slot")
 			}
-			if err := s.Release(context.Background(), a); err != nil {
+			if err := s.Release(context.Background(), a, ReasonDone); err != nil {
 				t.Fatal(err)
 			}
 			if !acquire(t, s, d) {
@@ -243,7 +243,7 @@ func TestLeaseSlotsSurviveARestart(t *testing.T) {
 		t.Errorf("last progress after the restart %s (%v), want %s", at, err, progressed)
 	}
 	leases := &coordinationv1.LeaseList{}
-	if err := c.List(ctx, leases, client.MatchingLabels{SlotLabel: "true"}); err != nil {
+	if err := c.List(ctx, leases, client.MatchingLabels{Label: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(leases.Items) != 2 {
@@ -254,7 +254,7 @@ func TestLeaseSlotsSurviveARestart(t *testing.T) {
 			t.Errorf("Lease %s/%s: duration %v", l.Namespace, l.Name, l.Spec.LeaseDurationSeconds)
 		}
 	}
-	if err := second.Release(ctx, a); err != nil {
+	if err := second.Release(ctx, a, ReasonDone); err != nil {
 		t.Fatal(err)
 	}
 	if !acquire(t, second, d) {
@@ -269,7 +269,7 @@ func TestLeaseSlotsFreeOrphans(t *testing.T) {
 	renamed := &v1alpha1.InstanceGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "again", UID: "uid-new"}}
 	c := fake.NewClientBuilder().WithScheme(slotScheme(t)).WithObjects(live, renamed).Build()
 	ctx := context.Background()
-	s := keepers[1].make(t, c, newClock(), func() int { return 3 }, nil).(*LeaseSlots)
+	s := keepers[1].make(t, c, newClock(), func() int { return 3 }, nil).(*Leases)
 	for _, g := range []struct {
 		key types.NamespacedName
 		uid types.UID
@@ -290,12 +290,12 @@ func TestLeaseSlotsFreeOrphans(t *testing.T) {
 		t.Fatalf("Acquire(t/again) = %v, %v", ok, err)
 	}
 	leases := &coordinationv1.LeaseList{}
-	if err := c.List(ctx, leases, client.MatchingLabels{SlotLabel: "true"}); err != nil {
+	if err := c.List(ctx, leases, client.MatchingLabels{Label: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range leases.Items {
-		if *l.Spec.HolderIdentity == "t/again" && l.Annotations[AnnotationSlotGroupUID] != "uid-new" {
-			t.Errorf("t/again holds Lease %s of uid %s", l.Name, l.Annotations[AnnotationSlotGroupUID])
+		if *l.Spec.HolderIdentity == "t/again" && l.Annotations[AnnotationGroupUID] != "uid-new" {
+			t.Errorf("t/again holds Lease %s of uid %s", l.Name, l.Annotations[AnnotationGroupUID])
 		}
 	}
 	if len(leases.Items) != 3 {
@@ -313,7 +313,7 @@ func TestLeaseSlotsCapHoldsWithTwoWriters(t *testing.T) {
 	}
 	c := groupsClient(t, keys...)
 	clk := newClock()
-	writers := []SlotKeeper{keepers[1].make(t, c, clk, func() int { return 3 }, nil), keepers[1].make(t, c, clk, func() int { return 3 }, nil)}
+	writers := []Keeper{keepers[1].make(t, c, clk, func() int { return 3 }, nil), keepers[1].make(t, c, clk, func() int { return 3 }, nil)}
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		wg.Add(1)
@@ -328,7 +328,7 @@ func TestLeaseSlotsCapHoldsWithTwoWriters(t *testing.T) {
 	}
 	wg.Wait()
 	leases := &coordinationv1.LeaseList{}
-	if err := c.List(context.Background(), leases, client.MatchingLabels{SlotLabel: "true"}); err != nil {
+	if err := c.List(context.Background(), leases, client.MatchingLabels{Label: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(leases.Items) != 3 {

@@ -1,4 +1,4 @@
-package upgrade
+package slots
 
 import (
 	"context"
@@ -14,38 +14,41 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 )
 
 // Upgrade slot Leases: names, label and annotations.
 const (
-	// SlotLeasePrefix starts the name of every upgrade slot Lease; the
+	// LeasePrefix starts the name of every upgrade slot Lease; the
 	// slot's index (0, 1, …) ends it.
-	SlotLeasePrefix = "instance-manager-upgrade-slot-"
-	// SlotLabel ("true") marks the upgrade slot Leases, so they are listed
+	LeasePrefix = "instance-manager-upgrade-slot-"
+	// Label ("true") marks the upgrade slot Leases, so they are listed
 	// by label.
-	SlotLabel = "instancemgr.keikoproj.io/upgrade-slot"
-	// AnnotationSlotProgress is the holder's rotation progress as last seen
+	Label = "instancemgr.keikoproj.io/upgrade-slot"
+	// AnnotationProgress is the holder's rotation progress as last seen
 	// ("<updated> updated, <drifted> drifted"); spec.renewTime is when it
 	// last changed.
-	AnnotationSlotProgress = "instancemgr.keikoproj.io/upgrade-progress"
-	// AnnotationSlotGroupUID is the UID of the holding InstanceGroup, so a
+	AnnotationProgress = "instancemgr.keikoproj.io/upgrade-progress"
+	// AnnotationGroupUID is the UID of the holding InstanceGroup, so a
 	// slot left by a deleted group is not taken over by a new group of the
 	// same name.
-	AnnotationSlotGroupUID = "instancemgr.keikoproj.io/group-uid"
+	AnnotationGroupUID = "instancemgr.keikoproj.io/group-uid"
 )
 
-// SlotKeeper caps how many InstanceGroups rotate nodes at once and tracks
-// each holder's progress. LeaseSlots keeps the slots in the API server;
+// Keeper caps how many InstanceGroups rotate nodes at once and tracks
+// each holder's progress. Leases keeps the slots in the API server;
 // Slots in memory.
-type SlotKeeper interface {
+type Keeper interface {
 	// Acquire returns true if the group key (with UID uid) holds a slot,
 	// already or now; false when the cap or its namespace's quota is
 	// reached. Errors come from the API server.
 	Acquire(ctx context.Context, key types.NamespacedName, uid types.UID) (bool, error)
-	// Release frees key's slot, if it holds one.
-	Release(ctx context.Context, key types.NamespacedName) error
+	// Release frees key's slot, if it holds one, for reason (counted
+	// and logged by the production keeper). Errors come from the API
+	// server.
+	Release(ctx context.Context, key types.NamespacedName, reason Reason) error
 	// Holders returns the groups holding slots, sorted, as last read.
 	Holders() []types.NamespacedName
 	// Progress records marker as the holder key's progress and returns
@@ -56,11 +59,11 @@ type SlotKeeper interface {
 	LastProgress(ctx context.Context, key types.NamespacedName) (time.Time, bool, error)
 }
 
-// LeaseSlots keeps the upgrade slots as coordination.k8s.io/v1 Leases in
-// Namespace, one per held slot, named SlotLeasePrefix+<index> and labelled
-// SlotLabel=true: spec.holderIdentity is the group's "<namespace>/<name>",
+// Leases keeps the upgrade slots as coordination.k8s.io/v1 Leases in
+// Namespace, one per held slot, named LeasePrefix+<index> and labelled
+// Label=true: spec.holderIdentity is the group's "<namespace>/<name>",
 // spec.acquireTime when it took the slot, spec.renewTime when its progress
-// (AnnotationSlotProgress) last changed, spec.leaseDurationSeconds the
+// (AnnotationProgress) last changed, spec.leaseDurationSeconds the
 // stall timeout. A slot is taken by creating its Lease (AlreadyExists: it
 // is someone else's) and freed by deleting it with a resourceVersion
 // precondition, so a restarted or newly elected controller continues with
@@ -69,7 +72,7 @@ type SlotKeeper interface {
 // Only the elected controller writes the Leases; it keeps a copy of them,
 // read again from the API server (Reader, not a cache) every Resync and
 // after any conflict. Safe for concurrent use.
-type LeaseSlots struct {
+type Leases struct {
 	// Client writes the Leases; Reader lists them and reads the holders'
 	// InstanceGroups (the manager's API reader).
 	Client client.Client
@@ -95,19 +98,19 @@ type LeaseSlots struct {
 	reapedAt time.Time
 }
 
-var _ SlotKeeper = &LeaseSlots{}
+var _ Keeper = &Leases{}
 
-// Acquire implements SlotKeeper. A group that holds a Lease keeps it; a
+// Acquire implements Keeper. A group that holds a Lease keeps it; a
 // Lease whose InstanceGroup is gone (or is another group of the same name)
 // is deleted before the cap is judged, when the cap is reached.
-func (s *LeaseSlots) Acquire(ctx context.Context, key types.NamespacedName, uid types.UID) (bool, error) {
+func (s *Leases) Acquire(ctx context.Context, key types.NamespacedName, uid types.UID) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
 		return false, err
 	}
 	if l := s.held(key); l != nil {
-		if got := l.Annotations[AnnotationSlotGroupUID]; uid == "" || got == "" || got == string(uid) {
+		if got := l.Annotations[AnnotationGroupUID]; uid == "" || got == "" || got == string(uid) {
 			return true, nil
 		}
 		// A group of the same name held it and was deleted.
@@ -130,8 +133,8 @@ func (s *LeaseSlots) Acquire(ctx context.Context, key types.NamespacedName, uid 
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Namespace, Name: name,
-			Labels:      map[string]string{SlotLabel: "true"},
-			Annotations: map[string]string{AnnotationSlotGroupUID: string(uid)},
+			Labels:      map[string]string{Label: "true"},
+			Annotations: map[string]string{AnnotationGroupUID: string(uid)},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
 	}
@@ -149,8 +152,10 @@ func (s *LeaseSlots) Acquire(ctx context.Context, key types.NamespacedName, uid 
 	return true, nil
 }
 
-// Release implements SlotKeeper: it deletes every Lease key holds.
-func (s *LeaseSlots) Release(ctx context.Context, key types.NamespacedName) error {
+// Release implements Keeper: it deletes every Lease key holds and, when
+// there was one, counts the release by reason
+// (instance_manager_upgrade_slot_releases_total) and logs it.
+func (s *Leases) Release(ctx context.Context, key types.NamespacedName, reason Reason) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -159,6 +164,10 @@ func (s *LeaseSlots) Release(ctx context.Context, key types.NamespacedName) erro
 	for l := s.held(key); l != nil; l = s.held(key) {
 		if err := s.deleteLease(ctx, l); err != nil {
 			return err
+		}
+		if s.held(key) == nil && s.leases != nil {
+			releases.WithLabelValues(string(reason)).Inc()
+			log.FromContext(ctx).Info("upgrade slot released", "group", key, "reason", reason, "lease", l.Name)
 		}
 		if s.leases == nil { // changed meanwhile: read again
 			if err := s.load(ctx); err != nil {
@@ -169,8 +178,8 @@ func (s *LeaseSlots) Release(ctx context.Context, key types.NamespacedName) erro
 	return nil
 }
 
-// Holders implements SlotKeeper, from the copy last read.
-func (s *LeaseSlots) Holders() []types.NamespacedName {
+// Holders implements Keeper, from the copy last read.
+func (s *Leases) Holders() []types.NamespacedName {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]types.NamespacedName, 0, len(s.leases))
@@ -183,9 +192,9 @@ func (s *LeaseSlots) Holders() []types.NamespacedName {
 	return out
 }
 
-// Progress implements SlotKeeper: a new marker is written to the Lease
-// (AnnotationSlotProgress, spec.renewTime = now) with its resourceVersion.
-func (s *LeaseSlots) Progress(ctx context.Context, key types.NamespacedName, marker string) (time.Time, error) {
+// Progress implements Keeper: a new marker is written to the Lease
+// (AnnotationProgress, spec.renewTime = now) with its resourceVersion.
+func (s *Leases) Progress(ctx context.Context, key types.NamespacedName, marker string) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -195,15 +204,15 @@ func (s *LeaseSlots) Progress(ctx context.Context, key types.NamespacedName, mar
 	if l == nil {
 		return s.now(), nil
 	}
-	_, seen := l.Annotations[AnnotationSlotProgress]
-	if seen && l.Annotations[AnnotationSlotProgress] == marker && l.Spec.RenewTime != nil {
+	_, seen := l.Annotations[AnnotationProgress]
+	if seen && l.Annotations[AnnotationProgress] == marker && l.Spec.RenewTime != nil {
 		return l.Spec.RenewTime.Time, nil
 	}
 	upd := l.DeepCopy()
 	if upd.Annotations == nil {
 		upd.Annotations = map[string]string{}
 	}
-	upd.Annotations[AnnotationSlotProgress] = marker
+	upd.Annotations[AnnotationProgress] = marker
 	now := metav1.NewMicroTime(s.now())
 	upd.Spec.RenewTime = &now
 	if err := s.Client.Update(ctx, upd); err != nil {
@@ -217,8 +226,8 @@ func (s *LeaseSlots) Progress(ctx context.Context, key types.NamespacedName, mar
 	return now.Time, nil
 }
 
-// LastProgress implements SlotKeeper: the Lease's spec.renewTime.
-func (s *LeaseSlots) LastProgress(ctx context.Context, key types.NamespacedName) (time.Time, bool, error) {
+// LastProgress implements Keeper: the Lease's spec.renewTime.
+func (s *Leases) LastProgress(ctx context.Context, key types.NamespacedName) (time.Time, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.load(ctx); err != nil {
@@ -232,13 +241,13 @@ func (s *LeaseSlots) LastProgress(ctx context.Context, key types.NamespacedName)
 }
 
 // load reads the slot Leases when the copy is missing or older than Resync.
-func (s *LeaseSlots) load(ctx context.Context) error {
+func (s *Leases) load(ctx context.Context) error {
 	if s.leases != nil && s.now().Sub(s.loadedAt) < s.resync() {
 		return nil
 	}
 	list := &coordinationv1.LeaseList{}
-	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{SlotLabel: "true"}); err != nil {
-		return fmt.Errorf("listing the upgrade slot Leases in namespace %s (label %s=true): %w", s.Namespace, SlotLabel, err)
+	if err := s.Reader.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{Label: "true"}); err != nil {
+		return fmt.Errorf("listing the upgrade slot Leases in namespace %s (label %s=true): %w", s.Namespace, Label, err)
 	}
 	s.leases = make(map[string]*coordinationv1.Lease, len(list.Items))
 	for i := range list.Items {
@@ -251,7 +260,7 @@ func (s *LeaseSlots) load(ctx context.Context) error {
 // reap deletes the Leases whose InstanceGroup is gone or was replaced by
 // another of the same name (the finalizer's release was missed, e.g. the
 // finalizer was removed by hand), and those without a holder.
-func (s *LeaseSlots) reap(ctx context.Context) error {
+func (s *Leases) reap(ctx context.Context) error {
 	for _, l := range s.sorted() {
 		key, ok := holderKey(l)
 		if ok {
@@ -261,7 +270,7 @@ func (s *LeaseSlots) reap(ctx context.Context) error {
 			case apierrors.IsNotFound(err):
 			case err != nil:
 				return fmt.Errorf("reading InstanceGroup %s, holder of upgrade slot Lease %s/%s: %w", key, s.Namespace, l.Name, err)
-			case l.Annotations[AnnotationSlotGroupUID] == "" || l.Annotations[AnnotationSlotGroupUID] == string(ig.UID):
+			case l.Annotations[AnnotationGroupUID] == "" || l.Annotations[AnnotationGroupUID] == string(ig.UID):
 				continue
 			}
 		}
@@ -277,7 +286,7 @@ func (s *LeaseSlots) reap(ctx context.Context) error {
 
 // deleteLease deletes l if unchanged since read; a conflict makes the
 // copy be read again.
-func (s *LeaseSlots) deleteLease(ctx context.Context, l *coordinationv1.Lease) error {
+func (s *Leases) deleteLease(ctx context.Context, l *coordinationv1.Lease) error {
 	err := s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
@@ -291,7 +300,7 @@ func (s *LeaseSlots) deleteLease(ctx context.Context, l *coordinationv1.Lease) e
 }
 
 // full reports whether the cap, or namespace's quota, is reached.
-func (s *LeaseSlots) full(namespace string) bool {
+func (s *Leases) full(namespace string) bool {
 	held := make([]types.NamespacedName, 0, len(s.leases))
 	for _, l := range s.leases {
 		if k, ok := holderKey(l); ok {
@@ -300,11 +309,11 @@ func (s *LeaseSlots) full(namespace string) bool {
 			held = append(held, types.NamespacedName{}) // counts against the cap only
 		}
 	}
-	return SlotsFull(held, namespace, s.Max, s.PerNamespace)
+	return Full(held, namespace, s.Max, s.PerNamespace)
 }
 
 // held returns the Lease key holds, if any.
-func (s *LeaseSlots) held(key types.NamespacedName) *coordinationv1.Lease {
+func (s *Leases) held(key types.NamespacedName) *coordinationv1.Lease {
 	for _, l := range s.sorted() {
 		if k, ok := holderKey(l); ok && k == key {
 			return l
@@ -314,16 +323,16 @@ func (s *LeaseSlots) held(key types.NamespacedName) *coordinationv1.Lease {
 }
 
 // freeName is the name of the lowest slot index without a Lease.
-func (s *LeaseSlots) freeName() string {
+func (s *Leases) freeName() string {
 	for i := 0; ; i++ {
-		name := SlotLeasePrefix + strconv.Itoa(i)
+		name := LeasePrefix + strconv.Itoa(i)
 		if _, ok := s.leases[name]; !ok {
 			return name
 		}
 	}
 }
 
-func (s *LeaseSlots) sorted() []*coordinationv1.Lease {
+func (s *Leases) sorted() []*coordinationv1.Lease {
 	out := make([]*coordinationv1.Lease, 0, len(s.leases))
 	for _, l := range s.leases {
 		out = append(out, l)
@@ -332,14 +341,14 @@ func (s *LeaseSlots) sorted() []*coordinationv1.Lease {
 	return out
 }
 
-func (s *LeaseSlots) now() time.Time {
+func (s *Leases) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
 	return time.Now()
 }
 
-func (s *LeaseSlots) resync() time.Duration {
+func (s *Leases) resync() time.Duration {
 	if s.Resync > 0 {
 		return s.Resync
 	}
