@@ -32,8 +32,12 @@ type canonicalConfig struct {
 	Enforcement   Enforcement            `json:"enforcement"`
 	Excluded      bool                   `json:"namespaceExcluded"`
 	Sensitive     []string               `json:"sensitive"`
-	NodeIsolation bool                   `json:"nodeIsolation,omitempty"`
-	Pins          *Pins                  `json:"pins,omitempty"`
+	// NodeIsolation is the isolation taint's effect when isolation is on
+	// ("" when off, leaving hashes without isolation as they were): the
+	// change from NoSchedule to NoExecute (N24) re-admits, and so
+	// re-taints, every isolated group, and only those.
+	NodeIsolation string `json:"nodeIsolation,omitempty"`
+	Pins          *Pins  `json:"pins,omitempty"`
 }
 
 type canonicalConditional struct {
@@ -78,7 +82,9 @@ func (c *Config) computeHash(namespaceExcluded bool) string {
 		Enforcement:   c.Enforcement,
 		Excluded:      namespaceExcluded,
 		Sensitive:     sortedCopy(c.Sensitive),
-		NodeIsolation: c.NodeIsolation,
+	}
+	if c.NodeIsolation {
+		cc.NodeIsolation = IsolationTaintEffect
 	}
 	if !namespaceExcluded {
 		// Excluded groups are admitted as submitted: pins change nothing

@@ -110,13 +110,16 @@ shared: {replace: [spec.strategy], mergeOverride: [spec.eks.configuration.tags],
 // (v2: restricted-without-default removes, sensitive paths, issue 11;
 // the example changes with the sensitive paths, issue 25: new ones
 // re-admit every group, which is the point; forceVersionUpdate, issue 26).
+// "node isolation" changed (from c39eb33a…) with the NoExecute isolation
+// taint (N24), which re-admits isolated groups only.
 func TestHashPinned(t *testing.T) {
 	for name, tc := range map[string]struct {
 		c    *Config
 		want string
 	}{
-		"no config": {nil, "9434fc5ad0004b5cf0a3ef9874dd9c8de0d913d09db7b27ce89c1688fce7bf1f"},
-		"example":   {mustParse(t, exampleData), "bb24f945c06d45750a20c097e05af7b3c54a8672899a1583bf09b1ad742f3d8c"},
+		"no config":      {nil, "9434fc5ad0004b5cf0a3ef9874dd9c8de0d913d09db7b27ce89c1688fce7bf1f"},
+		"example":        {mustParse(t, exampleData), "bb24f945c06d45750a20c097e05af7b3c54a8672899a1583bf09b1ad742f3d8c"},
+		"node isolation": {mustParse(t, with(exampleData, KeyNodeIsolation, NodeIsolationPerNamespace)), "31952849bad1d2eca250734be880cf5c7197bace0c3e40b0cb402c97048406e9"},
 	} {
 		if got := tc.c.Hash(false); got != tc.want {
 			t.Errorf("%s: hash = %s, want %s", name, got, tc.want)

@@ -18,12 +18,22 @@ const (
 
 // IsolationTaintKey is the key of the taint node isolation gives every
 // node of a tenant group, valued with the group's namespace (effect
-// NoSchedule); the nodes also carry the label of the same key
+// IsolationTaintEffect); the nodes also carry the label of the same key
 // (v1alpha1.LabelInstanceGroupNamespace), which the controller sets on
 // every group. The ValidatingAdmissionPolicy shipped with the chart
 // (nodeIsolation.enabled) refuses pods of other namespaces that tolerate
-// the taint or select the label.
+// the taint or select the label, and pods created with spec.nodeName.
 const IsolationTaintKey = "instancemgr.keikoproj.io/namespace"
+
+// IsolationTaintEffect is the isolation taint's effect (finding N24).
+// NoExecute, not NoSchedule: the scheduler honours both, but a pod that
+// reaches the node without the scheduler (spec.nodeName, a pods/binding)
+// is checked only against NoExecute taints, by the kubelet's admission
+// (kubernetes pkg/kubelet/lifecycle/predicate.go) and by
+// kube-controller-manager's taint eviction controller, which also removes
+// pods already on a node when it gets the taint. Tolerating it is what the
+// policy restricts to the node's namespace.
+const IsolationTaintEffect = "NoExecute"
 
 // parseNodeIsolation reads data[KeyNodeIsolation] into c.NodeIsolation.
 func (p *parser) parseNodeIsolation(c *Config, data map[string]string) {
@@ -39,10 +49,11 @@ func (p *parser) parseNodeIsolation(c *Config, data map[string]string) {
 // isolate gives a tenant group's node sections (spec.eks.configuration and
 // spec.eks-managed.configuration, where present) the isolation taint of
 // namespace: any taint of IsolationTaintKey the spec has is replaced, so a
-// group can neither drop its own nor wear another namespace's. Fargate
+// group can neither drop its own nor wear another namespace's (nor keep
+// the NoSchedule one of earlier releases). Fargate
 // profiles run each pod on its own VM and get nothing.
 func isolate(spec map[string]any, namespace string) {
-	taint := map[string]any{"key": IsolationTaintKey, "value": namespace, "effect": "NoSchedule"}
+	taint := map[string]any{"key": IsolationTaintKey, "value": namespace, "effect": IsolationTaintEffect}
 	for _, section := range []string{"eks", "eks-managed"} {
 		s, ok := spec[section].(map[string]any)
 		if !ok {
@@ -77,13 +88,13 @@ func missingIsolation(spec map[string]any, namespace string) []string {
 		found := false
 		if list, ok := getPath(spec, []string{section, "configuration", "taints"}); ok {
 			for _, t := range asList(list) {
-				if m, ok := t.(map[string]any); ok && m["key"] == IsolationTaintKey && m["value"] == namespace && m["effect"] == "NoSchedule" {
+				if m, ok := t.(map[string]any); ok && m["key"] == IsolationTaintKey && m["value"] == namespace && m["effect"] == IsolationTaintEffect {
 					found = true
 				}
 			}
 		}
 		if !found {
-			out = append(out, fmt.Sprintf("spec.%s.configuration.taints lacks the node isolation taint %s=%s:NoSchedule (data.%s)", section, IsolationTaintKey, namespace, KeyNodeIsolation))
+			out = append(out, fmt.Sprintf("spec.%s.configuration.taints lacks the node isolation taint %s=%s:%s (data.%s)", section, IsolationTaintKey, namespace, IsolationTaintEffect, KeyNodeIsolation))
 		}
 	}
 	return out

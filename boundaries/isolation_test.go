@@ -21,10 +21,13 @@ func TestNodeIsolation(t *testing.T) {
 			"eks: {configuration: {instanceType: m5.large}}", "eks: {configuration: {instanceType: m5.large}}", ""},
 		{"each node section gets its namespace's taint", on, Input{Namespace: "team-a"},
 			"eks: {configuration: {taints: [{key: dedicated, value: x, effect: NoSchedule}]}}\neks-managed: {minSize: 1}",
-			"eks: {configuration: {taints: [{key: dedicated, value: x, effect: NoSchedule}, {key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoSchedule}]}}\neks-managed: {minSize: 1, configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoSchedule}]}}", ""},
+			"eks: {configuration: {taints: [{key: dedicated, value: x, effect: NoSchedule}, {key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoExecute}]}}\neks-managed: {minSize: 1, configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoExecute}]}}", ""},
 		{"another namespace's taint is replaced, not worn", on, Input{Namespace: "team-a"},
-			"eks: {configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-b, effect: NoSchedule}]}}",
-			"eks: {configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoSchedule}]}}", ""},
+			"eks: {configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-b, effect: NoExecute}]}}",
+			"eks: {configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoExecute}]}}", ""},
+		{"the NoSchedule taint of earlier releases is replaced (N24)", on, Input{Namespace: "team-a"},
+			"eks: {configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoSchedule}]}}",
+			"eks: {configuration: {taints: [{key: instancemgr.keikoproj.io/namespace, value: team-a, effect: NoExecute}]}}", ""},
 		{"fargate gets nothing", on, Input{Namespace: "team-a"},
 			"provisioner: eks-fargate\neks-fargate: {selectors: [{namespace: team-a}]}", "provisioner: eks-fargate\neks-fargate: {selectors: [{namespace: team-a}]}", ""},
 		{"the admin namespace is not isolated", on, Input{Namespace: "instance-manager", AdminNamespace: true},
@@ -58,7 +61,9 @@ func TestNodeIsolation(t *testing.T) {
 				got, _ := yaml.Marshal(res.Spec)
 				t.Fatalf("effective spec\n%s\nwant\n%s", got, tc.want)
 			}
-			// Verify accepts what Effective gave, and names a removed taint.
+			// Verify accepts what Effective gave, and names a removed taint
+			// and one whose effect is NoSchedule (which spec.nodeName
+			// bypasses, N24).
 			if probs, err := c.Verify(in, res.Spec); err != nil || len(probs) != 0 {
 				t.Fatalf("Verify of the effective spec: %v %v", probs, err)
 			}
@@ -68,6 +73,17 @@ func TestNodeIsolation(t *testing.T) {
 					deletePath(stripped, []string{"eks", "configuration", "taints"})
 					if probs, _ := c.Verify(in, stripped); len(probs) == 0 || !strings.Contains(strings.Join(probs, "; "), "lacks the node isolation taint") {
 						t.Fatalf("Verify of a spec without the taint: %v", probs)
+					}
+					weak := deepCopy(res.Spec).(map[string]any)
+					taints, _ := getPath(weak, []string{"eks", "configuration", "taints"})
+					for _, tt := range asList(taints) {
+						if m := tt.(map[string]any); m["key"] == IsolationTaintKey {
+							m["effect"] = "NoSchedule"
+						}
+					}
+					want := "spec.eks.configuration.taints lacks the node isolation taint " + IsolationTaintKey + "=" + in.Namespace + ":NoExecute"
+					if probs, _ := c.Verify(in, weak); !strings.Contains(strings.Join(probs, "; "), want) {
+						t.Fatalf("Verify of a spec with a NoSchedule isolation taint: %v, want %q", probs, want)
 					}
 				}
 			}

@@ -242,11 +242,15 @@ func (c *Controller) handle(ctx context.Context, w providers.TerminationWait, no
 	res, msg, err := c.Drains.PollHeld(ctx, w.Group, node)
 	switch after(res, err) {
 	case complete:
-		reason := "already_drained"
-		if st.started {
-			reason = "drained"
+		back, rerr := c.returned(ctx, w, node)
+		if rerr == nil && !back {
+			reason := "already_drained"
+			if st.started {
+				reason = "drained"
+			}
+			return c.complete(ctx, w, st, reason, node.Name)
 		}
-		return c.complete(ctx, w, st, reason, node.Name)
+		err = rerr // a pod came back: drained again, heartbeating meanwhile
 	case blocked:
 		if !st.toldBlock {
 			st.toldBlock = true
@@ -258,6 +262,25 @@ func (c *Controller) handle(ctx context.Context, w providers.TerminationWait, no
 		return hbErr
 	}
 	return err
+}
+
+// returned reads node's pods again before its instance may go
+// (drain.Drainer.RemainingFor, as a group's deletion does): a pod that
+// landed on it after its drain ended Drained (one tolerating the cordon,
+// which the drain's own last listing leaves to a rotation) would die with
+// the instance, outside its PodDisruptionBudget. Such a node's drain
+// starts again, so the pod is evicted like the others; past
+// drain.MaxArrivalEvictions evictions of its workload (or the drain
+// deadline) RemainingFor leaves it, named in a DrainPodsLeft Warning, and
+// the instance goes. It reports whether the drain started again.
+func (c *Controller) returned(ctx context.Context, w providers.TerminationWait, node *corev1.Node) (bool, error) {
+	pods, err := c.Drainer.RemainingFor(ctx, w.Group, node)
+	if err != nil || len(pods) == 0 {
+		return false, err
+	}
+	c.Drains.Stop(node.Name) // its outcome, Drained, is stale
+	_, _, err = c.Drains.PollHeld(ctx, w.Group, node)
+	return true, err
 }
 
 // heartbeat extends the wait when due (RecordLifecycleActionHeartbeat).

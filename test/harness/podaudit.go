@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -91,4 +92,48 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// PodUIDs (Suite.WatchPodUIDs) records the UID of every pod of an app
+// seen, sampled every 100 ms until End: the replicas plus one for each
+// pod evicted or deleted (its replacement), which bounds how often a
+// drain moved the app.
+type PodUIDs struct {
+	stop, done chan struct{}
+	mu         sync.Mutex
+	seen       map[types.UID]bool
+}
+
+// WatchPodUIDs samples the pods of namespace with labels every 100 ms
+// until End.
+func (s *Suite) WatchPodUIDs(namespace string, labels map[string]string) *PodUIDs {
+	w := &PodUIDs{stop: make(chan struct{}), done: make(chan struct{}), seen: map[types.UID]bool{}}
+	go func() {
+		defer close(w.done)
+		for {
+			pods := &corev1.PodList{}
+			if s.Admin.List(context.Background(), pods, client.InNamespace(namespace), client.MatchingLabels(labels)) == nil {
+				w.mu.Lock()
+				for _, p := range pods.Items {
+					w.seen[p.UID] = true
+				}
+				w.mu.Unlock()
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// End stops the sampling and returns how many distinct pods were seen.
+func (w *PodUIDs) End() int {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen)
 }

@@ -1,58 +1,25 @@
 package integration
 
-// Per-namespace node isolation (issue 25 item 6; Attack 13, N9):
+// Per-namespace node isolation (issue 25 item 6; Attack 13, N9; N24):
 // the ValidatingAdmissionPolicy of examples/node-isolation, against the
 // real kube-apiserver, as impersonated tenants who may create pods in
 // their own namespace.
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/boundaries"
+	"github.com/instancemgr/instance-manager/test/harness"
 )
-
-// applyIsolationPolicy creates the example's policy and binding (removed
-// when the test ends).
-func applyIsolationPolicy(t *testing.T) {
-	t.Helper()
-	raw, err := os.ReadFile(examplePath("node-isolation/policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.Split(string(raw), "\n---\n")
-	if len(docs) != 2 {
-		t.Fatalf("examples/node-isolation/policy.yaml: %d documents, want the policy and its binding", len(docs))
-	}
-	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	if err := yaml.UnmarshalStrict([]byte(docs[0]), policy); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict([]byte(docs[1]), binding); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := admin.Create(ctx, policy); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), policy) })
-	if err := admin.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), binding) })
-}
 
 // allowPods lets the tenant create pods in its namespace.
 func allowPods(t *testing.T, tn *tenant) {
@@ -87,7 +54,7 @@ func TestNodeIsolationKeepsOtherNamespacesOff(t *testing.T) {
 	b := newTenant(t, "iso-tenant-b", nsB)
 	allowPods(t, a)
 	allowPods(t, b)
-	applyIsolationPolicy(t)
+	harness.ApplyNodeIsolationPolicy(t, admin)
 
 	// Team A's group gets its namespace's taint (the label is the
 	// controller's on every group's nodes).
@@ -97,12 +64,12 @@ func TestNodeIsolationKeepsOtherNamespacesOff(t *testing.T) {
 	// ConfigMaps invalid (admission's dry run skips groups being deleted).
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), nodes) })
 	taints := getIG(t, nsA, "nodes").Spec.EKS.Configuration.Taints
-	g.Expect(taints).To(ContainElement(corev1.Taint{Key: boundaries.IsolationTaintKey, Value: nsA, Effect: corev1.TaintEffectNoSchedule}))
+	g.Expect(taints).To(ContainElement(corev1.Taint{Key: boundaries.IsolationTaintKey, Value: nsA, Effect: corev1.TaintEffectNoExecute}))
 
 	// Team B's pod tolerating A's taint is refused (once the API server has
 	// loaded the policy).
 	tolerateA := func(s *corev1.PodSpec) {
-		s.Tolerations = []corev1.Toleration{{Key: boundaries.IsolationTaintKey, Operator: corev1.TolerationOpEqual, Value: nsA, Effect: corev1.TaintEffectNoSchedule}}
+		s.Tolerations = []corev1.Toleration{{Key: boundaries.IsolationTaintKey, Operator: corev1.TolerationOpEqual, Value: nsA, Effect: corev1.TaintEffectNoExecute}}
 	}
 	var err error
 	g.Eventually(func() error {
@@ -126,9 +93,23 @@ func TestNodeIsolationKeepsOtherNamespacesOff(t *testing.T) {
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 					{Key: v1alpha1.LabelInstanceGroupNamespace, Operator: corev1.NodeSelectorOpIn, Values: []string{nsB, nsA}}}}}}}}
 		},
+		// N24: a pod naming its node skips the scheduler's taint checks.
+		"node-name": func(s *corev1.PodSpec) { s.NodeName = "ip-10-0-12-34.ec2.internal" },
 	} {
 		g.Expect(b.client.Create(ctx, podIn(nsB, name, edit))).To(MatchError(ContainSubstring("instancemgr-node-isolation")), name)
 	}
+	// A's own pod may not name a node either (the message says what to
+	// use); a pod of an excluded namespace may.
+	g.Expect(a.client.Create(ctx, podIn(nsA, "pinned", func(s *corev1.PodSpec) {
+		tolerateA(s)
+		s.NodeName = "ip-10-0-12-34.ec2.internal"
+	}))).To(MatchError(ContainSubstring("spec.nodeName: a pod of namespace " + nsA + " may not name its node (ip-10-0-12-34.ec2.internal): select nodes with spec.nodeSelector or node affinity")))
+	system := podIn("kube-system", uniqueNamespace("daemon-like"), func(s *corev1.PodSpec) {
+		s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		s.NodeName = "ip-10-0-12-34.ec2.internal"
+	})
+	g.Expect(admin.Create(ctx, system)).To(Succeed())
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), system) })
 
 	// A's own pod, tolerating and selecting its nodes, is admitted; so is
 	// B's pod for B's nodes, and an ordinary pod.
@@ -137,7 +118,7 @@ func TestNodeIsolationKeepsOtherNamespacesOff(t *testing.T) {
 		s.NodeSelector = map[string]string{v1alpha1.LabelInstanceGroupNamespace: nsA}
 	}))).To(Succeed())
 	g.Expect(b.client.Create(ctx, podIn(nsB, "own", func(s *corev1.PodSpec) {
-		s.Tolerations = []corev1.Toleration{{Key: boundaries.IsolationTaintKey, Value: nsB, Effect: corev1.TaintEffectNoSchedule}}
+		s.Tolerations = []corev1.Toleration{{Key: boundaries.IsolationTaintKey, Value: nsB}}
 	}))).To(Succeed())
 	g.Expect(b.client.Create(ctx, podIn(nsB, "plain", func(*corev1.PodSpec) {}))).To(Succeed())
 }

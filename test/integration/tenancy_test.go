@@ -455,8 +455,12 @@ func TestManagedAliasesDoNotEscapeARule(t *testing.T) {
 	ns := uniqueNamespace("team-alias")
 	data := exampleConfigMapData(t)
 	data["enforcement"] = "deny"
-	data["boundaries"] = strings.Replace(data["boundaries"], "restricted:\n", "restricted:\n- spec.eks.configuration.instanceType\n", 1)
-	data["defaults"] = strings.Replace(data["defaults"], "      eks:\n        configuration:\n", "      eks:\n        configuration:\n          instanceType: m5.large\n", 1)
+	restricted := strings.Replace(data["boundaries"], "restricted:\n", "restricted:\n- spec.eks.configuration.instanceType\n", 1)
+	defaults := strings.Replace(data["defaults"], "  eks:\n    configuration:\n", "  eks:\n    configuration:\n      instanceType: m5.large\n", 1)
+	if restricted == data["boundaries"] || defaults == data["defaults"] {
+		t.Fatalf("the example ConfigMap changed shape: boundaries %q, defaults %q", data["boundaries"], data["defaults"])
+	}
+	data["boundaries"], data["defaults"] = restricted, defaults
 	g, ctx, tn := underBoundaries(t, data, "alias-tenant", ns)
 
 	managed := &v1alpha1.InstanceGroup{

@@ -21,7 +21,7 @@ func TestImpossibleWindowScheduleIsRefused(t *testing.T) {
 	data := exampleConfigMapData(t)
 	data["rollout"] = "windows: [{schedule: \"0 3 30 2 *\", duration: 4h}]\n"
 	g.Expect(setConfigMap(ctx, data)).To(MatchError(And(
-		ContainSubstring("ConfigMap instance-manager/instance-manager is refused"),
+		ContainSubstring("ConfigMap instance-manager/instance-manager is invalid"),
 		ContainSubstring(`data.rollout.windows[0].schedule: "0 3 30 2 *" never activates`))))
 
 	data["rollout"] = "windows: [{schedule: \"0 3 29 2 *\", duration: 4h}]\n"

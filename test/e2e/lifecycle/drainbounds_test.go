@@ -2,14 +2,12 @@ package lifecycle
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,28 +88,7 @@ func TestDeleteOfAnAppToleratingEveryTaintFinishes(t *testing.T) {
 	suite.TeamApp(t, ns, replicas, intstr.FromInt32(1), tolerateEverything)
 
 	// Every pod of the app seen, by UID: replicas + one per eviction.
-	var mu sync.Mutex
-	seen := map[types.UID]bool{}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			pods := &corev1.PodList{}
-			if suite.Admin.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "team-app"}) == nil {
-				mu.Lock()
-				for _, p := range pods.Items {
-					seen[p.UID] = true
-				}
-				mu.Unlock()
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	seen := suite.WatchPodUIDs(ns, map[string]string{"app": "team-app"})
 	// The pods left on the nodes go with their instances, as documented.
 	suite.ExpectUndrained(t, ig)
 	start := time.Now()
@@ -120,11 +97,7 @@ func TestDeleteOfAnAppToleratingEveryTaintFinishes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	harness.WaitGone(t, suite.Admin, []*v1alpha1.InstanceGroup{ig}, 5*time.Minute)
 	took := time.Since(start)
-	close(stop)
-	<-done
-	mu.Lock()
-	evictions := len(seen) - replicas
-	mu.Unlock()
+	evictions := seen.End() - replicas
 	bound := nodes * (1 + drain.MaxArrivalEvictions) * replicas
 	t.Logf("deleted in %s; %d pods of the app evicted or deleted in all (bound %d: %d node(s) x (first + %d returns) x %d replicas); Event: %s",
 		took.Round(100*time.Millisecond), evictions, bound, nodes, drain.MaxArrivalEvictions, replicas, event.Note)
