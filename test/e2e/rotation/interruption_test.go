@@ -123,7 +123,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		}
 	}, 90*time.Second, 500*time.Millisecond).Should(Succeed(), "drained and gone far within the 10-minute listing period")
 	t.Logf("(a) terminated instance drained and gone %s after TerminateInstanceInAutoScalingGroup (listing period 10m)", time.Since(started).Round(time.Second))
-	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 	g.Expect(harness.Counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
 	appSettled()
 	minReady, samples, orphans := audit.End()
@@ -150,7 +150,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		}
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node cordoned and drained within the 2-minute notice")
 	t.Logf("(b) spot-interrupted node %s drained %s after the warning", spotNode.Name, time.Since(started).Round(time.Second))
-	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
 	minReady, samples, orphans = audit.End()
 	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)

@@ -164,7 +164,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 		}
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node drained within the 2-minute notice")
 	t.Logf("spot-interrupted node %s of a group that holds no slot drained %s after the warning", victim.Name, time.Since(started).Round(time.Second))
-	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 
 	// The group keeps waiting, pass after pass: the node stays cordoned and
 	// the drain is not started again.
@@ -172,7 +172,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 		cordoned(g)
 		waiting(g)
 	}, 20*time.Second, time.Second).Should(Succeed())
-	g.Expect(occurrences(t, ig, interruption.EventDrainStarted)).To(Equal(1), "one interruption drain, not a cordon-uncordon loop")
+	g.Expect(suite.EventCount(t, ig, interruption.EventDrainStarted)).To(Equal(1), "one interruption drain, not a cordon-uncordon loop")
 	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
 	minReady, samples, orphans := audit.End()
 	t.Logf("audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
