@@ -85,8 +85,15 @@ type Options struct {
 	// (webhooks.FrontDoor). Empty: any source, with a start-up warning.
 	WebhookAllowedSources []string
 	// WebhookRatePerSource bounds each source address's requests per
-	// second to the webhook port (bursts of twice as many); <= 0: none.
+	// second to the webhook port (bursts of twice as many) when
+	// WebhookAllowedSources is empty; <= 0: none.
 	WebhookRatePerSource float64
+	// WebhookRatePerUser and WebhookRatePerNamespace bound the admission
+	// reviews per second, per webhook, of one user and of one namespace
+	// (bursts of webhooks.AdmissionBurstFactor times as many;
+	// webhooks.AdmissionLimits); <= 0: none.
+	WebhookRatePerUser      float64
+	WebhookRatePerNamespace float64
 	// WebhookAWSRatePerRequester bounds the AWS reads per second that one
 	// requester's admissions cause (cloud checks, image owners); <= 0: none.
 	WebhookAWSRatePerRequester float64
@@ -239,7 +246,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
-	fs.Float64Var(&o.WebhookRatePerSource, "webhook-rate-per-source", webhooks.DefaultSourceRate, "Requests per second one source address may send to the webhook port (bursts of twice as many); more are refused with 429 before they are read. 0: no bound.")
+	fs.Float64Var(&o.WebhookRatePerSource, "webhook-rate-per-source", webhooks.DefaultSourceRate, "Without --webhook-allowed-sources only: requests per second one source address may send to the webhook port (bursts of twice as many); more are refused with 429 before they are read. 0: no bound. (The API server's addresses are never bound: every user's admissions come from them; see --webhook-rate-per-user.)")
+	fs.Float64Var(&o.WebhookRatePerUser, "webhook-rate-per-user", webhooks.DefaultUserRate, fmt.Sprintf("Admission reviews per second, per webhook, of one user (request.userInfo.username; bursts of %d times as many); more are refused with 429 TooManyRequests and a Retry-After. The controller and members of system:masters are never limited. 0: no bound.", webhooks.AdmissionBurstFactor))
+	fs.Float64Var(&o.WebhookRatePerNamespace, "webhook-rate-per-namespace", webhooks.DefaultNamespaceRate, fmt.Sprintf("Admission reviews per second, per webhook, of the objects of one namespace, every user's together (bursts of %d times as many); more are refused with 429 TooManyRequests and a Retry-After. The controller and members of system:masters are never limited. 0: no bound.", webhooks.AdmissionBurstFactor))
 	fs.Float64Var(&o.WebhookAWSRatePerRequester, "webhook-aws-rate-per-requester", webhooks.DefaultRequesterAWSRate, "AWS reads per second (bursts of 10 times as many) that one user's admissions may cause on a replica (cloud checks of new references, image owners; answers are cached); beyond it admission answers \"could not check, retry\". 0: no bound.")
 	fs.StringVar(&o.ControllerUsername, "controller-username", "", "Username of this controller as the API server authenticates it (default: from POD_NAMESPACE and SERVICE_ACCOUNT_NAME).")
 	fs.BoolVar(&o.CertRotation, "cert-rotation", false, "Create and rotate the webhook serving certificate in --webhook-secret-name and inject its CA into the webhook configurations (off: the certificate in --webhook-cert-dir is provided, e.g. by cert-manager).")
@@ -401,7 +410,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if len(door.Sources) == 0 {
 		ctrl.Log.WithName("setup").Info("WARNING: --webhook-allowed-sources is not set: the webhook port answers any source, and the webhooks trust the AdmissionReviews it sends; set it to the API server's addresses (chart value networkPolicy.webhookFrom)")
 	}
-	webhooks.Register(mgr.GetWebhookServer(), door,
+	webhooks.Register(mgr.GetWebhookServer(), door, opts.admissionLimits(username),
 		&webhooks.InstanceGroupMutator{Boundaries: st, AllowNoBoundaries: opts.AllowNoBoundaries, ControllerUser: username, ConfigMap: configMap, Recorder: recorder},
 		&webhooks.InstanceGroupValidator{Boundaries: st, Reader: mgr.GetClient(), ConfigMap: configMap, Mapper: mgr.GetRESTMapper(),
 			Allowlists: opts.LeastPrivilege.allowlists(opts, admissionAWS, references, st), Cloud: cloud,
@@ -580,4 +589,14 @@ func orString(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// admissionLimits are the per-user and per-namespace admission bounds of
+// the flags; the controller (controllerUser) is never limited.
+func (o Options) admissionLimits(controllerUser string) webhooks.AdmissionLimits {
+	return webhooks.AdmissionLimits{
+		UserRate: o.WebhookRatePerUser, UserBurst: int(webhooks.AdmissionBurstFactor * o.WebhookRatePerUser),
+		NamespaceRate: o.WebhookRatePerNamespace, NamespaceBurst: int(webhooks.AdmissionBurstFactor * o.WebhookRatePerNamespace),
+		ExemptUsers: []string{controllerUser},
+	}
 }

@@ -19,9 +19,11 @@ const (
 	// envelope.
 	DefaultMaxReviewBytes = 5 << 20
 	// DefaultSourceRate and DefaultSourceBurst bound the requests of one
-	// source address, per second: the API server is one or a few sources
-	// carrying every admission, so the bound is far above what it sends
-	// (docs/performance.md measures bursts of 50 creates in flight) and only stops a flood.
+	// source address, per second, when no allowed sources are set (any
+	// pod may then call the port). Never applied to the API server's
+	// addresses: every user's admissions arrive from them, so a bucket
+	// there is one all users share and one user's flood empties (N28);
+	// AdmissionLimits bound each user instead.
 	DefaultSourceRate  = 200
 	DefaultSourceBurst = 400
 	// maxTrackedSources bounds the per-source buckets kept.
@@ -33,7 +35,7 @@ const (
 // nothing more of the request: a source address in Sources (403), a POST
 // (405) of application/json (415) with a body of at most MaxBodyBytes
 // (413, by Content-Length up front and while reading), within its
-// source's rate (429 with Retry-After). Only the API server sends
+// source's rate (429 with Retry-After; only without Sources). Only the API server sends
 // AdmissionReviews, and the handlers trust what one says (namespace, user,
 // object), so a caller the NetworkPolicy should have kept out gets
 // nothing here either.
@@ -45,15 +47,18 @@ type FrontDoor struct {
 	// MaxBodyBytes bounds a request's body; 0: DefaultMaxReviewBytes.
 	MaxBodyBytes int64
 	// PerSource bounds each source address's requests; nil: unbounded.
+	// NewFrontDoor sets it only when Sources is empty.
 	PerSource *keyedLimiter
 }
 
 // NewFrontDoor returns a FrontDoor for the API server's CIDRs (e.g.
-// "10.0.0.0/28"; empty: any source), at most perSecond requests per source
-// with bursts of burst (perSecond <= 0: unbounded). Errors name a CIDR
-// that does not parse.
+// "10.0.0.0/28"; empty: any source, then at most perSecond requests per
+// source address with bursts of burst, perSecond <= 0: unbounded). With
+// sources, no per-source bound: those are the API server's, shared by
+// every user (AdmissionLimits bound each user). Errors name a CIDR that
+// does not parse.
 func NewFrontDoor(sources []string, perSecond float64, burst int) (*FrontDoor, error) {
-	f := &FrontDoor{PerSource: newKeyedLimiter(perSecond, burst, maxTrackedSources)}
+	f := &FrontDoor{}
 	for _, s := range sources {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -68,6 +73,9 @@ func NewFrontDoor(sources []string, perSecond float64, burst int) (*FrontDoor, e
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		f.Sources = append(f.Sources, p.Masked())
+	}
+	if len(f.Sources) == 0 {
+		f.PerSource = newKeyedLimiter(perSecond, burst, maxTrackedSources)
 	}
 	return f, nil
 }
@@ -91,6 +99,7 @@ func (f *FrontDoor) Wrap(next http.Handler) http.Handler {
 		case r.ContentLength > limit:
 			refuse(w, http.StatusRequestEntityTooLarge, "body above "+strconv.FormatInt(limit, 10)+" bytes")
 		case !f.PerSource.allow(source.String()):
+			throttled.WithLabelValues(webhookLabel(r.URL.Path), "source").Inc()
 			w.Header().Set("Retry-After", "1")
 			refuse(w, http.StatusTooManyRequests, "too many requests from "+source.String())
 		default:

@@ -46,7 +46,16 @@ func TestFrontDoor(t *testing.T) {
 		})
 	}
 	t.Run("per-source rate", func(t *testing.T) {
-		h := door.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		// Only without allowed sources: the API server's addresses carry
+		// every user's admissions (N28).
+		if door.PerSource != nil {
+			t.Fatal("a per-source bound on the API server's addresses")
+		}
+		open, err := NewFrontDoor(nil, 1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := open.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 		codes := map[string][]int{}
 		for i := 0; i < 4; i++ {
 			for _, src := range []string{"10.0.0.1:1", "10.0.0.2:1"} {

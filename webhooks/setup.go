@@ -30,11 +30,12 @@ const (
 )
 
 // Register serves the three handlers on the manager's webhook server,
-// each behind door (nil: none) and charging the AWS calls it makes to the
-// request's user (AWSBudget).
-func Register(server webhook.Server, door *FrontDoor, m *InstanceGroupMutator, v *InstanceGroupValidator, c *ConfigMapValidator) {
+// each behind door (nil: none), then behind limits (buckets of its own per
+// webhook), and charging the AWS calls it makes to the request's user
+// (AWSBudget).
+func Register(server webhook.Server, door *FrontDoor, limits AdmissionLimits, m *InstanceGroupMutator, v *InstanceGroupValidator, c *ConfigMapValidator) {
 	for path, h := range map[string]admission.Handler{PathMutateInstanceGroup: m, PathValidateInstanceGroup: v, PathValidateConfigMap: c} {
-		var served http.Handler = &admission.Webhook{Handler: withRequester(h)}
+		var served http.Handler = &admission.Webhook{Handler: withRequester(limits.wrap(webhookLabel(path), h))}
 		if door != nil {
 			served = door.Wrap(served)
 		}

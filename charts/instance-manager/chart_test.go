@@ -225,6 +225,21 @@ func TestWebhookHTTP2Value(t *testing.T) {
 	}
 }
 
+// webhook.ratePerUser and webhook.ratePerNamespace reach the manager as
+// --webhook-rate-per-user and --webhook-rate-per-namespace; by default
+// the binary's defaults.
+func TestWebhookRateValues(t *testing.T) {
+	got := managerFlags(t, render(t, release{Namespace: "im-system"}))
+	if got.WebhookRatePerUser != webhooks.DefaultUserRate || got.WebhookRatePerNamespace != webhooks.DefaultNamespaceRate {
+		t.Errorf("defaults: --webhook-rate-per-user=%g --webhook-rate-per-namespace=%g, want %d and %d",
+			got.WebhookRatePerUser, got.WebhookRatePerNamespace, webhooks.DefaultUserRate, webhooks.DefaultNamespaceRate)
+	}
+	got = managerFlags(t, render(t, release{Namespace: "im-system", Values: map[string]any{"webhook": map[string]any{"ratePerUser": 2.5, "ratePerNamespace": 0}}}))
+	if got.WebhookRatePerUser != 2.5 || got.WebhookRatePerNamespace != 0 {
+		t.Errorf("set: --webhook-rate-per-user=%g --webhook-rate-per-namespace=%g, want 2.5 and 0", got.WebhookRatePerUser, got.WebhookRatePerNamespace)
+	}
+}
+
 // interruptionQueue reaches the manager as --interruption-queue, and is
 // off (empty) by default.
 func TestInterruptionQueueValue(t *testing.T) {

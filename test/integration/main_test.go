@@ -15,6 +15,7 @@ import (
 	"github.com/instancemgr/instance-manager/app"
 	"github.com/instancemgr/instance-manager/test/env"
 	"github.com/instancemgr/instance-manager/test/harness"
+	"github.com/instancemgr/instance-manager/webhooks"
 )
 
 var (
@@ -50,6 +51,14 @@ func run(m *testing.M) int {
 		// other address is a caller the NetworkPolicy keeps out on a real
 		// cluster (webhookport_test.go).
 		WebhookAllowedSources: []string{apiServerSource},
+		// A per-source bound far below the default (200 per second,
+		// more than the local API server sends at all), which a local
+		// flood exhausts at once: the API server's own address, which
+		// carries every user's admissions, must never be bound (N28,
+		// admissionflood_test.go); the users and namespaces are, at the
+		// chart's defaults.
+		WebhookRatePerSource: 20,
+		WebhookRatePerUser:   webhooks.DefaultUserRate, WebhookRatePerNamespace: webhooks.DefaultNamespaceRate,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
