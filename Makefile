@@ -143,7 +143,7 @@ test: tools image vet ## Run every test tier: unit, integration and end-to-end; 
 CHAOS_RUN ?= .
 
 .PHONY: chaos
-chaos: tools ## Chaos tests: AWS faults, bad input, webhook outage, manager kills, leader changes, load (CHAOS_RUN=<regexp>, IM_CHAOS_SEED, IM_CHAOS_GROUPS, IM_CHAOS_LOAD_GROUPS); prints FIGURE lines.
+chaos: tools ## Chaos tests: AWS faults, bad input, webhook outage, manager kills, leader changes, load, spot interruptions of waiting groups (CHAOS_RUN=<regexp>, IM_CHAOS_SEED, IM_CHAOS_GROUPS, IM_CHAOS_LOAD_GROUPS); prints FIGURE lines.
 	@mkdir -p $(LOCAL)
 	$(TEST_ENV) IM_CHAOS=1 go test $(GO_TEST_FLAGS) -v -run '$(CHAOS_RUN)' ./test/chaos/ 2>&1 | tee $(LOCAL)/chaos.log | \
 		grep --line-buffered -E '^(FIGURE |chaos seed|groups:|=== RUN|--- |\s+--- |ok |FAIL|PASS|panic:)|^\s+[a-z_]+_test\.go:[0-9]+:'

@@ -1,11 +1,7 @@
 package docs
 
 import (
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -27,25 +23,11 @@ func TestBottomRoomsImportNothingOfTheReconciler(t *testing.T) {
 	}
 	module := modulePath(t, filepath.Join(root, "go.mod"))
 	for _, room := range bottomRooms {
-		files := 0
-		err := filepath.WalkDir(filepath.Join(root, room), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
-				return err
+		files, err := eachImport(root, room, func(rel, ip string) {
+			inside, ok := strings.CutPrefix(ip, module+"/")
+			if ok && strings.HasPrefix(inside, "reconciler/") && inside != room && !strings.HasPrefix(inside, room+"/") {
+				t.Errorf("%s imports %s: %s is at the bottom of the reconciler and may import nothing of it (move what it needs into it, or the caller's logic out of it)", rel, ip, room)
 			}
-			files++
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			for _, imp := range f.Imports {
-				ip, _ := strconv.Unquote(imp.Path.Value)
-				inside, ok := strings.CutPrefix(ip, module+"/")
-				if ok && strings.HasPrefix(inside, "reconciler/") && inside != room && !strings.HasPrefix(inside, room+"/") {
-					t.Errorf("%s imports %s: %s is at the bottom of the reconciler and may import nothing of it (move what it needs into it, or the caller's logic out of it)", filepath.ToSlash(rel), ip, room)
-				}
-			}
-			return nil
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -34,37 +34,49 @@ func TestNoProvisionerImportsAnother(t *testing.T) {
 		t.Fatalf("found %d provisioner packages under providers/ (%v); the check needs at least two", len(provisioners), provisioners)
 	}
 	for _, p := range provisioners {
-		dir := filepath.Join(root, "providers", p)
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			if d.IsDir() || !strings.HasSuffix(path, ".go") {
-				return nil
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			for _, imp := range f.Imports {
-				ip, _ := strconv.Unquote(imp.Path.Value)
-				for _, other := range provisioners {
-					pkg := module + "/providers/" + other
-					if other != p && (ip == pkg || strings.HasPrefix(ip, pkg+"/")) {
-						t.Errorf("%s (provisioner %s) imports %s, another provisioner: move what they share to providers/aws/...", filepath.ToSlash(rel), p, ip)
-					}
+		_, err := eachImport(root, filepath.Join("providers", p), func(rel, ip string) {
+			for _, other := range provisioners {
+				pkg := module + "/providers/" + other
+				if other != p && (ip == pkg || strings.HasPrefix(ip, pkg+"/")) {
+					t.Errorf("%s (provisioner %s) imports %s, another provisioner: move what they share to providers/aws/...", rel, p, ip)
 				}
 			}
-			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// eachImport calls fn with the path (relative to root, slash-separated)
+// and each import path of every Go file under root/dir, tests and
+// sub-packages included, testdata left out. It returns the number of
+// files read and the first error walking or parsing.
+func eachImport(root, dir string, fn func(rel, importPath string)) (int, error) {
+	files := 0
+	err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		rel, _ := filepath.Rel(root, path)
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			fn(filepath.ToSlash(rel), ip)
+		}
+		return nil
+	})
+	return files, err
 }
 
 // provisionerPackages are the names of the directories right under

@@ -141,7 +141,7 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	_, err = asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(first), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() []string { return healthEvents(t, ig, upgrade.ReasonReplacementForgone) }, 2*time.Minute, time.Second).Should(
+	g.Eventually(func() []string { return suite.EventNotes(t, ig, upgrade.ReasonReplacementForgone) }, 2*time.Minute, time.Second).Should(
 		ContainElement(ContainSubstring(first)), "the batch forgoes the replacement Auto Scaling will not launch again")
 
 	// 2. The next batch drains the second old node; its replacement never
@@ -164,7 +164,7 @@ func TestReplacementsThatNeverJoinStopTheRotation(t *testing.T) {
 	g.Expect(stopped.Status.RotationBatch).NotTo(BeNil())
 	g.Expect(stopped.Status.RotationBatch.NeverJoined).To(HaveLen(upgrade.MaxNeverJoined))
 	g.Expect(stopped.Status.RotationBatch.NeverJoined).To(ContainElement(first))
-	g.Expect(healthEvents(t, ig, upgrade.ReasonRotationStopped)).To(ConsistOf(ContainSubstring("version 2 never became Ready nodes")))
+	g.Expect(suite.EventNotes(t, ig, upgrade.ReasonRotationStopped)).To(ConsistOf(ContainSubstring("version 2 never became Ready nodes")))
 
 	// 3. Stopped: the old node left (the cleanup's decrement let one more
 	// batch start) stays, schedulable, and keeps the app; the group

@@ -10,33 +10,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/instancemgr/instance-manager/api/v1alpha1"
 	"github.com/instancemgr/instance-manager/reconciler/nodehealth"
 	"github.com/instancemgr/instance-manager/test/harness"
 )
-
-// healthEvents returns the notes of the group's node health Events with
-// reason.
-func healthEvents(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) []string {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == ig.Name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
-}
 
 // replacementsMetric reads instance_manager_node_health_replacements_total
 // for the group and reason from the in-process manager's registry.
@@ -100,7 +81,7 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 	suite.Create(t, ig)
 
 	// 1. The instance that never joined is replaced.
-	g.Eventually(func() []string { return healthEvents(t, ig, nodehealth.EventNodeUnhealthy) }, 3*time.Minute, time.Second).
+	g.Eventually(func() []string { return suite.EventNotes(t, ig, nodehealth.EventNodeUnhealthy) }, 3*time.Minute, time.Second).
 		Should(ContainElement(And(ContainSubstring(nodehealth.ReasonStartupTimeout), ContainSubstring(broken))),
 			"the instance without a node is replaced after the startup timeout")
 	ready := suite.WaitReady(t, ig, 3*time.Minute)
@@ -121,7 +102,7 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 	// 2. A node that stops being Ready is replaced.
 	nodes := suite.GroupNodes(t, ig)
 	g.Expect(suite.Env.Bridge.StopKubelet(ctx, nodes[0].Name)).To(Succeed())
-	g.Eventually(func() []string { return healthEvents(t, ig, nodehealth.EventNodeUnhealthy) }, 3*time.Minute, time.Second).
+	g.Eventually(func() []string { return suite.EventNotes(t, ig, nodehealth.EventNodeUnhealthy) }, 3*time.Minute, time.Second).
 		Should(ContainElement(And(ContainSubstring(nodehealth.ReasonNotReady), ContainSubstring(nodes[0].Name))),
 			"the NotReady node's instance is replaced after the unhealthy timeout")
 	g.Eventually(func() bool {
@@ -146,7 +127,7 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 		}
 		return len(nodes)
 	}, time.Minute, time.Second).Should(BeNumerically(">=", 2))
-	replaced := len(healthEvents(t, ig, nodehealth.EventNodeUnhealthy))
+	replaced := len(suite.EventNotes(t, ig, nodehealth.EventNodeUnhealthy))
 	for _, n := range nodes[:2] {
 		g.Expect(suite.Env.Bridge.StopKubelet(ctx, n.Name)).To(Succeed())
 	}
@@ -168,8 +149,8 @@ func TestUnhealthyInstancesAreReplacedAndReplacementHaltsAbove20Percent(t *testi
 		}
 		return c.Reason + ": " + c.Message
 	}, 2*time.Minute, time.Second).Should(HavePrefix(nodehealth.ConditionReasonHalted + ": 2 of 5"))
-	g.Consistently(func() int { return len(healthEvents(t, ig, nodehealth.EventNodeUnhealthy)) }, 20*time.Second, time.Second).
+	g.Consistently(func() int { return len(suite.EventNotes(t, ig, nodehealth.EventNodeUnhealthy)) }, 20*time.Second, time.Second).
 		Should(Equal(replaced), "nothing is replaced while halted")
-	g.Expect(healthEvents(t, ig, nodehealth.EventRepairHalted)).To(HaveLen(1))
+	g.Expect(suite.EventNotes(t, ig, nodehealth.EventRepairHalted)).To(HaveLen(1))
 	g.Expect(suite.GroupNodes(t, ig)).To(ContainElement(HaveField("Name", nodes[0].Name)), "the NotReady nodes stay")
 }

@@ -2,17 +2,12 @@ package rotation
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,43 +21,11 @@ import (
 	"github.com/instancemgr/instance-manager/reconciler/drain"
 )
 
-// interruptionQueue creates the queue and the four EventBridge rules of
+// interruptionQueue creates the queue and the EventBridge rules of
 // docs/autoscaling.md's setup in the emulator and returns the queue's URL.
 func interruptionQueue(t *testing.T, name string) string {
 	t.Helper()
-	ctx := context.Background()
-	q := sqs.NewFromConfig(suite.Env.AWS)
-	bus := eventbridge.NewFromConfig(suite.Env.AWS)
-	created, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: created.QueueUrl,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules := map[string]string{
-		name + "-lifecycle": `{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-terminate Lifecycle Action"]}`,
-		name + "-spot":      `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`,
-		name + "-rebalance": `{"source":["aws.ec2"],"detail-type":["EC2 Instance Rebalance Recommendation"]}`,
-		name + "-state":     `{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"]}`,
-	}
-	for rule, pattern := range rules {
-		if _, err := bus.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(rule), EventPattern: aws.String(pattern)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bus.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(rule),
-			Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_, _ = bus.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(rule), Ids: []string{"queue"}})
-			_, _ = bus.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(rule)})
-		})
-	}
-	t.Cleanup(func() { _, _ = q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: created.QueueUrl}) })
-	return aws.ToString(created.QueueUrl)
+	return harness.InterruptionQueue(t, suite.Env.AWS, name)
 }
 
 // With the interruption queue, an outside termination's drain starts on
@@ -160,7 +123,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		}
 	}, 90*time.Second, 500*time.Millisecond).Should(Succeed(), "drained and gone far within the 10-minute listing period")
 	t.Logf("(a) terminated instance drained and gone %s after TerminateInstanceInAutoScalingGroup (listing period 10m)", time.Since(started).Round(time.Second))
-	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 	g.Expect(harness.Counter(t, "instance_manager_interruption_messages_total", map[string]string{"kind": "lifecycle_terminate", "outcome": "handed_over"})-handedOver).To(BeNumerically(">=", 1), "the queue's event, not the listing, started the drain")
 	appSettled()
 	minReady, samples, orphans := audit.End()
@@ -173,12 +136,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 	g.Eventually(func() int { return harness.Available(suite.GroupNodes(t, ig)) }, 3*time.Minute, time.Second).Should(Equal(3))
 	spot, spotNode := withPods()
 	audit = suite.AuditPods(ns, labels)
-	detail, _ := json.Marshal(map[string]string{"instance-id": spot, "instance-action": "terminate"})
-	out, err := eventbridge.NewFromConfig(suite.Env.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-		Source: aws.String("aws.ec2"), DetailType: aws.String(interruption.DetailSpotInterruption), Detail: aws.String(string(detail)),
-		Resources: []string{"arn:aws:ec2:us-west-2a:instance/" + spot}}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.FailedEntryCount).To(BeZero())
+	g.Expect(harness.PutSpotInterruptionWarning(ctx, suite.Env.AWS, spot)).To(Succeed())
 	started = time.Now()
 	g.Eventually(func(g Gomega) {
 		n := &corev1.Node{}
@@ -192,7 +150,7 @@ func TestInterruptionQueueDrainsInSeconds(t *testing.T) {
 		}
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node cordoned and drained within the 2-minute notice")
 	t.Logf("(b) spot-interrupted node %s drained %s after the warning", spotNode.Name, time.Since(started).Round(time.Second))
-	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
 	minReady, samples, orphans = audit.End()
 	t.Logf("(b) audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)

@@ -2,15 +2,11 @@ package rotation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -151,12 +147,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 	g.Expect(victim).NotTo(BeNil(), "no node runs an app pod")
 	id := providers.InstanceID(victim.Spec.ProviderID)
 	audit := suite.AuditPods(ns, labels)
-	detail, _ := json.Marshal(map[string]string{"instance-id": id, "instance-action": "terminate"})
-	out, err := eventbridge.NewFromConfig(suite.Env.AWS).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-		Source: aws.String("aws.ec2"), DetailType: aws.String(interruption.DetailSpotInterruption), Detail: aws.String(string(detail)),
-		Resources: []string{"arn:aws:ec2:us-west-2a:instance/" + id}}}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out.FailedEntryCount).To(BeZero())
+	g.Expect(harness.PutSpotInterruptionWarning(ctx, suite.Env.AWS, id)).To(Succeed())
 	started := time.Now()
 	cordoned := func(g Gomega) {
 		n := &corev1.Node{}
@@ -173,7 +164,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 		}
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), "the interrupted node drained within the 2-minute notice")
 	t.Logf("spot-interrupted node %s of a group that holds no slot drained %s after the warning", victim.Name, time.Since(started).Round(time.Second))
-	g.Eventually(func() int { return occurrences(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, interruption.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 
 	// The group keeps waiting, pass after pass: the node stays cordoned and
 	// the drain is not started again.
@@ -181,7 +172,7 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 		cordoned(g)
 		waiting(g)
 	}, 20*time.Second, time.Second).Should(Succeed())
-	g.Expect(occurrences(t, ig, interruption.EventDrainStarted)).To(Equal(1), "one interruption drain, not a cordon-uncordon loop")
+	g.Expect(suite.EventCount(t, ig, interruption.EventDrainStarted)).To(Equal(1), "one interruption drain, not a cordon-uncordon loop")
 	g.Eventually(func() int32 { return suite.AvailableReplicas(app) }, 2*time.Minute, 500*time.Millisecond).Should(Equal(int32(4)))
 	minReady, samples, orphans := audit.End()
 	t.Logf("audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)

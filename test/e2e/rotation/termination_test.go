@@ -12,11 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/instancemgr/instance-manager/api/v1alpha1"
 
 	"github.com/instancemgr/instance-manager/reconciler/termination"
 	"github.com/instancemgr/instance-manager/test/harness"
@@ -153,9 +150,9 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
 	// Events are written in the background; a second one of the same
 	// reason is written as a series of 2.
-	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrainStarted) }, 30*time.Second, time.Second).
+	g.Eventually(func() int { return suite.EventCount(t, ig, termination.EventDrainStarted) }, 30*time.Second, time.Second).
 		Should(Equal(2), "one TerminationDrainStarted Event per instance")
-	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(2))
+	g.Eventually(func() int { return suite.EventCount(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(2))
 	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"}) - drainedBefore).To(Equal(2.0))
 
 	// (b) The desired capacity lowered by hand: Auto Scaling picks one.
@@ -172,28 +169,6 @@ func TestOutOfBandTerminationsAreDrained(t *testing.T) {
 	g.Expect(orphans).To(BeEmpty(), "pods bound to a Node whose instance is gone: undrained")
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
 	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(Equal(3.0), "the scale in's instance was drained too")
-}
-
-// occurrences counts the group's Events of reason, a series counting as
-// its count.
-func occurrences(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) int {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Name != ig.Name || e.Reason != reason {
-			continue
-		}
-		if e.Series != nil {
-			n += int(e.Series.Count)
-		} else {
-			n++
-		}
-	}
-	return n
 }
 
 // The admin removes a subnet from every group (a boundary default). Auto
@@ -279,23 +254,7 @@ func TestRemovedSubnetIsEmptiedByTheRotation(t *testing.T) {
 	for _, a := range acts.Activities {
 		g.Expect(aws.ToString(a.Cause)).NotTo(ContainSubstring("Availability Zone rebalancing"), "AZRebalance was suspended before the subnets changed")
 	}
-	g.Eventually(func() []string { return notes(t, ig, "InstancesDrifted") }, 30*time.Second, time.Second).
+	g.Eventually(func() []string { return suite.EventNotes(t, ig, "InstancesDrifted") }, 30*time.Second, time.Second).
 		Should(ContainElement(ContainSubstring("subnet " + suite.Cloud.Subnets[0] + " is no longer listed")))
-	g.Eventually(func() int { return occurrences(t, ig, "NodeDrained") }, 30*time.Second, time.Second).Should(BeNumerically(">=", len(leaving)))
-}
-
-// notes lists the notes of the group's Events of reason.
-func notes(t *testing.T, ig *v1alpha1.InstanceGroup, reason string) []string {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := suite.Admin.List(context.Background(), list, client.InNamespace(ig.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == ig.Name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	g.Eventually(func() int { return suite.EventCount(t, ig, "NodeDrained") }, 30*time.Second, time.Second).Should(BeNumerically(">=", len(leaving)))
 }

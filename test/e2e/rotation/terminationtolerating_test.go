@@ -97,5 +97,5 @@ func TestScaleInKeepsTheBudgetOfAnAppToleratingEveryTaint(t *testing.T) {
 	g.Expect(evicted).To(BeNumerically("<=", bound), "the app's pods were evicted more often than the bound")
 	g.Expect(harness.Counter(t, "instance_manager_termination_hook_completions_total", map[string]string{"reason": "drained"})-drainedBefore).To(Equal(1.0),
 		"the instance Auto Scaling chose was drained before it went")
-	g.Eventually(func() int { return occurrences(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
+	g.Eventually(func() int { return suite.EventCount(t, ig, termination.EventDrained) }, 30*time.Second, time.Second).Should(Equal(1))
 }
