@@ -161,19 +161,23 @@ func (s *Leases) Release(ctx context.Context, key types.NamespacedName, reason R
 	if err := s.load(ctx); err != nil {
 		return err
 	}
+	var released []string
 	for l := s.held(key); l != nil; l = s.held(key) {
 		if err := s.deleteLease(ctx, l); err != nil {
 			return err
 		}
-		if s.held(key) == nil && s.leases != nil {
-			releases.WithLabelValues(string(reason)).Inc()
-			log.FromContext(ctx).Info("upgrade slot released", "group", key, "reason", reason, "lease", l.Name)
+		if s.leases != nil {
+			released = append(released, l.Name)
+			continue
 		}
-		if s.leases == nil { // changed meanwhile: read again
-			if err := s.load(ctx); err != nil {
-				return err
-			}
+		// Changed meanwhile: read again.
+		if err := s.load(ctx); err != nil {
+			return err
 		}
+	}
+	if len(released) > 0 {
+		releases.WithLabelValues(string(reason)).Inc()
+		log.FromContext(ctx).Info("upgrade slot released", "group", key, "reason", reason, "leases", released)
 	}
 	return nil
 }
