@@ -41,9 +41,7 @@ func TestSpotInterruptionWhileTheGroupWaitsIsDrainedToTheEnd(t *testing.T) {
 	suite.ReplaceManager(t, opts)
 
 	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
-	now := time.Now().UTC()
-	data["rollout"] = fmt.Sprintf("maxConcurrentUpgrades: 5\nfreezes: [{from: %q, to: %q}]\n",
-		now.AddDate(0, 0, -1).Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly))
+	data["rollout"] = frozenRollout()
 	suite.SetBoundaries(t, data)
 	suite.Namespace(t, ns)
 	ig := harness.ShortGroup(ns, "frozen", 3, 5)
@@ -178,4 +176,12 @@ func spotWhileWaiting(t *testing.T, ig *v1alpha1.InstanceGroup, ns string, app *
 	t.Logf("audit: %d samples, at least %d Ready pods, orphans %v", samples, minReady, orphans)
 	g.Expect(orphans).To(BeEmpty())
 	g.Expect(minReady).To(BeNumerically(">=", 3), "the PodDisruptionBudget (minAvailable 3 of 4) held at every sample")
+}
+
+// frozenRollout is a boundary ConfigMap's rollout key with a change freeze
+// from yesterday to tomorrow (UTC dates): no rotation starts.
+func frozenRollout() string {
+	now := time.Now().UTC()
+	return fmt.Sprintf("maxConcurrentUpgrades: 5\nfreezes: [{from: %q, to: %q}]\n",
+		now.AddDate(0, 0, -1).Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly))
 }

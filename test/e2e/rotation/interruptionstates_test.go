@@ -3,7 +3,6 @@ package rotation
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -146,9 +145,7 @@ func TestSpotInterruptionWhileTheGroupIsHeldIsDrainedToTheEnd(t *testing.T) {
 	suite.ReplaceManager(t, opts)
 
 	data := suite.Cloud.Boundaries(suite.Cloud.AMIs[0], 5)
-	now := time.Now().UTC()
-	data["rollout"] = fmt.Sprintf("maxConcurrentUpgrades: 5\nfreezes: [{from: %q, to: %q}]\n",
-		now.AddDate(0, 0, -1).Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly))
+	data["rollout"] = frozenRollout()
 	suite.SetBoundaries(t, data)
 	suite.Namespace(t, ns)
 	ig := harness.ShortGroup(ns, "held", 3, 5)
