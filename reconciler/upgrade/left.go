@@ -83,8 +83,18 @@ func left(in providers.Instance, nodes map[string]*corev1.Node, now time.Time) b
 	if node == nil {
 		return true
 	}
+	_, held := heldFor(node, now)
+	return held
+}
+
+// heldFor returns how long ago the rotation terminated node's instance
+// (AnnotationTerminated) and whether that is HeldTermination or more.
+func heldFor(node *corev1.Node, now time.Time) (time.Duration, bool) {
 	at, err := time.Parse(time.RFC3339, node.Annotations[AnnotationTerminated])
-	return err == nil && now.Sub(at) >= HeldTermination
+	if err != nil {
+		return 0, false
+	}
+	return now.Sub(at), now.Sub(at) >= HeldTermination
 }
 
 // leavingNow is Leaving without the instances that count as gone at now
@@ -136,8 +146,8 @@ func (r *RollingUpdate) warnHeld(ig *v1alpha1.InstanceGroup, obs *providers.Obse
 		if in.LifecycleState != "Terminating:Wait" || node == nil {
 			continue
 		}
-		at, err := time.Parse(time.RFC3339, node.Annotations[AnnotationTerminated])
-		if err != nil || now.Sub(at) < HeldTermination {
+		ago, held := heldFor(node, now)
+		if !held {
 			continue
 		}
 		if _, seen := r.warned.LoadOrStore(in.ID, true); seen {
@@ -148,6 +158,6 @@ func (r *RollingUpdate) warnHeld(ig *v1alpha1.InstanceGroup, obs *providers.Obse
 			"Instance %s (node %s), drained and terminated by the rotation %s ago, is still held in Terminating:Wait by a terminate lifecycle hook of Auto Scaling group %s "+
 				"other than the controller's drain hook: a hook with no handler holds it until its heartbeat timeout, then applies its default result. "+
 				"The rotation counts it as gone and goes on; complete the hook's lifecycle action (CompleteLifecycleAction) or give the hook a handler",
-			in.ID, node.Name, now.Sub(at).Round(time.Minute), obs.GroupName)
+			in.ID, node.Name, ago.Round(time.Minute), obs.GroupName)
 	}
 }
